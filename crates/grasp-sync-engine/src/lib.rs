@@ -1,0 +1,1 @@
+//! Async orchestration of proactive sync over real relays (not yet implemented).

@@ -1,0 +1,1 @@
+//! Byte-budgeted filter building, REQ packing and pagination planning (not yet implemented).

@@ -1,0 +1,1 @@
+//! Relay health, backoff, pauses and refusal classification (not yet implemented).

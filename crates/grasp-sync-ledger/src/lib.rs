@@ -1,0 +1,1 @@
+//! Per-connection subscription ledger, pacing gates and live planner (not yet implemented).

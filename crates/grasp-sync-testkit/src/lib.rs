@@ -1,0 +1,1 @@
+//! Local relay networks for tests, the demo and the simulator (not yet implemented).

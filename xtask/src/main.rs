@@ -1,0 +1,90 @@
+//! Project automation, run as `cargo xtask <command>`.
+//!
+//! - `test`: every crate's tests, crate by crate in dependency order, then the doctests.
+//! - `ci`: formatting check, clippy with warnings denied, `tidy`, `test`, rustdoc with warnings
+//!   denied. If it passes locally, CI is green.
+//! - `tidy`: the project's structural rules (see the `tidy` module).
+
+mod cmd;
+mod tidy;
+
+use anyhow::{Result, bail};
+
+/// Workspace crates in dependency order: each crate comes after everything it depends on.
+pub(crate) const CRATES_IN_ORDER: &[&str] = &[
+    "grasp-sync-model",
+    "grasp-sync-filters",
+    "grasp-sync-health",
+    "grasp-sync-ledger",
+    "grasp-sync-testkit",
+    "grasp-sync-engine",
+    "grasp-sync-bin",
+    "xtask",
+];
+
+/// The sans-IO core crates: no async runtime, no sockets, no clock.
+pub(crate) const CORE_CRATES: &[&str] = &[
+    "grasp-sync-model",
+    "grasp-sync-filters",
+    "grasp-sync-ledger",
+    "grasp-sync-health",
+];
+
+const USAGE: &str = "usage: cargo xtask <test|ci|tidy>";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = cmd::workspace_root()?;
+    match args.first().map(String::as_str) {
+        Some("test") => test(&root),
+        Some("ci") => ci(&root),
+        Some("tidy") => tidy::run(&root),
+        Some("help" | "--help" | "-h") => {
+            cmd::say(USAGE);
+            Ok(())
+        }
+        Some(other) => bail!("unknown command `{other}`\n{USAGE}"),
+        None => bail!("{USAGE}"),
+    }
+}
+
+/// Runs each crate's tests in dependency order, then every doctest.
+fn test(root: &std::path::Path) -> Result<()> {
+    for krate in CRATES_IN_ORDER {
+        cmd::step(&format!("tests of {krate}"));
+        cmd::cargo(root, &["test", "--package", krate, "--tests"], &[])?;
+    }
+    cmd::step("doctests");
+    cmd::cargo(root, &["test", "--workspace", "--doc"], &[])?;
+    Ok(())
+}
+
+/// The whole CI gate, in the order that fails fastest.
+fn ci(root: &std::path::Path) -> Result<()> {
+    cmd::step("format check");
+    cmd::cargo(root, &["fmt", "--all", "--", "--check"], &[])?;
+    cmd::step("clippy");
+    cmd::cargo(
+        root,
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    cmd::step("tidy");
+    tidy::run(root)?;
+    test(root)?;
+    cmd::step("rustdoc");
+    cmd::cargo(
+        root,
+        &["doc", "--workspace", "--no-deps"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
+    cmd::step("ci passed");
+    Ok(())
+}

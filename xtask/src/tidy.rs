@@ -1,0 +1,162 @@
+//! Structural rules checked by `cargo xtask tidy`.
+//!
+//! 1. Every Rust source file opens with a `//!` paragraph saying what it owns.
+//! 2. The core crates (see [`crate::CORE_CRATES`]) depend, directly or transitively, on no async
+//!    runtime, no Nostr client or relay crate and no socket crate.
+//! 3. The core crates' library code reads no clock: time is passed in.
+//!
+//! Every violation is listed; the command fails if there is any.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{CORE_CRATES, cmd};
+
+/// Crates the core crates must not pull in, with the reason shown on failure.
+const FORBIDDEN_IN_CORE: &[(&str, &str)] = &[
+    ("tokio", "async runtime"),
+    ("async-std", "async runtime"),
+    ("smol", "async runtime"),
+    ("mio", "socket I/O"),
+    ("socket2", "socket I/O"),
+    ("hyper", "HTTP client/server"),
+    ("reqwest", "HTTP client"),
+    ("tungstenite", "WebSocket"),
+    ("tokio-tungstenite", "WebSocket"),
+    ("async-wsocket", "WebSocket"),
+    ("nostr-sdk", "Nostr client"),
+    ("nostr-relay-pool", "Nostr client"),
+    ("nostr-relay-builder", "Nostr relay"),
+    ("nostr-lmdb", "database"),
+    ("nostr-database", "database"),
+];
+
+/// Clock reads that library code in the core crates must not contain.
+const CLOCK_READS: &[&str] = &[
+    "Instant::now(",
+    "SystemTime::now(",
+    "Timestamp::now(",
+    "thread::sleep(",
+    "Utc::now(",
+];
+
+/// Runs every tidy check and reports all violations together.
+pub(crate) fn run(root: &Path) -> Result<()> {
+    let mut problems = Vec::new();
+    check_module_docs(root, &mut problems)?;
+    check_core_dependencies(root, &mut problems)?;
+    check_core_clock_reads(root, &mut problems)?;
+    if problems.is_empty() {
+        cmd::say("tidy: ok");
+        return Ok(());
+    }
+    for problem in &problems {
+        cmd::say(&format!("tidy: {problem}"));
+    }
+    bail!("tidy found {} problem(s)", problems.len())
+}
+
+fn check_module_docs(root: &Path, problems: &mut Vec<String>) -> Result<()> {
+    for dir in ["crates", "xtask"] {
+        for file in rust_files(&root.join(dir))? {
+            let text =
+                fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let first = text.lines().map(str::trim).find(|line| !line.is_empty());
+            if !first.is_some_and(|line| line.starts_with("//!")) {
+                problems.push(format!(
+                    "{} does not open with a `//!` module comment",
+                    relative(root, &file)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_core_dependencies(root: &Path, problems: &mut Vec<String>) -> Result<()> {
+    for krate in CORE_CRATES {
+        let tree = cmd::cargo_output(
+            root,
+            &[
+                "tree",
+                "--package",
+                krate,
+                "--edges",
+                "normal",
+                "--prefix",
+                "none",
+                "--format",
+                "{p}",
+            ],
+        )?;
+        let mut names: Vec<&str> = tree
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        for (forbidden, why) in FORBIDDEN_IN_CORE {
+            if names.contains(forbidden) {
+                problems.push(format!("{krate} depends on {forbidden} ({why})"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_core_clock_reads(root: &Path, problems: &mut Vec<String>) -> Result<()> {
+    for krate in CORE_CRATES {
+        for file in rust_files(&root.join("crates").join(krate).join("src"))? {
+            if file.file_name().is_some_and(|name| name == "tests.rs") {
+                continue;
+            }
+            let text =
+                fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            for (number, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                if let Some(read) = CLOCK_READS.iter().find(|read| code.contains(*read)) {
+                    problems.push(format!(
+                        "{}:{} reads a clock (`{read}`): core crates take time as an argument",
+                        relative(root, &file),
+                        number + 1
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    if !dir.exists() {
+        return Ok(files);
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for entry in
+            fs::read_dir(&current).with_context(|| format!("listing {}", current.display()))?
+        {
+            let path = entry?.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|name| name == "target") {
+                    continue;
+                }
+                stack.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
