@@ -1,1 +1,44 @@
-//! NIP-34 data model, sync indices and the three-way diff (not yet implemented).
+//! The data model of GRASP-02 proactive sync: NIP-34 parsing, the sync indices and the
+//! three-way diff that decides what to subscribe to next.
+//!
+//! - [`RelayUrl`] is the one normal form of a relay address; every relay set uses it.
+//! - [`nip34`] turns events into [`RepoAnnouncement`], [`RootEvent`] and [`RepoState`].
+//! - [`RepoSyncIndex`] is what we want to sync (repository → relays, root events, level);
+//!   [`PendingSyncIndex`] is what is in flight; [`RelaySyncIndex`] is what is confirmed, with
+//!   each relay's connection lifecycle.
+//! - [`derive_relay_targets`] and [`compute_actions`] turn those three into [`AddFilters`].
+//!
+//! This crate is a plain library: it holds no sockets, runs no async runtime and never reads a
+//! clock. Time is passed in as a [`nostr::Timestamp`]. It does not build filters, plan pages,
+//! verify signatures or decide whether an event is accepted: those belong to other crates.
+#![doc = include_str!("../README.md")]
+
+pub mod coordinate;
+pub mod diff;
+pub mod error;
+pub mod nip34;
+pub mod pagination;
+pub mod pending;
+pub mod relay_index;
+pub mod relay_url;
+pub mod repo_index;
+
+#[cfg(test)]
+mod test_support;
+
+pub use coordinate::RepoCoordinate;
+pub use diff::{AddFilters, RelaySyncNeeds, compute_actions, derive_relay_targets};
+pub use error::ModelError;
+pub use nip34::{
+    AnnouncementLimits, EventVersion, Nip34Event, RepoAnnouncement, RepoState, RootEvent, RootKind,
+};
+pub use pagination::{FilterPaginationState, PaginationState};
+pub use pending::{
+    BatchId, ConfirmOutcome, PendingBatch, PendingItems, PendingSyncIndex, ResolvedSubscription,
+    SyncMethod,
+};
+pub use relay_index::{ConnectionStatus, RelayState, RelaySyncIndex};
+pub use relay_url::{MAX_RELAY_URL_BYTES, RelayUrl};
+pub use repo_index::{
+    ExpiryStatus, IndexUpdate, PurgatoryEntry, RepoSyncIndex, RepoSyncNeeds, SyncLevel,
+};

@@ -1,0 +1,6 @@
+//! Integration tests of the model through its public API: the whole flow from signed events to
+//! actions, and the property tests of the diff, the index and relay URL normalisation.
+
+mod flow;
+mod properties;
+mod support;
