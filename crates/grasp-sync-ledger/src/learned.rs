@@ -1,0 +1,151 @@
+//! [`LearnedLimits`]: what a relay's refusals taught one connection. The filter-count ceiling
+//! lives for a session; the retained-REQ byte cap survives reconnects.
+
+use std::time::{Duration, Instant};
+
+use grasp_sync_filters::PackLimits;
+
+use crate::ledger::TRANSIENT_REQ_CAP;
+
+#[cfg(test)]
+mod tests;
+
+/// The filter-count ceiling a session starts with.
+pub const INITIAL_FILTER_CEILING: usize = 10;
+/// How often coverage that does not fit a byte-capped connection is caught up.
+pub const CATCH_UP_INTERVAL: Duration = Duration::from_secs(5 * 60);
+/// How far each catch-up overlaps the previous one.
+pub const CATCH_UP_OVERLAP: Duration = Duration::from_secs(60);
+
+/// The geometric ladder of filter-count ceilings.
+const CEILING_LADDER: [usize; 4] = [10, 5, 2, 1];
+
+/// What a filter-count refusal means for the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterCountOutcome {
+    /// Regroup the rejected coverage with at most `ceiling` filters per REQ.
+    Regroup {
+        /// The new filter-count ceiling.
+        ceiling: usize,
+    },
+    /// A one-filter REQ was refused: regrouping cannot help, so this is a policy refusal
+    /// (the long `filter_incompatible` pause), and the ceiling is unchanged.
+    Policy,
+}
+
+/// Limits learned from one connection's refusals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LearnedLimits {
+    initial_ceiling: usize,
+    filter_ceiling: usize,
+    retained_byte_cap: Option<usize>,
+}
+
+impl Default for LearnedLimits {
+    fn default() -> Self {
+        LearnedLimits::new()
+    }
+}
+
+impl LearnedLimits {
+    /// Nothing learned yet: ceiling [`INITIAL_FILTER_CEILING`], no byte cap.
+    pub fn new() -> LearnedLimits {
+        LearnedLimits::with_initial_ceiling(INITIAL_FILTER_CEILING)
+    }
+
+    /// Nothing learned yet, with a session ceiling of `ceiling` (at least 1) filters per REQ.
+    pub fn with_initial_ceiling(ceiling: usize) -> LearnedLimits {
+        let ceiling = ceiling.max(1);
+        LearnedLimits {
+            initial_ceiling: ceiling,
+            filter_ceiling: ceiling,
+            retained_byte_cap: None,
+        }
+    }
+
+    /// A new connection session: the filter-count ceiling resets, the byte cap is kept.
+    pub fn new_session(&mut self, _now: Instant) {
+        self.filter_ceiling = self.initial_ceiling;
+    }
+
+    /// The current filter-count ceiling (filters per REQ).
+    pub fn filter_ceiling(&self) -> usize {
+        self.filter_ceiling
+    }
+
+    /// A REQ of `rejected_group_size` filters (if known) was refused for its filter count.
+    ///
+    /// The ceiling steps down the ladder 10 → 5 → 2 → 1, or straight to the rejected size minus
+    /// one when that is lower; it never rises within a session.
+    pub fn handle_filter_count_refusal(
+        &mut self,
+        _now: Instant,
+        rejected_group_size: Option<usize>,
+    ) -> FilterCountOutcome {
+        if rejected_group_size.is_some_and(|size| size <= 1) || self.filter_ceiling <= 1 {
+            return FilterCountOutcome::Policy;
+        }
+        let ladder = CEILING_LADDER
+            .iter()
+            .copied()
+            .find(|step| *step < self.filter_ceiling)
+            .unwrap_or(1);
+        let from_size = rejected_group_size.map_or(usize::MAX, |size| size - 1);
+        self.filter_ceiling = ladder.min(from_size).max(1);
+        FilterCountOutcome::Regroup {
+            ceiling: self.filter_ceiling,
+        }
+    }
+
+    /// The relay refused with "active subscriptions exceed max size `bytes` bytes". The smallest
+    /// cap seen is kept, across sessions.
+    pub fn handle_retained_bytes_refusal(&mut self, _now: Instant, bytes: usize) {
+        self.retained_byte_cap = Some(self.retained_byte_cap.map_or(bytes, |cap| cap.min(bytes)));
+    }
+
+    /// The learned retained-REQ byte cap N, if any.
+    pub fn retained_byte_cap(&self) -> Option<usize> {
+        self.retained_byte_cap
+    }
+
+    /// Bytes persistent groups may retain: N minus one maximum transient REQ
+    /// (`max_transient_req_bytes`), or `None` when no cap was learned.
+    pub fn persistent_byte_budget(&self, max_transient_req_bytes: usize) -> Option<usize> {
+        self.retained_byte_cap
+            .map(|cap| cap.saturating_sub(max_transient_req_bytes))
+    }
+
+    /// `base` with its filter-count ceiling lowered to the learned one.
+    pub fn pack_limits(&self, base: PackLimits) -> PackLimits {
+        base.with_max_filters(base.max_filters_per_req.min(self.filter_ceiling))
+    }
+
+    /// Whether transient REQs must be serialised (a byte cap was learned).
+    pub fn serialises_transients(&self) -> bool {
+        self.retained_byte_cap.is_some()
+    }
+
+    /// The transient REQ class cap on this connection: one when serialised, else five.
+    pub fn transient_req_cap(&self) -> usize {
+        if self.serialises_transients() {
+            1
+        } else {
+            TRANSIENT_REQ_CAP
+        }
+    }
+}
+
+/// Reads N from a CLOSED reason of the form "active subscriptions exceed max size N bytes"
+/// (any prefix such as "error: " is allowed). Any other text gives `None`.
+pub fn parse_retained_bytes_refusal(reason: &str) -> Option<usize> {
+    const MARKER: &str = "active subscriptions exceed max size ";
+    let start = reason.find(MARKER)? + MARKER.len();
+    let rest = &reason[start..];
+    let digits_end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    if digits_end == 0 || !rest[digits_end..].trim_start().starts_with("bytes") {
+        return None;
+    }
+    rest[..digits_end].parse().ok()
+}
