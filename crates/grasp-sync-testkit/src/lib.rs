@@ -1,1 +1,19 @@
-//! Local relay networks for tests, the demo and the simulator (not yet implemented).
+//! grasp-sync's test-support crate: real Nostr relays on 127.0.0.1 (WebSocket, NIP-11,
+//! negentropy, enforced subscription and result limits) and deterministic NIP-34 test data,
+//! for the end-to-end tests, the `demo` command and the simulator.
+//!
+//! It deliberately does not fake a relay: every [`TestRelay`] is a `nostr-relay-builder`
+//! relay behind a real socket, so the engine meets real framing, real `CLOSED` and `EOSE`
+//! messages and real disconnects. It does not sync anything itself and holds no sync logic;
+//! the only rules it knows are which generated events a correct sync must end up with.
+//! It is not for production use: stores live in memory or in temporary directories.
+#![doc = include_str!("../README.md")]
+
+mod error;
+pub mod network;
+pub mod nip34;
+mod relay;
+
+pub use error::TestkitError;
+pub use network::{GeneratedNetwork, GeneratedRepo, NetworkSpec, RootCount, TestNetwork, generate};
+pub use relay::{Nip11Mode, StoreKind, TestRelay, TestRelayConfig};

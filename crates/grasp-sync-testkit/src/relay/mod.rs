@@ -1,0 +1,323 @@
+//! `TestRelay`: a real `nostr-relay-builder` relay on 127.0.0.1 behind our own listener and
+//! HTTP front, with direct seeding, restart on the same port and connection counters.
+
+mod front;
+mod nip11;
+
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use nostr::{Event, EventId, Filter};
+use nostr_database::{Events, MemoryDatabase, MemoryDatabaseOptions, NostrDatabase};
+use nostr_lmdb::NostrLMDB;
+use nostr_relay_builder::LocalRelay;
+use nostr_relay_builder::builder::{RateLimit, RelayBuilder};
+use tempfile::TempDir;
+use tokio::net::TcpSocket;
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::TestkitError;
+use front::{Counters, Front};
+
+/// Events written to the store at once while seeding.
+const SEED_IN_FLIGHT: usize = 1024;
+
+/// What the relay says about itself in its NIP-11 document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Nip11Mode {
+    /// A document with a `limitation` object carrying the configured limits.
+    #[default]
+    WithLimits,
+    /// A document without `limitation`: the limits are enforced but hidden.
+    WithoutLimits,
+    /// No document: a NIP-11 request gets `404 Not Found`.
+    NotServed,
+}
+
+/// Where the relay keeps its events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreKind {
+    /// An in-memory store without an event cap.
+    #[default]
+    Memory,
+    /// An LMDB store in a temporary directory removed when the relay is dropped.
+    Lmdb,
+}
+
+/// How a test relay behaves. Build it with struct update syntax from `Default`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestRelayConfig {
+    /// The relay's NIP-11 `name`.
+    pub name: String,
+    /// Open subscriptions allowed per connection (the relay builder's `max_reqs`). One more
+    /// REQ is refused with `CLOSED "rate-limited: too many REQs"`.
+    pub max_subscriptions: usize,
+    /// Results per filter when the filter has no `limit`.
+    pub default_filter_limit: usize,
+    /// Cap on a filter's `limit`, if any.
+    pub max_filter_limit: Option<usize>,
+    /// `max_filters` for the NIP-11 document only: the relay does not enforce it.
+    pub max_filters: Option<usize>,
+    /// EVENT messages accepted per minute per connection.
+    pub notes_per_minute: u32,
+    /// Whether NIP-11 lists NIP-77. The relay always answers negentropy messages.
+    pub advertise_negentropy: bool,
+    /// What NIP-11 serves.
+    pub nip11: Nip11Mode,
+    /// Where events are kept.
+    pub store: StoreKind,
+}
+
+impl Default for TestRelayConfig {
+    fn default() -> Self {
+        Self {
+            name: "grasp-sync test relay".to_owned(),
+            max_subscriptions: 500,
+            default_filter_limit: 500,
+            max_filter_limit: None,
+            max_filters: None,
+            notes_per_minute: 1_000_000,
+            advertise_negentropy: true,
+            nip11: Nip11Mode::WithLimits,
+            store: StoreKind::Memory,
+        }
+    }
+}
+
+/// A real WebSocket relay on `127.0.0.1`, stopped when dropped.
+#[derive(Debug)]
+pub struct TestRelay {
+    config: TestRelayConfig,
+    addr: SocketAddr,
+    database: Arc<dyn NostrDatabase>,
+    counters: Arc<Counters>,
+    running: Option<Running>,
+    // Declared last so the store is closed before its directory is removed.
+    _dir: Option<TempDir>,
+}
+
+/// The parts of a relay that exist only while it runs.
+#[derive(Debug)]
+struct Running {
+    relay: LocalRelay,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl TestRelay {
+    /// Starts a relay on a free port of `127.0.0.1` with an empty store.
+    pub async fn start(config: TestRelayConfig) -> Result<TestRelay, TestkitError> {
+        let (database, dir): (Arc<dyn NostrDatabase>, Option<TempDir>) = match config.store {
+            StoreKind::Memory => (
+                Arc::new(MemoryDatabase::with_opts(MemoryDatabaseOptions {
+                    events: true,
+                    max_events: None,
+                })),
+                None,
+            ),
+            StoreKind::Lmdb => {
+                let dir = tempfile::tempdir()?;
+                (Arc::new(NostrLMDB::open(dir.path())?), Some(dir))
+            }
+        };
+        let mut relay = TestRelay {
+            config,
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            database,
+            counters: Arc::new(Counters::default()),
+            running: None,
+            _dir: dir,
+        };
+        relay.listen().await?;
+        Ok(relay)
+    }
+
+    /// The relay's URL, `ws://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("ws://{}", self.addr)
+    }
+
+    /// The URL to fetch the NIP-11 document from, `http://127.0.0.1:PORT`.
+    pub fn nip11_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The socket address the relay listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The relay's configuration.
+    pub fn config(&self) -> &TestRelayConfig {
+        &self.config
+    }
+
+    /// Whether the relay accepts connections.
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// Writes events straight into the store: no network, no rate limit, no live
+    /// notification. Works whether or not the relay runs. Returns how many were newly stored
+    /// (duplicates and replaced addressable events are not counted).
+    pub async fn seed(
+        &self,
+        events: impl IntoIterator<Item = Event>,
+    ) -> Result<usize, TestkitError> {
+        seed_database(&self.database, events).await
+    }
+
+    /// Stores an event and pushes it to the running relay's live subscribers, as if a client
+    /// had published it. Returns whether it was newly stored (a duplicate is not pushed).
+    /// The relay's fan-out channel holds 1,024 events: a subscriber that falls further behind
+    /// a burst silently misses events, so publish bursts in smaller steps.
+    pub async fn publish(&self, event: Event) -> Result<bool, TestkitError> {
+        let running = self.running.as_ref().ok_or(TestkitError::NotRunning)?;
+        let status = self.database.save_event(&event).await?;
+        if !status.is_success() {
+            return Ok(false);
+        }
+        running.relay.notify_event(event);
+        Ok(true)
+    }
+
+    /// Events in the store matching `filter` (no result limit unless the filter has one).
+    pub async fn query(&self, filter: Filter) -> Result<Events, TestkitError> {
+        Ok(self.database.query(filter).await?)
+    }
+
+    /// IDs of every stored event.
+    pub async fn event_ids(&self) -> Result<BTreeSet<EventId>, TestkitError> {
+        let events = self.database.query(Filter::new()).await?;
+        Ok(events.into_iter().map(|e| e.id).collect())
+    }
+
+    /// Number of stored events.
+    pub async fn count(&self) -> Result<usize, TestkitError> {
+        Ok(self.database.count(Filter::new()).await?)
+    }
+
+    /// The relay's store, shared with the relay (writes here are not pushed to subscribers).
+    pub fn database(&self) -> Arc<dyn NostrDatabase> {
+        Arc::clone(&self.database)
+    }
+
+    /// TCP connections accepted since the relay was created (NIP-11 fetches included).
+    pub fn connections_accepted(&self) -> u64 {
+        self.counters.tcp_accepted.load(Ordering::Relaxed)
+    }
+
+    /// WebSocket upgrades handed to the relay since it was created.
+    pub fn websocket_connections_accepted(&self) -> u64 {
+        self.counters.websockets_accepted.load(Ordering::Relaxed)
+    }
+
+    /// WebSocket connections open right now.
+    pub fn open_websocket_connections(&self) -> u64 {
+        self.counters.websockets_open.load(Ordering::Relaxed)
+    }
+
+    /// NIP-11 documents requested since the relay was created (served or not).
+    pub fn nip11_requests(&self) -> u64 {
+        self.counters.nip11_requests.load(Ordering::Relaxed)
+    }
+
+    /// Stops accepting and closes every connection; clients see a disconnect. The store and
+    /// the port number are kept for [`TestRelay::restart`]. Stopping a stopped relay does
+    /// nothing.
+    pub async fn stop(&mut self) -> Result<(), TestkitError> {
+        if let Some(running) = self.running.take() {
+            running.relay.shutdown();
+            // The task may already be gone; its exit is what we wait for.
+            let _ = running.stop.send(true);
+            running.task.await?;
+        }
+        Ok(())
+    }
+
+    /// Starts a stopped relay again on the same port with the same store.
+    pub async fn restart(&mut self) -> Result<(), TestkitError> {
+        if self.running.is_some() {
+            return Err(TestkitError::AlreadyRunning);
+        }
+        self.listen().await
+    }
+
+    /// Binds `self.addr` (port 0 the first time) and spawns the accept loop.
+    async fn listen(&mut self) -> Result<(), TestkitError> {
+        let socket = TcpSocket::new_v4()?;
+        socket.set_reuseaddr(true)?;
+        socket.bind(self.addr)?;
+        let listener = socket.listen(1024)?;
+        self.addr = listener.local_addr()?;
+        let relay = LocalRelay::new(builder(&self.config, Arc::clone(&self.database)));
+        let (stop, stopped) = watch::channel(false);
+        let front = Front::new(
+            relay.clone(),
+            nip11::document(&self.config),
+            Arc::clone(&self.counters),
+        );
+        let task = tokio::spawn(front.serve(listener, stopped));
+        self.running = Some(Running { relay, stop, task });
+        Ok(())
+    }
+}
+
+impl Drop for TestRelay {
+    fn drop(&mut self) {
+        if let Some(running) = self.running.take() {
+            running.relay.shutdown();
+            // Aborting the accept loop drops its connection set, which aborts every
+            // connection task.
+            running.task.abort();
+        }
+    }
+}
+
+/// The relay builder for a config and a store.
+fn builder(config: &TestRelayConfig, database: Arc<dyn NostrDatabase>) -> RelayBuilder {
+    let mut builder = RelayBuilder::default()
+        .database(database)
+        .rate_limit(RateLimit {
+            max_reqs: config.max_subscriptions,
+            notes_per_minute: config.notes_per_minute,
+        })
+        .default_filter_limit(config.default_filter_limit);
+    if let Some(max) = config.max_filter_limit {
+        builder = builder.max_filter_limit(max);
+    }
+    builder
+}
+
+/// Writes events into a store, many at once; returns how many were newly stored.
+pub(crate) async fn seed_database(
+    database: &Arc<dyn NostrDatabase>,
+    events: impl IntoIterator<Item = Event>,
+) -> Result<usize, TestkitError> {
+    let mut stored = 0;
+    let mut tasks = JoinSet::new();
+    for event in events {
+        if tasks.len() >= SEED_IN_FLIGHT {
+            stored += join_one(&mut tasks).await?;
+        }
+        let database = Arc::clone(database);
+        tasks.spawn(async move { database.save_event(&event).await });
+    }
+    while !tasks.is_empty() {
+        stored += join_one(&mut tasks).await?;
+    }
+    Ok(stored)
+}
+
+/// Waits for one seeding write; 1 if it stored a new event.
+async fn join_one(
+    tasks: &mut JoinSet<Result<nostr_database::SaveEventStatus, nostr_database::DatabaseError>>,
+) -> Result<usize, TestkitError> {
+    match tasks.join_next().await {
+        Some(joined) => Ok(usize::from(joined??.is_success())),
+        None => Ok(0),
+    }
+}
