@@ -245,3 +245,38 @@ fn pending_items_are_the_union_of_batches_at_the_strongest_level() {
             .is_empty()
     );
 }
+
+#[test]
+fn abandoned_batch_confirms_nothing_and_its_items_become_new_work_again() {
+    let mut pending = PendingSyncIndex::new();
+    let a = relay("wss://a.example");
+    let kept = pending.open_batch(
+        &a,
+        items(&[(1, SyncLevel::Full)], &[1]),
+        SyncMethod::ReqEose,
+    );
+    let failed = pending.open_batch(
+        &a,
+        items(&[(2, SyncLevel::Full)], &[2]),
+        SyncMethod::ReqEose,
+    );
+    let abandoned = pending.abandon_batch(&a, failed).expect("pending batch");
+    assert_eq!(abandoned.batch_id, failed);
+    assert!(
+        pending.abandon_batch(&a, failed).is_none(),
+        "abandoning twice is a no-op"
+    );
+    assert_eq!(
+        pending.pending_items(&a),
+        items(&[(1, SyncLevel::Full)], &[1])
+    );
+    let mut confirmed = RelaySyncIndex::new();
+    pending
+        .confirm_batch(&a, kept, &mut confirmed, Timestamp::from_secs(1))
+        .unwrap();
+    let state = confirmed.get(&a).unwrap();
+    assert!(!state.covers_repo(&coord(2, "repo"), SyncLevel::Full));
+    assert!(!state.root_events.contains(&id(2)));
+    assert!(!state.batch_failed);
+    assert!(!pending.has_pending(&a));
+}
