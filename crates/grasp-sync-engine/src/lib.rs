@@ -1,1 +1,47 @@
-//! Async orchestration of proactive sync over real relays (not yet implemented).
+//! grasp-sync-engine: the async shell of GRASP-02 proactive sync.
+//!
+//! One actor owns the sync indices, the per-relay ledgers and health; connection and history
+//! work runs in bounded background jobs. The engine reaches the world only through trait
+//! objects: [`RelayConnector`] for remote relays, [`EventStore`] for the own relay's store,
+//! [`SelfFeed`] for the events the own relay accepted, [`PurgatorySource`] for announcements
+//! awaiting git data, [`SyncedEventHook`] for newly saved events, and [`Clock`] for time.
+//!
+//! It deliberately does not decide what an event is worth: the store's acceptance policy does
+//! ([`GraspPolicy`] in [`store`]), and nothing from a remote relay reaches the store any other
+//! way.
+#![doc = include_str!("../README.md")]
+
+mod actor;
+pub mod address;
+pub mod boundary;
+pub mod clock;
+pub mod config;
+pub mod dial;
+pub mod engine;
+pub mod error;
+mod ingest;
+pub mod metrics;
+mod session;
+pub mod status;
+pub mod store;
+pub mod transport;
+
+pub use address::{AddressPolicy, AddressRefusal};
+pub use boundary::{
+    EventStore, IngestOutcome, NoPurgatory, PurgatorySource, SelfFeed, SyncedEventHook,
+};
+pub use clock::{Clock, TokioClock};
+pub use config::EngineConfig;
+pub use dial::DialLimits;
+pub use engine::{EngineHandle, EngineParts, SyncEngine};
+pub use error::{StoreError, TransportError};
+pub use ingest::{HOOK_BATCH_WINDOW, IngestTotals};
+pub use metrics::SyncMetrics;
+pub use status::{EngineStatus, RelayStatus};
+pub use store::{
+    GraspDatabase, GraspPolicy, GraspWritePolicy, LmdbStore, MemoryStore, PolicyConfig,
+    PolicyDecision, StoreConfig, StoreFeed,
+};
+pub use transport::{
+    RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession, SdkConnector,
+};

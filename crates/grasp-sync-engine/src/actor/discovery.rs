@@ -1,0 +1,142 @@
+//! Discovery: self-feed batches and purgatory snapshots update the repository index; new relays
+//! are registered; connected relays get the new work through the three-way diff.
+
+use grasp_sync_health::RelayHealth;
+use grasp_sync_model::{IndexUpdate, Nip34Event, RelayUrl, compute_actions, derive_relay_targets};
+
+use super::Actor;
+use super::runtime::RelayRuntime;
+
+impl Actor {
+    /// The batch window fired: apply every buffered self-feed event to the index.
+    pub(super) fn process_feed_batch(&mut self) {
+        if self.feed_buffer.is_empty() {
+            return;
+        }
+        let events = std::mem::take(&mut self.feed_buffer);
+        let mut update = IndexUpdate::default();
+        let mut malformed = 0usize;
+        for event in &events {
+            match Nip34Event::parse_with_limits(event, self.repos.limits()) {
+                Ok(Nip34Event::Announcement(announcement)) => {
+                    update.merge(self.repos.handle_announcement(&announcement));
+                }
+                Ok(Nip34Event::Root(root)) => update.merge(self.repos.handle_root_event(&root)),
+                // State events are not part of the self feed; ignore if one slips in.
+                Ok(Nip34Event::State(_)) => {}
+                Err(error) => {
+                    malformed += 1;
+                    tracing::debug!(id = %event.id, %error, "self-feed event is not usable NIP-34");
+                }
+            }
+        }
+        if malformed > 0 {
+            tracing::info!(malformed, "self-feed events skipped as malformed");
+        }
+        if update.dropped_relays > 0 {
+            tracing::info!(
+                dropped = update.dropped_relays,
+                "relay URLs dropped from announcements"
+            );
+        }
+        self.apply_index_update(&update);
+    }
+
+    /// The purgatory timer fired: reconcile `StateOnly` entries with the snapshot.
+    pub(super) fn reconcile_purgatory(&mut self) {
+        let snapshot = self.purgatory.announcements_for_sync();
+        if snapshot.is_empty()
+            && !self
+                .repos
+                .iter()
+                .any(|(_, needs)| needs.sync_level == grasp_sync_model::SyncLevel::StateOnly)
+        {
+            return;
+        }
+        let update = self.repos.reconcile_purgatory(&snapshot);
+        self.apply_index_update(&update);
+    }
+
+    /// Re-derives targets, registers new relays, and gives connected dirty relays their new work.
+    fn apply_index_update(&mut self, update: &IndexUpdate) {
+        if update.is_empty() {
+            return;
+        }
+        self.targets = derive_relay_targets(&self.repos, self.config.own_relay.as_ref());
+        let relays: Vec<RelayUrl> = self.targets.keys().cloned().collect();
+        for relay in &relays {
+            if !self.runtimes.contains_key(relay) {
+                self.register_relay(relay, false);
+            }
+        }
+        for relay in &update.dirty_relays {
+            self.recompute(relay);
+        }
+    }
+
+    /// Tracks a relay; dialing happens on the health tick.
+    pub(super) fn register_relay(&mut self, relay: &RelayUrl, bootstrap: bool) {
+        if self.config.own_relay.as_ref() == Some(relay) {
+            return;
+        }
+        if let Err(refusal) = self.config.address_policy.check(relay) {
+            tracing::info!(%relay, ?refusal, "not dialing a relay refused by the address policy");
+            return;
+        }
+        if self.runtimes.contains_key(relay) {
+            return;
+        }
+        let state = self.relays.register(relay);
+        state.is_bootstrap |= bootstrap;
+        self.seed = self
+            .seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        let now = self.now();
+        let health =
+            RelayHealth::new(self.config.health, bootstrap, self.seed, now).or_else(|error| {
+                tracing::warn!(%error, "invalid health configuration; using the defaults");
+                RelayHealth::new(
+                    grasp_sync_health::HealthConfig::default(),
+                    bootstrap,
+                    self.seed,
+                    now,
+                )
+            });
+        let Ok(health) = health else {
+            return;
+        };
+        tracing::info!(%relay, bootstrap, "tracking relay");
+        self.runtimes
+            .insert(relay.clone(), RelayRuntime::new(health));
+    }
+
+    /// The three-way diff for one relay: target − pending − confirmed → new live and historic work.
+    pub(super) fn recompute(&mut self, relay: &RelayUrl) {
+        let connected = self
+            .runtimes
+            .get(relay)
+            .is_some_and(|r| r.session.is_some());
+        if !connected {
+            return;
+        }
+        let Some(target) = self.targets.get(relay) else {
+            return;
+        };
+        let single = std::iter::once((relay.clone(), target.clone())).collect();
+        for action in compute_actions(&single, &self.pending, &self.relays) {
+            self.handle_add_filters(&action.relay, action.needs);
+        }
+    }
+
+    /// Whether a relay still has a reason to be connected.
+    pub(super) fn wants_connection(&self, relay: &RelayUrl) -> bool {
+        let bootstrap = self.relays.get(relay).is_some_and(|s| s.is_bootstrap);
+        let desired = self.targets.get(relay).is_some_and(|t| !t.is_empty());
+        let confirmed = self
+            .relays
+            .get(relay)
+            .is_some_and(|s| !s.repos.is_empty() || !s.root_events.is_empty());
+        bootstrap || desired || confirmed
+    }
+}

@@ -1,0 +1,398 @@
+//! Historic sync by grouped REQ+EOSE: batches of packed filter groups started through the
+//! ledger's transient permits and both pacing gates, paged with per-filter `until` cursors, and
+//! confirmed only when every subscription of the batch reached EOSE. A CLOSED, a send failure or
+//! a watchdog expiry fails the whole batch: it is never confirmed and its items stay retryable.
+
+use std::time::{Duration, Instant};
+
+use grasp_sync_filters::{
+    Coverage, CoverageTier, FilterBudget, GroupedPagination, PackLimits, PageStep, TieredFilter,
+    pack_requests,
+};
+use grasp_sync_ledger::{PermitClass, ReleaseReason, StartDecision, StartKind};
+use grasp_sync_model::{
+    BatchId, PaginationState, PendingItems, RelaySyncNeeds, RelayUrl, RepoCoordinate, SyncMethod,
+};
+use nostr::{EventId, Filter, SubscriptionId};
+
+use super::Actor;
+use super::runtime::{QueuedStart, Transient};
+use crate::session::Outbound;
+
+/// Shortest wait before failed coverage is derived again.
+const RETRY_FLOOR: Duration = Duration::from_secs(1);
+
+impl Actor {
+    /// New work for a relay (from the three-way diff): live coverage and one historic batch.
+    pub(super) fn handle_add_filters(&mut self, relay: &RelayUrl, needs: RelaySyncNeeds) {
+        let full: Vec<RepoCoordinate> = needs.full_repos().cloned().collect();
+        let state_only: Vec<RepoCoordinate> = needs.state_only_repos().cloned().collect();
+        let roots: Vec<EventId> = needs.root_events.iter().copied().collect();
+        let coverage = Coverage {
+            full_repos: &full,
+            state_only_repos: &state_only,
+            roots: &roots,
+            direct_members: &[],
+            addressable_members: &[],
+        };
+        let budget = FilterBudget::default();
+        match coverage.live_filters(&budget) {
+            Ok(filters) => self.open_live(relay, filters),
+            Err(error) => tracing::warn!(%relay, %error, "live filters could not be built"),
+        }
+        match coverage.historic_filters(None, None, &budget) {
+            Ok(filters) => {
+                let items = PendingItems {
+                    repos: needs.repos,
+                    root_events: needs.root_events,
+                };
+                let filters = filters.into_iter().map(|f| f.filter).collect();
+                self.open_historic_batch(relay, items, filters);
+            }
+            Err(error) => tracing::warn!(%relay, %error, "historic filters could not be built"),
+        }
+        self.drive_queue(relay);
+    }
+
+    /// Packs `filters` into groups, opens a pending batch for `items` and queues every group.
+    /// Every subscription is registered in the batch before anything is sent.
+    pub(super) fn open_historic_batch(
+        &mut self,
+        relay: &RelayUrl,
+        items: PendingItems,
+        filters: Vec<Filter>,
+    ) -> Option<BatchId> {
+        let runtime = self.runtimes.get(relay)?;
+        runtime.session.as_ref()?;
+        let limits = runtime.learned.pack_limits(PackLimits::default());
+        // History ignores live tiers: one tier lets every family share REQs.
+        let tiered = filters
+            .into_iter()
+            .map(|f| TieredFilter::new(f, CoverageTier::HistoricOnly))
+            .collect();
+        let groups = match pack_requests(tiered, &limits) {
+            Ok(groups) => groups,
+            Err(error) => {
+                tracing::warn!(%relay, %error, "historic filters could not be packed");
+                return None;
+            }
+        };
+        let batch = self.pending.open_batch(relay, items, SyncMethod::ReqEose);
+        let mut queued = Vec::with_capacity(groups.len());
+        for group in groups {
+            let subscription_id = self.next_subscription_id("hist");
+            let filters = group.to_filters();
+            // Registering in a batch we just opened cannot fail.
+            let _ = self.pending.register_subscription(
+                relay,
+                batch,
+                subscription_id.clone(),
+                PaginationState::new(filters.clone()),
+            );
+            queued.push(QueuedStart {
+                subscription_id,
+                batch,
+                class: PermitClass::HistoricPage,
+                kind: StartKind::Historic,
+                pagination: GroupedPagination::new(filters),
+            });
+        }
+        if queued.is_empty() {
+            self.confirm(relay, batch);
+            return Some(batch);
+        }
+        if let Some(session) = self
+            .runtimes
+            .get_mut(relay)
+            .and_then(|r| r.session.as_mut())
+        {
+            session.queue.extend(queued);
+        }
+        Some(batch)
+    }
+
+    /// Starts queued transient REQs while a slot is free and both gates allow.
+    pub(super) fn drive_queue(&mut self, relay: &RelayUrl) {
+        let now = self.now();
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let paused_until = runtime
+            .health
+            .sync_paused_until(now)
+            .filter(|until| *until > now);
+        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
+        else {
+            return;
+        };
+        session.gate_wait = None;
+        let mut rejected: Vec<BatchId> = Vec::new();
+        while let Some(front) = session.queue.front() {
+            if let Some(until) = paused_until {
+                session.gate_wait = Some(until);
+                break;
+            }
+            let counts = ledger.counts();
+            if ledger.residual() == 0
+                || counts.transient_reqs() >= ledger.budget().transient_req_cap()
+            {
+                break; // a release wakes the queue
+            }
+            let kind = front.kind;
+            let decision = match session.background.poll_start(now, kind) {
+                StartDecision::Ready => session.reactive.poll_start(now, kind),
+                other => other,
+            };
+            match decision {
+                StartDecision::Ready => {}
+                StartDecision::NotBefore(at) => {
+                    session.gate_wait = Some(at);
+                    break;
+                }
+                StartDecision::Rejected(reason) => {
+                    tracing::debug!(%relay, ?reason, "queued start rejected; its batch will be re-derived");
+                    let batch = front.batch;
+                    session.queue.retain(|q| q.batch != batch);
+                    rejected.push(batch);
+                    continue;
+                }
+            }
+            let Some(start) = session.queue.pop_front() else {
+                break;
+            };
+            let permit = match ledger.acquire(
+                now,
+                ledger.generation(),
+                start.class,
+                start.subscription_id.clone(),
+            ) {
+                Ok(permit) => permit,
+                Err(error) => {
+                    tracing::debug!(%relay, %error, "no transient slot; waiting for a release");
+                    session.queue.push_front(start);
+                    break;
+                }
+            };
+            session.handle.send(Outbound::Req {
+                subscription_id: start.subscription_id.clone(),
+                filters: start.pagination.current_filters(),
+            });
+            runtime.stats.req_starts_historic += 1;
+            if let Some(metrics) = &self.metrics {
+                metrics.record_req("historic");
+            }
+            session.transients.insert(
+                start.subscription_id,
+                Transient {
+                    batch: start.batch,
+                    permit: Some(permit),
+                    pagination: start.pagination,
+                    watchdog_closing: false,
+                },
+            );
+        }
+        runtime.note_peak();
+        for batch in rejected {
+            self.fail_batch(
+                relay,
+                batch,
+                "queued start rejected during a rate-limit cooldown",
+            );
+        }
+    }
+
+    /// EOSE on a transient subscription: close it, release its slot, page or finish.
+    pub(super) fn handle_eose(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId) {
+        let now = self.now();
+        let next_id = self.next_subscription_id("page");
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
+        else {
+            return;
+        };
+        let Some(mut transient) = session.transients.remove(subscription_id) else {
+            return; // live subscriptions see EOSE at once; nothing to do
+        };
+        session
+            .handle
+            .send(Outbound::Close(subscription_id.clone()));
+        if let Some(permit) = transient.permit.take() {
+            let _ = ledger.handle_release(now, &permit, ReleaseReason::EoseCloseEnqueued);
+        }
+        match transient.pagination.handle_eose(&mut session.pages) {
+            PageStep::Next(filters) => {
+                let _ = self.pending.register_subscription(
+                    relay,
+                    transient.batch,
+                    next_id.clone(),
+                    PaginationState::new(filters),
+                );
+                session.queue.push_front(QueuedStart {
+                    subscription_id: next_id,
+                    batch: transient.batch,
+                    class: PermitClass::PaginationPage,
+                    kind: StartKind::Pagination,
+                    pagination: transient.pagination,
+                });
+            }
+            PageStep::Complete { truncated } => {
+                for cut in truncated {
+                    tracing::warn!(%relay, at = %cut.at, delivered = cut.delivered,
+                        "history may be truncated: a full page held one timestamp");
+                }
+            }
+        }
+        if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id) {
+            if resolved.batch_complete {
+                self.confirm(relay, resolved.batch_id);
+            }
+        }
+        self.drive_queue(relay);
+    }
+
+    /// Moves a finished batch into confirmed state.
+    pub(super) fn confirm(&mut self, relay: &RelayUrl, batch: BatchId) {
+        let unix = self.clock.unix_now();
+        let outcome = match self
+            .pending
+            .confirm_batch(relay, batch, &mut self.relays, unix)
+        {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::debug!(%relay, %error, "batch already gone");
+                return;
+            }
+        };
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            if runtime.announcements_batch == Some(batch) {
+                runtime.announcements_batch = None;
+                self.relays.register(relay).announcements_synced = true;
+            }
+        }
+        if outcome.relay_idle {
+            self.check_idle(relay);
+        }
+    }
+
+    /// Fails a batch: closes its other subscriptions, drops its queued starts, removes it from
+    /// pending without confirming, and schedules the coverage to be derived again.
+    pub(super) fn fail_batch(&mut self, relay: &RelayUrl, batch: BatchId, why: &str) {
+        let now = self.now();
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        if let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut()) {
+            let doomed: Vec<SubscriptionId> = session
+                .transients
+                .iter()
+                .filter(|(_, t)| t.batch == batch && !t.watchdog_closing)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in doomed {
+                if let Some(mut transient) = session.transients.remove(&id) {
+                    session.handle.send(Outbound::Close(id));
+                    if let Some(permit) = transient.permit.take() {
+                        let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
+                    }
+                }
+            }
+            session.queue.retain(|q| q.batch != batch);
+        }
+        if runtime.announcements_batch == Some(batch) {
+            runtime.announcements_batch = None;
+        }
+        let pause_end = runtime.health.sync_paused_until(now).unwrap_or(now);
+        let retry = pause_end.max(now + RETRY_FLOOR);
+        runtime.retry_at = Some(runtime.retry_at.map_or(retry, |at| at.min(retry)));
+        runtime.stats.last_error = Some(why.to_owned());
+        if self.pending.abandon_batch(relay, batch).is_some() {
+            self.relays.register(relay).batch_failed = true;
+            tracing::info!(%relay, %why, "historic batch failed; it will be retried");
+        }
+        self.check_idle(relay);
+        self.drive_queue(relay);
+    }
+
+    /// Re-derives coverage after a failure or a pause: Layer 1 if it never completed, then the
+    /// three-way diff.
+    pub(super) fn retry_coverage(&mut self, relay: &RelayUrl) {
+        let needs_announcements = self
+            .runtimes
+            .get(relay)
+            .is_some_and(|r| r.session.is_some() && r.announcements_batch.is_none())
+            && self
+                .relays
+                .get(relay)
+                .is_some_and(|s| !s.announcements_synced);
+        if needs_announcements {
+            let filters = vec![
+                grasp_sync_filters::announcement_filter(grasp_sync_filters::Window::since(None))
+                    .filter,
+            ];
+            let batch = self.open_historic_batch(relay, PendingItems::default(), filters);
+            if let Some(runtime) = self.runtimes.get_mut(relay) {
+                runtime.announcements_batch = batch;
+            }
+        }
+        self.recompute(relay);
+        self.drive_queue(relay);
+    }
+
+    /// The 120 s watchdog: CLOSE only the stuck subscription, fail its batch, pause requests.
+    /// The slot is released once the CLOSE was handed to the connection.
+    pub(super) fn handle_watchdog(&mut self, relay: &RelayUrl, now: Instant) {
+        let mut expired = Vec::new();
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            if let (Some(session), Some(ledger)) =
+                (runtime.session.as_mut(), runtime.ledger.as_mut())
+            {
+                while let Some(expiry) = ledger.poll_watchdog(now) {
+                    if let Some(transient) = session.transients.get_mut(&expiry.subscription_id) {
+                        if !transient.watchdog_closing {
+                            transient.watchdog_closing = true;
+                            session
+                                .handle
+                                .send(Outbound::Close(expiry.subscription_id.clone()));
+                            expired.push(transient.batch);
+                        }
+                    }
+                }
+            }
+            if !expired.is_empty() {
+                runtime
+                    .health
+                    .handle_failure(grasp_sync_health::PauseKind::Request, now);
+            }
+        }
+        for batch in expired {
+            self.fail_batch(relay, batch, "a historic request saw no EOSE within 120 s");
+        }
+    }
+
+    /// The watchdog's CLOSE was sent: now its slot may be released.
+    pub(super) fn handle_close_sent(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId) {
+        let now = self.now();
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
+        else {
+            return;
+        };
+        let closing = session
+            .transients
+            .get(subscription_id)
+            .is_some_and(|t| t.watchdog_closing);
+        if closing {
+            if let Some(mut transient) = session.transients.remove(subscription_id) {
+                if let Some(permit) = transient.permit.take() {
+                    let _ =
+                        ledger.handle_release(now, &permit, ReleaseReason::WatchdogCloseAccepted);
+                }
+            }
+            self.drive_queue(relay);
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! Connection lifecycle: dialing under health backoff, session setup with the NIP-11 budget,
+//! fresh start, disconnect handling, retirement of unreferenced relays, and per-relay deadlines.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
+
+use grasp_sync_filters::{RelayPageSession, Window, announcement_filter};
+use grasp_sync_ledger::{BackgroundGate, ReactiveGate, SessionBudget, SubscriptionLedger};
+use grasp_sync_model::{ConnectionStatus, PendingItems, RelayUrl};
+
+use super::Actor;
+use super::runtime::Session;
+use crate::dial::DialReport;
+use crate::session::{Outbound, SessionKey, spawn_session};
+use crate::transport::{RelayConnection, RelayInfo};
+
+impl Actor {
+    /// The health-and-metrics tick: retire, dial, probe, report.
+    pub(super) fn health_tick(&mut self) {
+        let now = self.now();
+        let relays: Vec<RelayUrl> = self.runtimes.keys().cloned().collect();
+        for relay in relays {
+            if !self.wants_connection(&relay) {
+                self.retire(&relay);
+                continue;
+            }
+            let Some(runtime) = self.runtimes.get_mut(&relay) else {
+                continue;
+            };
+            runtime.health.handle_timeout(now);
+            if runtime.session.is_some() {
+                if runtime.health.poll_probe(now).is_some() {
+                    // A pause ended: re-derive the coverage it held back.
+                    runtime.retry_at = Some(now);
+                }
+                continue;
+            }
+            if runtime.dialing.is_none() && runtime.health.can_dial(now) {
+                self.next_attempt += 1;
+                let attempt = self.next_attempt;
+                if let Some(runtime) = self.runtimes.get_mut(&relay) {
+                    runtime.dialing = Some(attempt);
+                }
+                self.relays.register(&relay).mark_connecting();
+                self.dialer.dial(relay.clone(), attempt);
+            }
+        }
+        self.record_metrics();
+    }
+
+    /// A relay nobody references any more: close it and forget it (bootstrap relays never).
+    fn retire(&mut self, relay: &RelayUrl) {
+        let Some(runtime) = self.runtimes.get(relay) else {
+            return;
+        };
+        if !runtime.health.may_retire() {
+            return;
+        }
+        if let Some(runtime) = self.runtimes.remove(relay) {
+            if let Some(session) = runtime.session {
+                session.handle.send(Outbound::Disconnect);
+            }
+        }
+        self.pending.clear_relay(relay);
+        self.relays.remove(relay);
+        tracing::info!(%relay, "retired relay: no repository lists it any more");
+    }
+
+    pub(super) fn handle_dial_report(&mut self, report: DialReport) {
+        let now = self.now();
+        match report {
+            DialReport::Started { relay, attempt } => {
+                if let Some(runtime) = self.runtimes.get_mut(&relay) {
+                    if runtime.dialing == Some(attempt) {
+                        runtime.health.handle_connect_started(now);
+                    }
+                }
+            }
+            DialReport::Finished {
+                relay,
+                attempt,
+                result,
+            } => {
+                let current = self
+                    .runtimes
+                    .get(&relay)
+                    .is_some_and(|r| r.dialing == Some(attempt));
+                if !current {
+                    if let Ok((connection, _)) = result {
+                        connection.session_drop();
+                    }
+                    return;
+                }
+                if let Some(runtime) = self.runtimes.get_mut(&relay) {
+                    runtime.dialing = None;
+                }
+                match result {
+                    Ok((connection, info)) if connection.session.is_connected() => {
+                        self.handle_connected(&relay, connection, info);
+                    }
+                    Ok((connection, _)) => {
+                        connection.session_drop();
+                        self.handle_connect_failed(&relay, "disconnected during setup".to_owned());
+                    }
+                    Err(error) => self.handle_connect_failed(&relay, error.to_string()),
+                }
+            }
+        }
+    }
+
+    fn handle_connect_failed(&mut self, relay: &RelayUrl, reason: String) {
+        let now = self.now();
+        let unix = self.clock.unix_now();
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.health.handle_connect_failed(now);
+            runtime.stats.last_error = Some(reason.clone());
+            if let Some(metrics) = &self.metrics {
+                metrics.record_attempt(relay.as_str(), false);
+            }
+        }
+        self.relays.register(relay).mark_disconnected(unix);
+        tracing::info!(%relay, %reason, "connection attempt failed");
+    }
+
+    fn handle_connected(
+        &mut self,
+        relay: &RelayUrl,
+        connection: RelayConnection,
+        info: Option<RelayInfo>,
+    ) {
+        let now = self.now();
+        self.next_generation += 1;
+        let key = SessionKey {
+            relay: relay.clone(),
+            generation: self.next_generation,
+        };
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            connection.session_drop();
+            return;
+        };
+        runtime.health.handle_connected(now);
+        runtime.learned.new_session(now);
+        let budget = SessionBudget::from_nip11(info.as_ref().and_then(|i| i.max_subscriptions))
+            .with_learned(&runtime.learned);
+        match runtime.ledger.as_mut() {
+            Some(ledger) => {
+                ledger.handle_reconnect(now, budget);
+            }
+            None => runtime.ledger = Some(SubscriptionLedger::new(now, budget)),
+        }
+        let default_limit = info
+            .as_ref()
+            .and_then(|i| i.default_limit)
+            .and_then(|l| usize::try_from(l).ok());
+        let handle = spawn_session(
+            key,
+            connection.session,
+            connection.inbound,
+            self.ingestor.clone(),
+            self.session_tx.clone(),
+        );
+        runtime.session = Some(Session {
+            handle,
+            background: BackgroundGate::new(now),
+            reactive: ReactiveGate::new(now),
+            pages: RelayPageSession::new(default_limit),
+            live: BTreeMap::new(),
+            transients: BTreeMap::new(),
+            queue: VecDeque::new(),
+            gate_wait: None,
+        });
+        runtime.stats.connections += 1;
+        runtime.completion_check = None;
+        runtime.retry_at = None;
+        if let Some(metrics) = &self.metrics {
+            metrics.record_attempt(relay.as_str(), true);
+        }
+        tracing::info!(%relay, budget = budget.slots(), "connected");
+        self.fresh_start(relay);
+    }
+
+    /// Fresh start: forget pending and confirmed state, open Layer 1 live and historic, then
+    /// derive everything else through the three-way diff.
+    fn fresh_start(&mut self, relay: &RelayUrl) {
+        let unix = self.clock.unix_now();
+        self.pending.clear_relay(relay);
+        let state = self.relays.register(relay);
+        state.clear_sync_state();
+        state.announcements_synced = false;
+        state.mark_syncing(unix);
+
+        self.open_live(relay, vec![announcement_filter(Window::Live)]);
+        let filters = vec![announcement_filter(Window::since(None)).filter];
+        let batch = self.open_historic_batch(relay, PendingItems::default(), filters);
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.announcements_batch = batch;
+        }
+        self.recompute(relay);
+        self.drive_queue(relay);
+        self.check_idle(relay);
+    }
+
+    /// The session ended: keep the relay, clear what died with the connection.
+    pub(super) fn handle_session_ended(&mut self, key: &SessionKey, reason: &str) {
+        let now = self.now();
+        let unix = self.clock.unix_now();
+        let relay = &key.relay;
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        if runtime
+            .session
+            .as_ref()
+            .is_none_or(|s| s.handle.key != *key)
+        {
+            return;
+        }
+        runtime.session = None;
+        runtime.completion_check = None;
+        runtime.announcements_batch = None;
+        runtime.health.handle_disconnected(now);
+        if let Some(ledger) = runtime.ledger.as_mut() {
+            ledger.handle_teardown(now);
+        }
+        runtime.stats.last_error = Some(reason.to_owned());
+        self.pending.clear_relay(relay);
+        self.relays.register(relay).mark_disconnected(unix);
+        tracing::info!(%relay, %reason, "disconnected");
+    }
+
+    /// Per-relay deadlines: watchdog, gate waits, the completion double check, retries.
+    pub(super) fn handle_relay_timeouts(&mut self, relay: &RelayUrl, now: Instant) {
+        self.handle_watchdog(relay, now);
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        if runtime.retry_at.is_some_and(|at| now >= at) {
+            let paused = runtime.health.sync_paused_until(now);
+            match paused {
+                Some(until) if until > now => runtime.retry_at = Some(until),
+                _ => {
+                    runtime.retry_at = None;
+                    self.retry_coverage(relay);
+                }
+            }
+        }
+        if self
+            .runtimes
+            .get(relay)
+            .and_then(|r| r.session.as_ref())
+            .and_then(|s| s.gate_wait)
+            .is_some_and(|at| now >= at)
+        {
+            self.drive_queue(relay);
+        }
+        let due = self
+            .runtimes
+            .get(relay)
+            .and_then(|r| r.completion_check)
+            .is_some_and(|at| now >= at);
+        if due {
+            if let Some(runtime) = self.runtimes.get_mut(relay) {
+                runtime.completion_check = None;
+            }
+            if !self.pending.has_pending(relay) {
+                let unix = self.clock.unix_now();
+                let state = self.relays.register(relay);
+                state.complete_historic_sync(unix);
+                if state.connection_status == ConnectionStatus::ConnectedHistoricSyncFailures {
+                    tracing::warn!(%relay, "historic sync finished with failures; live sync active");
+                } else {
+                    tracing::info!(%relay, "historic sync complete");
+                }
+            }
+        }
+    }
+
+    /// Schedules the six-second double check once a relay has no pending batch.
+    pub(super) fn check_idle(&mut self, relay: &RelayUrl) {
+        if self.pending.has_pending(relay) {
+            return;
+        }
+        let at = self.now() + self.config.completion_recheck;
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            if runtime.session.is_some() && runtime.completion_check.is_none() {
+                runtime.completion_check = Some(at);
+            }
+        }
+    }
+}
+
+impl RelayConnection {
+    /// Ends a session the actor will not use.
+    pub(crate) fn session_drop(self) {
+        let session = self.session;
+        tokio::spawn(async move { session.disconnect().await });
+    }
+}

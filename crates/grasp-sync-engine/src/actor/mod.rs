@@ -1,0 +1,228 @@
+//! The sync actor: the one owner of the sync indices, the per-relay ledgers and health.
+//!
+//! It is a driver loop in the style of a sans-IO core's shell: it feeds inputs (self-feed
+//! events, dial reports, session messages, commands) into its state, drains the resulting work
+//! (dial requests, REQ/CLOSE sends through each session's sender task) and sleeps until the
+//! earliest deadline, deciding expiry by reading the clock rather than trusting the timer. It
+//! never waits on the network or on a pacing gate: sends are queued to session tasks, dials to
+//! the dial workers, and gates answer with an instant to come back at.
+
+mod discovery;
+mod history;
+mod lifecycle;
+mod live;
+mod refusal;
+mod runtime;
+mod status;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use grasp_sync_model::{
+    AnnouncementLimits, PendingSyncIndex, RelaySyncIndex, RelaySyncNeeds, RelayUrl, RepoSyncIndex,
+};
+use nostr::Event;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::boundary::PurgatorySource;
+use crate::clock::Clock;
+use crate::config::EngineConfig;
+use crate::dial::{DialReport, Dialer};
+use crate::ingest::Ingestor;
+use crate::metrics::SyncMetrics;
+use crate::session::{SessionEvent, SessionKey};
+use crate::status::EngineStatus;
+
+use self::runtime::RelayRuntime;
+
+/// What the engine handle asks of the actor.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Reply with a fresh status snapshot.
+    Status(oneshot::Sender<EngineStatus>),
+    /// Stop dialing, close every session, and reply when done.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// The channels the actor reads.
+pub(crate) struct ActorInputs {
+    pub(crate) commands: mpsc::Receiver<Command>,
+    pub(crate) sessions: mpsc::Receiver<(SessionKey, SessionEvent)>,
+    pub(crate) dials: mpsc::Receiver<DialReport>,
+    pub(crate) feed: mpsc::Receiver<Event>,
+}
+
+/// The actor's state.
+pub(crate) struct Actor {
+    config: EngineConfig,
+    clock: Arc<dyn Clock>,
+    purgatory: Arc<dyn PurgatorySource>,
+    ingestor: Ingestor,
+    dialer: Dialer,
+    session_tx: mpsc::Sender<(SessionKey, SessionEvent)>,
+    metrics: Option<SyncMetrics>,
+
+    repos: RepoSyncIndex,
+    relays: RelaySyncIndex,
+    pending: PendingSyncIndex,
+    runtimes: BTreeMap<RelayUrl, RelayRuntime>,
+    /// Per-relay targets derived from `repos`; recomputed when `repos` changes.
+    targets: BTreeMap<RelayUrl, RelaySyncNeeds>,
+
+    /// Self-feed events waiting for the next batch window.
+    feed_buffer: Vec<Event>,
+    feed_open: bool,
+    next_batch_at: Instant,
+    next_purgatory_at: Instant,
+    next_tick_at: Instant,
+
+    next_attempt: u64,
+    next_generation: u64,
+    next_subscription: u64,
+    seed: u64,
+}
+
+impl Actor {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        config: EngineConfig,
+        clock: Arc<dyn Clock>,
+        purgatory: Arc<dyn PurgatorySource>,
+        ingestor: Ingestor,
+        dialer: Dialer,
+        session_tx: mpsc::Sender<(SessionKey, SessionEvent)>,
+        metrics: Option<SyncMetrics>,
+        seed: u64,
+    ) -> Self {
+        let now = clock.now().into_std();
+        let mut actor = Self {
+            next_batch_at: now + config.batch_window,
+            next_purgatory_at: now,
+            next_tick_at: now,
+            config,
+            clock,
+            purgatory,
+            ingestor,
+            dialer,
+            session_tx,
+            metrics,
+            repos: RepoSyncIndex::new(AnnouncementLimits::default()),
+            relays: RelaySyncIndex::new(),
+            pending: PendingSyncIndex::new(),
+            runtimes: BTreeMap::new(),
+            targets: BTreeMap::new(),
+            feed_buffer: Vec::new(),
+            feed_open: true,
+            next_attempt: 0,
+            next_generation: 0,
+            next_subscription: 0,
+            seed,
+        };
+        for relay in actor.config.bootstrap_relays.clone() {
+            actor.register_relay(&relay, true);
+        }
+        actor
+    }
+
+    /// Runs until shut down.
+    pub(crate) async fn run(mut self, mut inputs: ActorInputs) {
+        loop {
+            let wake = tokio::time::Instant::from_std(self.next_deadline());
+            tokio::select! {
+                biased;
+                command = inputs.commands.recv() => match command {
+                    Some(Command::Status(reply)) => {
+                        let _ = reply.send(self.status());
+                    }
+                    Some(Command::Shutdown(done)) => {
+                        self.shutdown().await;
+                        let _ = done.send(());
+                        return;
+                    }
+                    None => {
+                        self.shutdown().await;
+                        return;
+                    }
+                },
+                Some((key, event)) = inputs.sessions.recv() => self.handle_session_event(key, event),
+                Some(report) = inputs.dials.recv() => self.handle_dial_report(report),
+                event = inputs.feed.recv(), if self.feed_open => match event {
+                    Some(event) => self.feed_buffer.push(event),
+                    None => {
+                        tracing::warn!("the self feed ended; no new repositories will be discovered");
+                        self.feed_open = false;
+                    }
+                },
+                () = tokio::time::sleep_until(wake) => {}
+            }
+            self.handle_timeouts();
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.clock.now().into_std()
+    }
+
+    /// Runs everything whose deadline has passed, by reading the clock.
+    fn handle_timeouts(&mut self) {
+        let now = self.now();
+        if now >= self.next_batch_at {
+            self.next_batch_at = now + self.config.batch_window;
+            self.process_feed_batch();
+        }
+        if now >= self.next_purgatory_at {
+            self.next_purgatory_at = now + self.config.purgatory_interval;
+            self.reconcile_purgatory();
+        }
+        if now >= self.next_tick_at {
+            self.next_tick_at = now + self.config.health_tick;
+            self.health_tick();
+        }
+        let relays: Vec<RelayUrl> = self.runtimes.keys().cloned().collect();
+        for relay in relays {
+            self.handle_relay_timeouts(&relay, now);
+        }
+    }
+
+    /// The earliest instant anything is due.
+    fn next_deadline(&self) -> Instant {
+        let mut earliest = self
+            .next_batch_at
+            .min(self.next_purgatory_at)
+            .min(self.next_tick_at);
+        for runtime in self.runtimes.values() {
+            for deadline in [
+                runtime.completion_check,
+                runtime.retry_at,
+                runtime.session.as_ref().and_then(|s| s.gate_wait),
+                runtime.ledger.as_ref().and_then(|l| l.poll_timeout()),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                earliest = earliest.min(deadline);
+            }
+        }
+        earliest
+    }
+
+    fn next_subscription_id(&mut self, kind: &str) -> nostr::SubscriptionId {
+        self.next_subscription += 1;
+        nostr::SubscriptionId::new(format!("gs-{kind}-{}", self.next_subscription))
+    }
+
+    async fn shutdown(&mut self) {
+        for runtime in self.runtimes.values_mut() {
+            if let Some(session) = runtime.session.take() {
+                for id in session.live.keys().chain(session.transients.keys()) {
+                    session
+                        .handle
+                        .send(crate::session::Outbound::Close(id.clone()));
+                }
+                session.handle.send(crate::session::Outbound::Disconnect);
+            }
+        }
+        self.ingestor.drain(self.config.ingest_in_flight).await;
+    }
+}

@@ -1,0 +1,204 @@
+//! Session messages and refusals: every CLOSED, NOTICE and send failure is classified into a
+//! bounded category and routed to health (pauses), the ledger (learned limits, reactive gate)
+//! and the batch it concerns.
+
+use grasp_sync_health::{Refusal, RefusalAction, RefusalCategory, RefusalScope, classify};
+use grasp_sync_ledger::{FilterCountOutcome, ReleaseReason};
+use grasp_sync_model::RelayUrl;
+use nostr::SubscriptionId;
+
+use super::Actor;
+use crate::session::{SessionEvent, SessionKey};
+
+impl Actor {
+    pub(super) fn handle_session_event(&mut self, key: SessionKey, event: SessionEvent) {
+        let relay = key.relay.clone();
+        let current = self
+            .runtimes
+            .get(&relay)
+            .and_then(|r| r.session.as_ref())
+            .is_some_and(|s| s.handle.key == key);
+        if !current {
+            return; // a retired session: nothing it says matters now
+        }
+        match event {
+            SessionEvent::Event {
+                subscription_id,
+                event,
+            } => {
+                if let Some(runtime) = self.runtimes.get_mut(&relay) {
+                    runtime.stats.events_received += 1;
+                    if let Some(transient) = runtime
+                        .session
+                        .as_mut()
+                        .and_then(|s| s.transients.get_mut(&subscription_id))
+                    {
+                        transient.pagination.handle_event(&event);
+                    }
+                }
+            }
+            SessionEvent::Eose(id) => self.handle_eose(&relay, &id),
+            SessionEvent::Closed {
+                subscription_id,
+                message,
+            } => {
+                self.handle_closed(&relay, &subscription_id, &message);
+            }
+            SessionEvent::Notice(text) => self.handle_notice(&relay, &text),
+            SessionEvent::SendFailed {
+                subscription_id,
+                error,
+            } => {
+                tracing::info!(%relay, %error, "a request could not be sent");
+                self.handle_closed(&relay, &subscription_id, "error: could not send");
+            }
+            SessionEvent::CloseSent(id) => self.handle_close_sent(&relay, &id),
+            SessionEvent::Ended { reason } => self.handle_session_ended(&key, &reason),
+        }
+    }
+
+    /// CLOSED from the relay (or a send failure standing in for one).
+    fn handle_closed(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId, message: &str) {
+        let now = self.now();
+        let refusal = classify(message);
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let Some(session) = runtime.session.as_mut() else {
+            return;
+        };
+        let transient = session.transients.get(subscription_id).map(|t| {
+            (
+                t.batch,
+                t.pagination.current_filters().len(),
+                t.watchdog_closing,
+            )
+        });
+        let live_filters = session
+            .live
+            .get(subscription_id)
+            .map(|g| g.group.filters.len());
+        let scope = match (transient, live_filters) {
+            (Some((_, filters, false)), _) | (None, Some(filters)) => RefusalScope::Request {
+                filters: u32::try_from(filters).unwrap_or(u32::MAX),
+            },
+            _ => RefusalScope::Retired,
+        };
+        if message.is_empty() && scope == RefusalScope::Retired {
+            return; // a plain end of a subscription we no longer track
+        }
+        self.count_refusal(relay, &refusal, message);
+        let action = self
+            .runtimes
+            .get_mut(relay)
+            .map(|r| r.health.handle_refusal(now, &refusal, scope));
+        self.apply_learned_limits(relay, &refusal, action);
+
+        if let Some((batch, _, _)) = transient {
+            self.release_transient(relay, subscription_id, ReleaseReason::Closed);
+            self.fail_batch(relay, batch, message);
+        } else if live_filters.is_some() {
+            self.retire_live_group(relay, subscription_id);
+            // Replacement coverage is derived from the current index once any pause ends.
+            if let Some(runtime) = self.runtimes.get_mut(relay) {
+                let pause_end = runtime.health.sync_paused_until(now).unwrap_or(now);
+                runtime.retry_at = Some(pause_end.max(now));
+            }
+            self.repair_live(relay);
+        }
+    }
+
+    fn handle_notice(&mut self, relay: &RelayUrl, text: &str) {
+        let now = self.now();
+        let refusal = classify(text);
+        if refusal.category == RefusalCategory::Unknown {
+            tracing::debug!(%relay, notice = %text, "notice");
+            return;
+        }
+        self.count_refusal(relay, &refusal, text);
+        let action = self
+            .runtimes
+            .get_mut(relay)
+            .map(|r| r.health.handle_refusal(now, &refusal, RefusalScope::Notice));
+        self.apply_learned_limits(relay, &refusal, action);
+    }
+
+    fn count_refusal(&mut self, relay: &RelayUrl, refusal: &Refusal, text: &str) {
+        let label = refusal.category.metric_label();
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            *runtime.stats.refusals.entry(label).or_default() += 1;
+            runtime.stats.last_error = Some(text.chars().take(200).collect());
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.record_refusal(label);
+        }
+        tracing::info!(%relay, category = label, text = %text.chars().take(200).collect::<String>(), "relay refusal");
+    }
+
+    /// Teaches the connection what the refusal says about its limits.
+    fn apply_learned_limits(
+        &mut self,
+        relay: &RelayUrl,
+        refusal: &Refusal,
+        action: Option<RefusalAction>,
+    ) {
+        let now = self.now();
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        match action {
+            Some(RefusalAction::Regroup { submitted_filters }) => {
+                let submitted = submitted_filters.and_then(|n| usize::try_from(n).ok());
+                if let FilterCountOutcome::Regroup { ceiling } =
+                    runtime.learned.handle_filter_count_refusal(now, submitted)
+                {
+                    tracing::info!(%relay, ceiling, "lowered the filters-per-REQ ceiling");
+                }
+            }
+            Some(RefusalAction::ByteCap { bytes }) => {
+                if let Some(bytes) = bytes.and_then(|b| usize::try_from(b).ok()) {
+                    runtime.learned.handle_retained_bytes_refusal(now, bytes);
+                }
+            }
+            _ => {}
+        }
+        if refusal.category == RefusalCategory::RateLimited {
+            if let Some(session) = runtime.session.as_mut() {
+                session.reactive.handle_query_rate_refusal(now);
+            }
+        }
+    }
+
+    fn release_transient(
+        &mut self,
+        relay: &RelayUrl,
+        subscription_id: &SubscriptionId,
+        reason: ReleaseReason,
+    ) {
+        let now = self.now();
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            if let (Some(session), Some(ledger)) =
+                (runtime.session.as_mut(), runtime.ledger.as_mut())
+            {
+                if let Some(mut transient) = session.transients.remove(subscription_id) {
+                    if let Some(permit) = transient.permit.take() {
+                        let _ = ledger.handle_release(now, &permit, reason);
+                    }
+                }
+            }
+        }
+    }
+
+    fn retire_live_group(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId) {
+        let now = self.now();
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            if let (Some(session), Some(ledger)) =
+                (runtime.session.as_mut(), runtime.ledger.as_mut())
+            {
+                if let Some(group) = session.live.remove(subscription_id) {
+                    let _ = ledger.handle_release(now, &group.permit, ReleaseReason::Closed);
+                }
+            }
+        }
+    }
+}

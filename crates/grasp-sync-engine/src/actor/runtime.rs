@@ -1,0 +1,114 @@
+//! Per-relay state owned by the actor: health, learned limits and, while connected, the session
+//! with its ledger, pacing gates, live groups, transient subscriptions and queued starts.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use grasp_sync_filters::{FilterGroup, GroupedPagination, RelayPageSession};
+use grasp_sync_health::RelayHealth;
+use grasp_sync_ledger::{
+    BackgroundGate, LearnedLimits, Permit, PermitClass, ReactiveGate, StartKind, SubscriptionLedger,
+};
+use grasp_sync_model::BatchId;
+use nostr::SubscriptionId;
+use std::time::Instant;
+
+use crate::session::SessionHandle;
+
+/// Everything the actor knows about one relay.
+pub(super) struct RelayRuntime {
+    pub(super) health: RelayHealth,
+    pub(super) learned: LearnedLimits,
+    /// The ledger outlives sessions: each connection starts a new generation.
+    pub(super) ledger: Option<SubscriptionLedger>,
+    /// The attempt in flight, if a dial was queued.
+    pub(super) dialing: Option<u64>,
+    pub(super) session: Option<Session>,
+    pub(super) stats: RelayStats,
+    /// When to re-check that historic sync is complete (the six-second double check).
+    pub(super) completion_check: Option<Instant>,
+    /// When to re-derive coverage that failed (after its pause).
+    pub(super) retry_at: Option<Instant>,
+    /// The Layer 1 announcements batch of the current session.
+    pub(super) announcements_batch: Option<BatchId>,
+}
+
+/// Counters kept for the status snapshot and the closing figures.
+#[derive(Debug, Default, Clone)]
+pub(super) struct RelayStats {
+    pub(super) req_starts_live: u64,
+    pub(super) req_starts_historic: u64,
+    pub(super) events_received: u64,
+    pub(super) peak_subscriptions: usize,
+    pub(super) refusals: BTreeMap<&'static str, u64>,
+    pub(super) connections: u64,
+    pub(super) last_error: Option<String>,
+}
+
+/// One connected session of a relay.
+pub(super) struct Session {
+    pub(super) handle: SessionHandle,
+    pub(super) background: BackgroundGate,
+    pub(super) reactive: ReactiveGate,
+    pub(super) pages: RelayPageSession,
+    pub(super) live: BTreeMap<SubscriptionId, LiveGroup>,
+    pub(super) transients: BTreeMap<SubscriptionId, Transient>,
+    pub(super) queue: VecDeque<QueuedStart>,
+    /// The earliest instant a gate lets the head of the queue start.
+    pub(super) gate_wait: Option<Instant>,
+}
+
+/// A persistent live group.
+pub(super) struct LiveGroup {
+    pub(super) group: FilterGroup,
+    pub(super) permit: Permit,
+}
+
+/// A transient REQ+EOSE subscription in flight.
+pub(super) struct Transient {
+    pub(super) batch: BatchId,
+    pub(super) permit: Option<Permit>,
+    pub(super) pagination: GroupedPagination,
+    /// A CLOSE was queued by the watchdog; the permit is released once it was sent.
+    pub(super) watchdog_closing: bool,
+}
+
+/// A transient REQ waiting for a slot and the pacing gates. Its subscription is already
+/// registered in its batch, so the batch cannot confirm before it ran.
+pub(super) struct QueuedStart {
+    pub(super) subscription_id: SubscriptionId,
+    pub(super) batch: BatchId,
+    pub(super) class: PermitClass,
+    pub(super) kind: StartKind,
+    pub(super) pagination: GroupedPagination,
+}
+
+impl RelayRuntime {
+    pub(super) fn new(health: RelayHealth) -> Self {
+        Self {
+            health,
+            learned: LearnedLimits::new(),
+            ledger: None,
+            dialing: None,
+            session: None,
+            stats: RelayStats::default(),
+            completion_check: None,
+            retry_at: None,
+            announcements_batch: None,
+        }
+    }
+
+    /// Subscriptions held on the wire now.
+    pub(super) fn held_subscriptions(&self) -> usize {
+        self.session
+            .as_ref()
+            .map_or(0, |s| s.live.len() + s.transients.len())
+    }
+
+    /// Updates the peak of held subscriptions.
+    pub(super) fn note_peak(&mut self) {
+        let held = self.held_subscriptions();
+        if held > self.stats.peak_subscriptions {
+            self.stats.peak_subscriptions = held;
+        }
+    }
+}

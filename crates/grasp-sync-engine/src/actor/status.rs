@@ -1,0 +1,131 @@
+//! The actor's status snapshot and periodic metrics.
+
+use std::collections::BTreeMap;
+
+use grasp_sync_ledger::PermitClass;
+use grasp_sync_model::ConnectionStatus;
+
+use super::Actor;
+use crate::status::{EngineStatus, RelayStatus};
+
+impl Actor {
+    /// A snapshot of every relay.
+    pub(super) fn status(&self) -> EngineStatus {
+        let now = self.now();
+        let mut relays = BTreeMap::new();
+        for (url, runtime) in &self.runtimes {
+            let state = self.relays.get(url);
+            let totals = self.ingestor.totals(url);
+            let mut ledger_use = BTreeMap::new();
+            let mut budget = 0;
+            if let (Some(ledger), Some(_)) = (runtime.ledger.as_ref(), runtime.session.as_ref()) {
+                budget = ledger.budget().slots();
+                let counts = ledger.counts();
+                for class in PermitClass::ALL {
+                    let held = counts.get(class);
+                    if held > 0 {
+                        ledger_use.insert(class.as_str().to_owned(), held);
+                    }
+                }
+            }
+            let health = runtime.health.snapshot(now);
+            relays.insert(
+                url.to_string(),
+                RelayStatus {
+                    connection: connection_name(
+                        state.map_or(ConnectionStatus::Disconnected, |s| s.connection_status),
+                    )
+                    .to_owned(),
+                    health: format!("{:?}", health.state).to_lowercase(),
+                    consecutive_failures: health.consecutive_failures,
+                    bootstrap: runtime.health.is_bootstrap(),
+                    subscription_budget: budget,
+                    live_subscriptions: runtime.session.as_ref().map_or(0, |s| s.live.len()),
+                    transient_subscriptions: runtime
+                        .session
+                        .as_ref()
+                        .map_or(0, |s| s.transients.len()),
+                    peak_subscriptions: runtime.stats.peak_subscriptions,
+                    ledger: ledger_use,
+                    pending_batches: self.pending.batches(url).len(),
+                    confirmed_repos: state.map_or(0, |s| s.repos.len()),
+                    confirmed_root_events: state.map_or(0, |s| s.root_events.len()),
+                    req_starts_live: runtime.stats.req_starts_live,
+                    req_starts_historic: runtime.stats.req_starts_historic,
+                    events_received: runtime.stats.events_received,
+                    events_saved: totals.saved,
+                    events_duplicate: totals.duplicate,
+                    events_rejected: totals.rejected,
+                    refusals: runtime
+                        .stats
+                        .refusals
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), *v))
+                        .collect(),
+                    connections: runtime.stats.connections,
+                    last_error: runtime.stats.last_error.clone(),
+                },
+            );
+        }
+        EngineStatus {
+            repos_tracked: self.repos.len(),
+            root_events_tracked: self.repos.iter().map(|(_, n)| n.root_events.len()).sum(),
+            relays,
+        }
+    }
+
+    /// Records the periodic gauges.
+    pub(super) fn record_metrics(&mut self) {
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
+        let now = self.now();
+        let mut connected = 0;
+        let mut dead = 0;
+        let mut per_class: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for (url, runtime) in &self.runtimes {
+            let status = self
+                .relays
+                .get(url)
+                .map_or(ConnectionStatus::Disconnected, |s| s.connection_status);
+            if status.is_connected() {
+                connected += 1;
+            }
+            let health = runtime.health.snapshot(now);
+            if health.state == grasp_sync_health::HealthState::Dead {
+                dead += 1;
+            }
+            metrics.record_relay(
+                url.as_str(),
+                u64::from(status.metric_value()),
+                u64::from(health.status),
+                u64::from(health.consecutive_failures),
+            );
+            if let (Some(ledger), Some(_)) = (runtime.ledger.as_ref(), runtime.session.as_ref()) {
+                let counts = ledger.counts();
+                for class in PermitClass::ALL {
+                    *per_class.entry(class.as_str()).or_default() += counts.get(class) as u64;
+                }
+            }
+        }
+        for (class, held) in per_class {
+            metrics.record_ledger_class(class, held);
+        }
+        let pending: usize = self
+            .runtimes
+            .keys()
+            .map(|r| self.pending.batches(r).len())
+            .sum();
+        metrics.record_totals(self.runtimes.len() as u64, connected, dead, pending as u64);
+    }
+}
+
+fn connection_name(status: ConnectionStatus) -> &'static str {
+    match status {
+        ConnectionStatus::Disconnected => "disconnected",
+        ConnectionStatus::Connecting => "connecting",
+        ConnectionStatus::Syncing => "syncing",
+        ConnectionStatus::Connected => "connected",
+        ConnectionStatus::ConnectedHistoricSyncFailures => "connected_historic_sync_failures",
+    }
+}

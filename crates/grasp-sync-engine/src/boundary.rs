@@ -1,0 +1,69 @@
+//! The engine's other boundaries: the own store, the self feed, purgatory and the synced-event
+//! hook. Production implementations live with the binary; tests may supply in-memory ones.
+
+use async_trait::async_trait;
+use grasp_sync_model::RelayUrl;
+use nostr::{Event, EventId, Filter, Timestamp};
+use tokio::sync::mpsc;
+
+use crate::error::StoreError;
+
+/// What the own store did with an event offered by sync.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IngestOutcome {
+    /// Newly stored.
+    Saved,
+    /// Already stored.
+    Duplicate,
+    /// Refused by the store's acceptance policy, with its NIP-01 reason.
+    Rejected(String),
+    /// Held back until something it depends on arrives (purgatory).
+    Deferred,
+}
+
+/// The own relay's store. Every remote event reaches it only through [`EventStore::ingest`],
+/// which applies the store's own acceptance policy.
+#[async_trait]
+pub trait EventStore: Send + Sync + 'static {
+    /// Offers an event received from `source`. The event's id and signature were verified.
+    async fn ingest(&self, event: Event, source: &RelayUrl) -> Result<IngestOutcome, StoreError>;
+
+    /// Whether the store holds, or has rejected, the event: the "have" set for sync.
+    async fn contains(&self, id: &EventId) -> Result<bool, StoreError>;
+
+    /// The (id, created_at) items matching `filter`, for negentropy.
+    async fn negentropy_items(
+        &self,
+        filter: Filter,
+    ) -> Result<Vec<(EventId, Timestamp)>, StoreError>;
+}
+
+/// The events the own relay accepted: kinds 30617, 1617, 1618 and 1621 (not 30618).
+#[async_trait]
+pub trait SelfFeed: Send + Sync + 'static {
+    /// Starts the feed: first everything already stored, then every newly accepted event.
+    async fn start(&self) -> Result<mpsc::Receiver<Event>, StoreError>;
+}
+
+/// Announcements waiting in purgatory for git data: synced at `StateOnly` level.
+pub trait PurgatorySource: Send + Sync + 'static {
+    /// The current snapshot.
+    fn announcements_for_sync(&self) -> Vec<grasp_sync_model::PurgatoryEntry>;
+}
+
+/// A purgatory that is always empty (the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoPurgatory;
+
+impl PurgatorySource for NoPurgatory {
+    fn announcements_for_sync(&self) -> Vec<grasp_sync_model::PurgatoryEntry> {
+        Vec::new()
+    }
+}
+
+/// Called with newly saved synced events, in batches (the purgatory git-data trigger).
+#[async_trait]
+pub trait SyncedEventHook: Send + Sync + 'static {
+    /// A batch of events that sync newly saved.
+    async fn events_synced(&self, events: Vec<Event>);
+}

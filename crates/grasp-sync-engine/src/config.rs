@@ -1,0 +1,57 @@
+//! Engine configuration: timings and limits, with the design's defaults.
+
+use std::time::Duration;
+
+use grasp_sync_health::HealthConfig;
+use grasp_sync_model::RelayUrl;
+
+use crate::address::AddressPolicy;
+use crate::dial::DialLimits;
+
+/// How the engine behaves. `Default` gives the design's numbers.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The own relay's URL: never a sync target.
+    pub own_relay: Option<RelayUrl>,
+    /// Relays connected from the start and never retired.
+    pub bootstrap_relays: Vec<RelayUrl>,
+    /// Which discovered relays may be dialled.
+    pub address_policy: AddressPolicy,
+    /// Self-feed batch window (the interval is not reset by events).
+    pub batch_window: Duration,
+    /// Purgatory reconciliation interval.
+    pub purgatory_interval: Duration,
+    /// Health, retry and metrics tick.
+    pub health_tick: Duration,
+    /// Wait before declaring historic sync complete once no batch is pending.
+    pub completion_recheck: Duration,
+    /// Connection workers.
+    pub dial: DialLimits,
+    /// Relay health and backoff.
+    pub health: HealthConfig,
+    /// Store calls in flight at once.
+    pub ingest_in_flight: usize,
+    /// Capacity of the actor's inbox from sessions (readers wait when it is full).
+    pub session_inbox: usize,
+    /// Seed for backoff jitter; `None` derives one from the clock at start.
+    pub rng_seed: Option<u64>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            own_relay: None,
+            bootstrap_relays: Vec::new(),
+            address_policy: AddressPolicy::default(),
+            batch_window: Duration::from_secs(5),
+            purgatory_interval: Duration::from_secs(5),
+            health_tick: Duration::from_secs(2),
+            completion_recheck: Duration::from_secs(6),
+            dial: DialLimits::default(),
+            health: HealthConfig::default(),
+            ingest_in_flight: 1024,
+            session_inbox: 8192,
+            rng_seed: None,
+        }
+    }
+}

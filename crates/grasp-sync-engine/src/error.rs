@@ -1,0 +1,39 @@
+//! Errors of the engine's boundaries: the transport to remote relays and the own store.
+
+use thiserror::Error;
+
+/// A failure talking to a remote relay.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The relay URL could not be used (not ws/wss, not parsable by the client library).
+    #[error("unusable relay url: {0}")]
+    BadUrl(String),
+    /// The handshake did not finish before the deadline.
+    #[error("connection timed out")]
+    Timeout,
+    /// The connection could not be established or was refused.
+    #[error("connection failed: {0}")]
+    Connect(String),
+    /// The session is no longer connected; nothing was sent.
+    #[error("not connected")]
+    NotConnected,
+    /// A message could not be handed to the connection.
+    #[error("send failed: {0}")]
+    Send(String),
+    /// The NIP-11 document could not be fetched or read.
+    #[error("relay information unavailable: {0}")]
+    Info(String),
+}
+
+/// A failure of the own store (not a rejection: rejections are an outcome, not an error).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The backend failed.
+    #[error("store backend failed: {0}")]
+    Backend(String),
+    /// The store has been shut down.
+    #[error("store is closed")]
+    Closed,
+}

@@ -1,0 +1,156 @@
+//! The ingest pipeline: events from every session are offered to the own store concurrently,
+//! with a bounded number in flight, so the store can commit them in batches while a fast relay
+//! is slowed down (its reader waits for a slot) instead of growing memory without limit.
+//!
+//! Newly saved events are counted per relay and handed, in 500 ms batches, to the
+//! [`SyncedEventHook`] when one is configured.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use grasp_sync_model::RelayUrl;
+use nostr::Event;
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::boundary::{EventStore, IngestOutcome, SyncedEventHook};
+
+/// How long the synced-event hook batches saves before it is called.
+pub const HOOK_BATCH_WINDOW: Duration = Duration::from_millis(500);
+
+/// Per-relay counts of what the store did with that relay's events.
+#[derive(Debug, Default)]
+pub(crate) struct IngestCounts {
+    saved: AtomicU64,
+    duplicate: AtomicU64,
+    rejected: AtomicU64,
+    deferred: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// What the store did with one relay's events so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IngestTotals {
+    /// Newly saved.
+    pub saved: u64,
+    /// Already stored.
+    pub duplicate: u64,
+    /// Refused by the acceptance policy.
+    pub rejected: u64,
+    /// Deferred to purgatory.
+    pub deferred: u64,
+    /// Store failures.
+    pub failed: u64,
+}
+
+impl IngestCounts {
+    fn totals(&self) -> IngestTotals {
+        IngestTotals {
+            saved: self.saved.load(Ordering::Relaxed),
+            duplicate: self.duplicate.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
+            deferred: self.deferred.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Offers events to the store with bounded concurrency.
+#[derive(Clone)]
+pub(crate) struct Ingestor {
+    store: Arc<dyn EventStore>,
+    slots: Arc<Semaphore>,
+    counts: Arc<DashMap<RelayUrl, Arc<IngestCounts>>>,
+    saved: Option<mpsc::Sender<Event>>,
+}
+
+impl Ingestor {
+    /// An ingestor with at most `in_flight` concurrent store calls; starts the hook batcher.
+    pub(crate) fn new(
+        store: Arc<dyn EventStore>,
+        in_flight: usize,
+        hook: Option<Arc<dyn SyncedEventHook>>,
+    ) -> Self {
+        let saved = hook.map(|hook| {
+            let (tx, rx) = mpsc::channel(in_flight.max(1) * 2);
+            tokio::spawn(run_hook_batcher(rx, hook));
+            tx
+        });
+        Self {
+            store,
+            slots: Arc::new(Semaphore::new(in_flight.max(1))),
+            counts: Arc::new(DashMap::new()),
+            saved,
+        }
+    }
+
+    /// Offers one event; waits only for a free slot, not for the store.
+    pub(crate) async fn submit(&self, source: RelayUrl, event: Event) {
+        let Ok(slot) = self.slots.clone().acquire_owned().await else {
+            return;
+        };
+        let counts = self.counts_for(&source);
+        let store = Arc::clone(&self.store);
+        let saved = self.saved.clone();
+        tokio::spawn(async move {
+            let keep = saved.as_ref().map(|_| event.clone());
+            match store.ingest(event, &source).await {
+                Ok(IngestOutcome::Saved) => {
+                    counts.saved.fetch_add(1, Ordering::Relaxed);
+                    if let (Some(tx), Some(event)) = (saved, keep) {
+                        // The hook batcher never stops before the ingestor; a closed channel
+                        // means shutdown, when the trigger no longer matters.
+                        let _ = tx.send(event).await;
+                    }
+                }
+                Ok(IngestOutcome::Duplicate) => {
+                    counts.duplicate.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(IngestOutcome::Rejected(reason)) => {
+                    counts.rejected.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(relay = %source, %reason, "store rejected a synced event");
+                }
+                Ok(IngestOutcome::Deferred) => {
+                    counts.deferred.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error) => {
+                    counts.failed.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(relay = %source, %error, "store failed to ingest a synced event");
+                }
+            }
+            drop(slot);
+        });
+    }
+
+    /// Waits until every submitted event has been answered by the store.
+    pub(crate) async fn drain(&self, in_flight: usize) {
+        let total = u32::try_from(in_flight.max(1)).unwrap_or(u32::MAX);
+        if let Ok(all) = self.slots.acquire_many(total).await {
+            drop(all);
+        }
+    }
+
+    /// Counts for one relay.
+    pub(crate) fn totals(&self, relay: &RelayUrl) -> IngestTotals {
+        self.counts
+            .get(relay)
+            .map(|c| c.totals())
+            .unwrap_or_default()
+    }
+
+    fn counts_for(&self, relay: &RelayUrl) -> Arc<IngestCounts> {
+        Arc::clone(self.counts.entry(relay.clone()).or_default().value())
+    }
+}
+
+async fn run_hook_batcher(mut rx: mpsc::Receiver<Event>, hook: Arc<dyn SyncedEventHook>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        let deadline = tokio::time::Instant::now() + HOOK_BATCH_WINDOW;
+        while let Ok(Some(event)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+            batch.push(event);
+        }
+        hook.events_synced(batch).await;
+    }
+}

@@ -1,0 +1,129 @@
+//! The engine's metrics, recorded through opentelemetry with the `grasp_sync_` prefix.
+//!
+//! Per-relay gauges carry a `relay` label (the normalised URL); ledger and refusal metrics are
+//! labelled by class or category only, so their cardinality stays bounded.
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Gauge, Meter};
+
+/// Every instrument the engine records.
+#[derive(Debug, Clone)]
+pub struct SyncMetrics {
+    relay_connected: Gauge<u64>,
+    connection_attempts: Counter<u64>,
+    relay_status: Gauge<u64>,
+    relay_failures: Gauge<u64>,
+    events_synced: Counter<u64>,
+    relays_tracked: Gauge<u64>,
+    relays_connected: Gauge<u64>,
+    relays_dead: Gauge<u64>,
+    ledger_slots: Gauge<u64>,
+    refusals: Counter<u64>,
+    pending_batches: Gauge<u64>,
+    req_starts: Counter<u64>,
+}
+
+impl SyncMetrics {
+    /// Creates the instruments on `meter`.
+    pub fn new(meter: &Meter) -> Self {
+        Self {
+            relay_connected: meter
+                .u64_gauge("grasp_sync_relay_connected")
+                .with_description("connection status per relay: 0 disconnected, 1 connecting, 2 syncing, 3 connected, 4 connected with historic sync failures")
+                .build(),
+            connection_attempts: meter
+                .u64_counter("grasp_sync_connection_attempts_total")
+                .with_description("connection attempts by relay and result")
+                .build(),
+            relay_status: meter
+                .u64_gauge("grasp_sync_relay_status")
+                .with_description("health per relay: 1 healthy, 2 disconnected, 3 degraded, 4 dead, 5 rate limited")
+                .build(),
+            relay_failures: meter
+                .u64_gauge("grasp_sync_relay_failures")
+                .with_description("consecutive connection failures per relay")
+                .build(),
+            events_synced: meter
+                .u64_counter("grasp_sync_events_synced_total")
+                .with_description("events newly saved by sync (not duplicates, not rejected)")
+                .build(),
+            relays_tracked: meter
+                .u64_gauge("grasp_sync_relays_tracked_total")
+                .with_description("relays discovered and tracked")
+                .build(),
+            relays_connected: meter
+                .u64_gauge("grasp_sync_relays_connected_total")
+                .with_description("relays currently connected")
+                .build(),
+            relays_dead: meter
+                .u64_gauge("grasp_sync_relays_dead_total")
+                .with_description("relays marked dead")
+                .build(),
+            ledger_slots: meter
+                .u64_gauge("grasp_sync_ledger_slots_in_use")
+                .with_description("subscription slots held across relays, by class")
+                .build(),
+            refusals: meter
+                .u64_counter("grasp_sync_refusals_total")
+                .with_description("relay refusals by category")
+                .build(),
+            pending_batches: meter
+                .u64_gauge("grasp_sync_pending_batches")
+                .with_description("historic batches in flight across relays")
+                .build(),
+            req_starts: meter
+                .u64_counter("grasp_sync_req_starts_total")
+                .with_description("REQ messages sent, by kind (live or historic)")
+                .build(),
+        }
+    }
+
+    /// A relay's connection status and health.
+    pub fn record_relay(&self, relay: &str, connected: u64, status: u64, failures: u64) {
+        let label = [KeyValue::new("relay", relay.to_owned())];
+        self.relay_connected.record(connected, &label);
+        self.relay_status.record(status, &label);
+        self.relay_failures.record(failures, &label);
+    }
+
+    /// One connection attempt's result.
+    pub fn record_attempt(&self, relay: &str, success: bool) {
+        let result = if success { "success" } else { "failure" };
+        self.connection_attempts.add(
+            1,
+            &[
+                KeyValue::new("relay", relay.to_owned()),
+                KeyValue::new("result", result),
+            ],
+        );
+    }
+
+    /// Newly saved events.
+    pub fn record_synced(&self, count: u64) {
+        self.events_synced.add(count, &[]);
+    }
+
+    /// Relay totals.
+    pub fn record_totals(&self, tracked: u64, connected: u64, dead: u64, pending_batches: u64) {
+        self.relays_tracked.record(tracked, &[]);
+        self.relays_connected.record(connected, &[]);
+        self.relays_dead.record(dead, &[]);
+        self.pending_batches.record(pending_batches, &[]);
+    }
+
+    /// Slots in use for one ledger class, summed over relays.
+    pub fn record_ledger_class(&self, class: &'static str, slots: u64) {
+        self.ledger_slots
+            .record(slots, &[KeyValue::new("class", class)]);
+    }
+
+    /// One refusal.
+    pub fn record_refusal(&self, category: &'static str) {
+        self.refusals.add(1, &[KeyValue::new("category", category)]);
+    }
+
+    /// One REQ sent.
+    pub fn record_req(&self, kind: &'static str) {
+        self.req_starts.add(1, &[KeyValue::new("kind", kind)]);
+    }
+}

@@ -1,0 +1,194 @@
+//! The tasks around one relay session: a reader that forwards inbound messages to the actor in
+//! order (and events to the ingest pipeline), and a sender that performs REQ/CLOSE so the actor
+//! never awaits the transport.
+//!
+//! Every message carries the session's generation; the actor ignores anything from a session it
+//! has already retired.
+
+use std::sync::Arc;
+
+use grasp_sync_model::RelayUrl;
+use nostr::{Event, Filter, SubscriptionId};
+use tokio::sync::mpsc;
+
+use crate::ingest::Ingestor;
+use crate::transport::{RelayInbound, RelaySession};
+
+/// Identifies one connection session of one relay.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SessionKey {
+    pub(crate) relay: RelayUrl,
+    pub(crate) generation: u64,
+}
+
+/// What a session tells the actor.
+#[derive(Debug)]
+pub(crate) enum SessionEvent {
+    /// An event was delivered for a subscription (already handed to the ingest pipeline).
+    Event {
+        subscription_id: SubscriptionId,
+        event: Arc<Event>,
+    },
+    /// End of stored events.
+    Eose(SubscriptionId),
+    /// The relay closed a subscription.
+    Closed {
+        subscription_id: SubscriptionId,
+        message: String,
+    },
+    /// A NOTICE.
+    Notice(String),
+    /// A REQ or CLOSE could not be handed to the connection.
+    SendFailed {
+        subscription_id: SubscriptionId,
+        error: String,
+    },
+    /// A CLOSE was handed to the connection (the watchdog releases a permit only after this).
+    CloseSent(SubscriptionId),
+    /// The session ended (disconnect, lost messages, or transport failure).
+    Ended { reason: String },
+}
+
+/// A request for the sender task.
+#[derive(Debug)]
+pub(crate) enum Outbound {
+    /// Open a subscription.
+    Req {
+        subscription_id: SubscriptionId,
+        filters: Vec<Filter>,
+    },
+    /// Close a subscription.
+    Close(SubscriptionId),
+    /// End the session.
+    Disconnect,
+}
+
+/// The actor's handle to a running session.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionHandle {
+    pub(crate) key: SessionKey,
+    outbound: mpsc::UnboundedSender<Outbound>,
+}
+
+impl SessionHandle {
+    /// Queues a request for the sender; `false` if the session is gone.
+    pub(crate) fn send(&self, request: Outbound) -> bool {
+        self.outbound.send(request).is_ok()
+    }
+}
+
+/// Starts the reader and sender tasks of a freshly connected session.
+///
+/// The outbound queue is unbounded in type but bounded in practice: the actor only queues what
+/// the subscription ledger admitted, plus CLOSEs for those.
+pub(crate) fn spawn_session(
+    key: SessionKey,
+    session: Arc<dyn RelaySession>,
+    inbound: mpsc::Receiver<RelayInbound>,
+    ingestor: Ingestor,
+    actor: mpsc::Sender<(SessionKey, SessionEvent)>,
+) -> SessionHandle {
+    let (outbound_tx, outbound_rx) = mpsc::unbounded_channel();
+    tokio::spawn(run_sender(
+        key.clone(),
+        Arc::clone(&session),
+        outbound_rx,
+        actor.clone(),
+    ));
+    tokio::spawn(run_reader(key.clone(), inbound, ingestor, actor));
+    SessionHandle {
+        key,
+        outbound: outbound_tx,
+    }
+}
+
+async fn run_sender(
+    key: SessionKey,
+    session: Arc<dyn RelaySession>,
+    mut requests: mpsc::UnboundedReceiver<Outbound>,
+    actor: mpsc::Sender<(SessionKey, SessionEvent)>,
+) {
+    while let Some(request) = requests.recv().await {
+        let report = match request {
+            Outbound::Req {
+                subscription_id,
+                filters,
+            } => match session.subscribe(subscription_id.clone(), filters).await {
+                Ok(()) => None,
+                Err(error) => Some(SessionEvent::SendFailed {
+                    subscription_id,
+                    error: error.to_string(),
+                }),
+            },
+            Outbound::Close(subscription_id) => {
+                match session.close(subscription_id.clone()).await {
+                    Ok(()) => Some(SessionEvent::CloseSent(subscription_id)),
+                    Err(error) => Some(SessionEvent::SendFailed {
+                        subscription_id,
+                        error: error.to_string(),
+                    }),
+                }
+            }
+            Outbound::Disconnect => {
+                session.disconnect().await;
+                return;
+            }
+        };
+        if let Some(report) = report {
+            if actor.send((key.clone(), report)).await.is_err() {
+                break;
+            }
+        }
+    }
+    session.disconnect().await;
+}
+
+async fn run_reader(
+    key: SessionKey,
+    mut inbound: mpsc::Receiver<RelayInbound>,
+    ingestor: Ingestor,
+    actor: mpsc::Sender<(SessionKey, SessionEvent)>,
+) {
+    let mut ended = None;
+    while let Some(message) = inbound.recv().await {
+        let event = match message {
+            RelayInbound::Event {
+                subscription_id,
+                event,
+            } => {
+                let event = Arc::new(*event);
+                ingestor
+                    .submit(key.relay.clone(), Event::clone(&event))
+                    .await;
+                SessionEvent::Event {
+                    subscription_id,
+                    event,
+                }
+            }
+            RelayInbound::Eose(id) => SessionEvent::Eose(id),
+            RelayInbound::Closed {
+                subscription_id,
+                message,
+            } => SessionEvent::Closed {
+                subscription_id,
+                message,
+            },
+            RelayInbound::Notice(text) => SessionEvent::Notice(text),
+            RelayInbound::Ok { .. } => continue,
+            RelayInbound::Lagged(lost) => {
+                ended = Some(format!("{lost} messages lost between transport and engine"));
+                break;
+            }
+            RelayInbound::Disconnected => {
+                ended = Some("disconnected".to_owned());
+                break;
+            }
+        };
+        if actor.send((key.clone(), event)).await.is_err() {
+            return;
+        }
+    }
+    let reason = ended.unwrap_or_else(|| "transport ended".to_owned());
+    // The actor may already be gone at shutdown; nothing is left to tell.
+    let _ = actor.send((key, SessionEvent::Ended { reason })).await;
+}

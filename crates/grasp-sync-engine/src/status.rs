@@ -1,0 +1,80 @@
+//! A snapshot of the engine for operators (`/status`), tests and the demo: per relay, the
+//! connection and health state, ledger use, pending batches, traffic and refusals.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// The whole engine at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EngineStatus {
+    /// Repositories in the sync index.
+    pub repos_tracked: usize,
+    /// Root events in the sync index.
+    pub root_events_tracked: usize,
+    /// Per relay, by normalised URL.
+    pub relays: BTreeMap<String, RelayStatus>,
+}
+
+impl EngineStatus {
+    /// Sum of REQ starts over every relay.
+    pub fn total_req_starts(&self) -> u64 {
+        self.relays
+            .values()
+            .map(|r| r.req_starts_live + r.req_starts_historic)
+            .sum()
+    }
+
+    /// Sum of refusals over every relay.
+    pub fn total_refusals(&self) -> u64 {
+        self.relays.values().flat_map(|r| r.refusals.values()).sum()
+    }
+}
+
+/// One relay at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RelayStatus {
+    /// Connection lifecycle: disconnected, connecting, syncing, connected,
+    /// connected_historic_sync_failures.
+    pub connection: String,
+    /// Health state name.
+    pub health: String,
+    /// Consecutive connection failures.
+    pub consecutive_failures: u32,
+    /// Whether the relay is a bootstrap relay.
+    pub bootstrap: bool,
+    /// Subscription budget of the current session (0 when disconnected).
+    pub subscription_budget: usize,
+    /// Live subscriptions held now.
+    pub live_subscriptions: usize,
+    /// Transient subscriptions held now.
+    pub transient_subscriptions: usize,
+    /// Most subscriptions held at once over the engine's life.
+    pub peak_subscriptions: usize,
+    /// Ledger permits held now, by class.
+    pub ledger: BTreeMap<String, usize>,
+    /// Historic batches in flight.
+    pub pending_batches: usize,
+    /// Repositories confirmed for this relay.
+    pub confirmed_repos: usize,
+    /// Root events confirmed for this relay.
+    pub confirmed_root_events: usize,
+    /// Live REQs sent over the engine's life.
+    pub req_starts_live: u64,
+    /// Historic, pagination and fetch REQs sent over the engine's life.
+    pub req_starts_historic: u64,
+    /// Events delivered by this relay (raw, before dedup).
+    pub events_received: u64,
+    /// Events from this relay newly saved.
+    pub events_saved: u64,
+    /// Events from this relay already stored.
+    pub events_duplicate: u64,
+    /// Events from this relay refused by the store.
+    pub events_rejected: u64,
+    /// Refusals by category.
+    pub refusals: BTreeMap<String, u64>,
+    /// Successful connections.
+    pub connections: u64,
+    /// The last error or refusal text, if any.
+    pub last_error: Option<String>,
+}

@@ -1,0 +1,29 @@
+//! `StoreConfig`: the acceptance policy's configuration plus the store's own bounds.
+
+use grasp_sync_model::RelayUrl;
+
+use crate::store::feed::DEFAULT_FEED_CAPACITY;
+use crate::store::policy::PolicyConfig;
+use crate::store::rejected::DEFAULT_REJECTED_CAPACITY;
+
+/// How a store is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// The acceptance policy.
+    pub policy: PolicyConfig,
+    /// Most rejected event IDs kept in the hot cache (first rejected, first forgotten).
+    pub rejected_capacity: usize,
+    /// Most live events buffered per self-feed consumer before it is cut off.
+    pub feed_capacity: usize,
+}
+
+impl StoreConfig {
+    /// Default bounds for the service at `service_url` with clone URLs on `domain`.
+    pub fn new(service_url: RelayUrl, domain: impl Into<String>) -> Self {
+        Self {
+            policy: PolicyConfig::new(service_url, domain),
+            rejected_capacity: DEFAULT_REJECTED_CAPACITY,
+            feed_capacity: DEFAULT_FEED_CAPACITY,
+        }
+    }
+}

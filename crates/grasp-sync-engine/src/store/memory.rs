@@ -1,0 +1,101 @@
+//! `MemoryStore`: an in-memory `EventStore` and `SelfFeed` for the engine's unit tests, with the
+//! same ingest path as the LMDB store and either the GRASP policy or an accept-all mode.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use grasp_sync_model::RelayUrl;
+use nostr::{Event, EventId, Filter, Timestamp};
+use nostr_database::{MemoryDatabase, MemoryDatabaseOptions};
+use tokio::sync::mpsc;
+
+use crate::boundary::{EventStore, IngestOutcome, SelfFeed};
+use crate::error::StoreError;
+use crate::store::config::StoreConfig;
+use crate::store::core::StoreCore;
+use crate::store::database::GraspDatabase;
+use crate::store::feed::{DEFAULT_FEED_CAPACITY, StoreFeed};
+use crate::store::policy::GraspPolicy;
+use crate::store::rejected::DEFAULT_REJECTED_CAPACITY;
+use crate::store::write_policy::GraspWritePolicy;
+
+/// An unbounded in-memory store. Cheap to clone; clones share everything.
+#[derive(Debug, Clone)]
+pub struct MemoryStore {
+    core: Arc<StoreCore>,
+}
+
+impl MemoryStore {
+    /// An empty store applying the GRASP policy.
+    pub async fn new(config: StoreConfig) -> Result<Self, StoreError> {
+        Self::open(
+            Some(GraspPolicy::new(config.policy)),
+            config.rejected_capacity,
+            config.feed_capacity,
+        )
+        .await
+    }
+
+    /// An empty store that accepts every event whose signature verifies.
+    pub async fn accept_all() -> Result<Self, StoreError> {
+        Self::open(None, DEFAULT_REJECTED_CAPACITY, DEFAULT_FEED_CAPACITY).await
+    }
+
+    async fn open(
+        policy: Option<GraspPolicy>,
+        rejected: usize,
+        feed: usize,
+    ) -> Result<Self, StoreError> {
+        let backend = MemoryDatabase::with_opts(MemoryDatabaseOptions {
+            events: true,
+            max_events: None,
+        });
+        let core = StoreCore::open(Arc::new(backend), policy, rejected, feed).await?;
+        Ok(Self {
+            core: Arc::new(core),
+        })
+    }
+
+    /// The database, to serve through a `LocalRelay`.
+    pub fn database(&self) -> Arc<GraspDatabase> {
+        Arc::clone(self.core.database())
+    }
+
+    /// The relay write policy applying this store's policy instance.
+    pub fn write_policy(&self) -> GraspWritePolicy {
+        GraspWritePolicy::new(Arc::clone(&self.core))
+    }
+
+    /// Why the event was rejected, while the hot cache remembers it.
+    pub fn rejection_reason(&self, id: &EventId) -> Result<Option<String>, StoreError> {
+        self.core.rejection_reason(id)
+    }
+}
+
+#[async_trait]
+impl EventStore for MemoryStore {
+    async fn ingest(&self, event: Event, _source: &RelayUrl) -> Result<IngestOutcome, StoreError> {
+        self.core.ingest(&event).await
+    }
+
+    async fn contains(&self, id: &EventId) -> Result<bool, StoreError> {
+        self.core.contains(id).await
+    }
+
+    async fn negentropy_items(
+        &self,
+        filter: Filter,
+    ) -> Result<Vec<(EventId, Timestamp)>, StoreError> {
+        self.core.negentropy_items(filter).await
+    }
+}
+
+#[async_trait]
+impl SelfFeed for MemoryStore {
+    async fn start(&self) -> Result<mpsc::Receiver<Event>, StoreError> {
+        StoreFeed::new(self.database()).start().await
+    }
+}
+
+#[cfg(test)]
+mod tests;

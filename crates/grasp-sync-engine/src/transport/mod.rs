@@ -1,0 +1,117 @@
+//! The boundary to remote relays: dial a session, send REQ/CLOSE, receive what the relay says.
+//!
+//! A [`RelaySession`] is one WebSocket connection. Nothing survives it: no subscription is
+//! replayed and no reconnect happens behind the engine's back; the engine owns retry, backoff and
+//! resubscription. Inbound messages arrive, in order, on the session's bounded channel.
+
+mod nip11;
+mod sdk;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use grasp_sync_model::RelayUrl;
+use nostr::{Event, EventId, Filter, SubscriptionId};
+use tokio::sync::mpsc;
+
+pub use self::nip11::{RelayInfo, fetch_relay_info};
+pub use self::sdk::SdkConnector;
+use crate::error::TransportError;
+
+/// One message from a relay, or the end of the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayInbound {
+    /// An event delivered for a subscription (signature already verified by the transport).
+    Event {
+        /// The subscription it was delivered for.
+        subscription_id: SubscriptionId,
+        /// The event.
+        event: Box<Event>,
+    },
+    /// End of stored events for a subscription.
+    Eose(SubscriptionId),
+    /// The relay closed a subscription, with its reason.
+    Closed {
+        /// The subscription.
+        subscription_id: SubscriptionId,
+        /// The relay's text, verbatim.
+        message: String,
+    },
+    /// A NOTICE.
+    Notice(String),
+    /// An OK answer to a published event.
+    Ok {
+        /// The event answered.
+        event_id: EventId,
+        /// Whether it was accepted.
+        accepted: bool,
+        /// The relay's text, verbatim.
+        message: String,
+    },
+    /// Messages were lost between the transport and the engine: the session can no longer be
+    /// trusted to report every EOSE and must be torn down.
+    Lagged(u64),
+    /// The connection ended. Nothing follows.
+    Disconnected,
+}
+
+/// A connected session and the channel its inbound messages arrive on.
+pub struct RelayConnection {
+    /// Handle for sending.
+    pub session: Arc<dyn RelaySession>,
+    /// Inbound messages, in the order the relay sent them; ends after [`RelayInbound::Disconnected`].
+    pub inbound: mpsc::Receiver<RelayInbound>,
+}
+
+impl std::fmt::Debug for RelayConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayConnection")
+            .field("url", self.session.url())
+            .finish()
+    }
+}
+
+/// Dials relays and reads their NIP-11 documents.
+#[async_trait]
+pub trait RelayConnector: Send + Sync + 'static {
+    /// Opens a new session; fails if the handshake does not finish within `timeout`.
+    async fn connect(
+        &self,
+        url: &RelayUrl,
+        timeout: Duration,
+    ) -> Result<RelayConnection, TransportError>;
+
+    /// Fetches and reads the relay's NIP-11 document within `timeout`.
+    async fn fetch_info(
+        &self,
+        url: &RelayUrl,
+        timeout: Duration,
+    ) -> Result<RelayInfo, TransportError>;
+}
+
+/// One live connection to a relay.
+#[async_trait]
+pub trait RelaySession: Send + Sync + 'static {
+    /// The relay.
+    fn url(&self) -> &RelayUrl;
+
+    /// Whether the connection is still up.
+    fn is_connected(&self) -> bool;
+
+    /// Sends `["REQ", id, filters...]`. Returns once the message is handed to the connection.
+    async fn subscribe(
+        &self,
+        id: SubscriptionId,
+        filters: Vec<Filter>,
+    ) -> Result<(), TransportError>;
+
+    /// Sends `["CLOSE", id]`. Returns once the message is handed to the connection.
+    async fn close(&self, id: SubscriptionId) -> Result<(), TransportError>;
+
+    /// Publishes an event (used when the own relay is external). The OK arrives inbound.
+    async fn publish(&self, event: &Event) -> Result<(), TransportError>;
+
+    /// Ends the session. Inbound ends with [`RelayInbound::Disconnected`].
+    async fn disconnect(&self);
+}

@@ -1,0 +1,233 @@
+//! [`SdkConnector`]: the production transport over nostr-sdk's relay pool (0.44 line).
+//!
+//! Every session gets its own single-relay pool with automatic reconnect off, and REQ/CLOSE are
+//! sent as raw client messages, so the SDK keeps no subscription it could replay: the engine owns
+//! retry, backoff and resubscription. Inbound messages are read from the relay's notification
+//! broadcast (`RelayNotification::Message`, which fires for every delivery, unlike
+//! `RelayNotification::Event`) and forwarded in order into a bounded channel. If the broadcast
+//! overflows, messages were lost and the session reports [`RelayInbound::Lagged`].
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use grasp_sync_model::RelayUrl;
+use nostr::{ClientMessage, Event, Filter, RelayMessage, SubscriptionId};
+use nostr_sdk::Relay;
+use nostr_sdk::pool::{RelayNotification, RelayOptions, RelayPool, RelayStatus};
+use tokio::sync::{broadcast, mpsc};
+
+use super::{
+    RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession, fetch_relay_info,
+};
+use crate::error::TransportError;
+
+/// Tuning of the nostr-sdk transport.
+#[derive(Debug, Clone, Copy)]
+pub struct SdkConnectorOptions {
+    /// Capacity of the SDK's per-relay notification broadcast.
+    pub notification_capacity: usize,
+    /// Capacity of the session's inbound channel to the engine (the backpressure point).
+    pub inbound_capacity: usize,
+}
+
+impl Default for SdkConnectorOptions {
+    fn default() -> Self {
+        Self {
+            notification_capacity: 16_384,
+            inbound_capacity: 4_096,
+        }
+    }
+}
+
+/// Dials relays with nostr-sdk.
+#[derive(Debug, Clone, Default)]
+pub struct SdkConnector {
+    options: SdkConnectorOptions,
+}
+
+impl SdkConnector {
+    /// A connector with the given tuning.
+    pub fn new(options: SdkConnectorOptions) -> Self {
+        Self { options }
+    }
+}
+
+#[async_trait]
+impl RelayConnector for SdkConnector {
+    async fn connect(
+        &self,
+        url: &RelayUrl,
+        timeout: Duration,
+    ) -> Result<RelayConnection, TransportError> {
+        let sdk_url = nostr::RelayUrl::parse(url.as_str())
+            .map_err(|e| TransportError::BadUrl(e.to_string()))?;
+        let pool = RelayPool::default();
+        let options = RelayOptions::new()
+            .reconnect(false)
+            .notification_channel_size(self.options.notification_capacity);
+        pool.add_relay(sdk_url.clone(), options)
+            .await
+            .map_err(|e| TransportError::Connect(e.to_string()))?;
+        let relay = pool
+            .relay(&sdk_url)
+            .await
+            .map_err(|e| TransportError::Connect(e.to_string()))?;
+        // Subscribe to notifications before connecting so nothing is missed.
+        let notifications = relay.notifications();
+        let handshake = tokio::time::timeout(timeout, relay.try_connect(timeout)).await;
+        match handshake {
+            Err(_) => {
+                pool.shutdown().await;
+                return Err(TransportError::Timeout);
+            }
+            Ok(Err(e)) => {
+                pool.shutdown().await;
+                return Err(TransportError::Connect(e.to_string()));
+            }
+            Ok(Ok(())) => {}
+        }
+        if !relay.is_connected() {
+            pool.shutdown().await;
+            return Err(TransportError::Connect(
+                "relay did not reach connected".to_owned(),
+            ));
+        }
+        let (tx, inbound) = mpsc::channel(self.options.inbound_capacity);
+        tokio::spawn(forward(notifications, tx));
+        let session = SdkSession {
+            url: url.clone(),
+            pool,
+            relay,
+        };
+        Ok(RelayConnection {
+            session: std::sync::Arc::new(session),
+            inbound,
+        })
+    }
+
+    async fn fetch_info(
+        &self,
+        url: &RelayUrl,
+        timeout: Duration,
+    ) -> Result<RelayInfo, TransportError> {
+        fetch_relay_info(url, timeout).await
+    }
+}
+
+struct SdkSession {
+    url: RelayUrl,
+    pool: RelayPool,
+    relay: Relay,
+}
+
+impl SdkSession {
+    fn send(&self, message: ClientMessage<'_>) -> Result<(), TransportError> {
+        // nostr-sdk queues silently on a terminated relay: check first.
+        if !self.relay.is_connected() {
+            return Err(TransportError::NotConnected);
+        }
+        self.relay
+            .send_msg(message)
+            .map_err(|e| TransportError::Send(e.to_string()))
+    }
+}
+
+#[async_trait]
+impl RelaySession for SdkSession {
+    fn url(&self) -> &RelayUrl {
+        &self.url
+    }
+
+    fn is_connected(&self) -> bool {
+        self.relay.is_connected()
+    }
+
+    async fn subscribe(
+        &self,
+        id: SubscriptionId,
+        filters: Vec<Filter>,
+    ) -> Result<(), TransportError> {
+        self.send(ClientMessage::req(id, filters))
+    }
+
+    async fn close(&self, id: SubscriptionId) -> Result<(), TransportError> {
+        self.send(ClientMessage::close(id))
+    }
+
+    async fn publish(&self, event: &Event) -> Result<(), TransportError> {
+        self.send(ClientMessage::event(event.clone()))
+    }
+
+    async fn disconnect(&self) {
+        self.relay.disconnect();
+        self.pool.shutdown().await;
+    }
+}
+
+impl Drop for SdkSession {
+    fn drop(&mut self) {
+        self.relay.disconnect();
+    }
+}
+
+/// Forwards the SDK's notifications for one relay into the session's inbound channel, in order.
+async fn forward(
+    mut notifications: broadcast::Receiver<RelayNotification>,
+    tx: mpsc::Sender<RelayInbound>,
+) {
+    loop {
+        let inbound = match notifications.recv().await {
+            Ok(RelayNotification::Message { message }) => match translate(message) {
+                Some(inbound) => inbound,
+                None => continue,
+            },
+            Ok(RelayNotification::RelayStatus { status }) => match status {
+                RelayStatus::Disconnected
+                | RelayStatus::Terminated
+                | RelayStatus::Banned
+                | RelayStatus::Sleeping => RelayInbound::Disconnected,
+                _ => continue,
+            },
+            Ok(RelayNotification::Shutdown) | Err(broadcast::error::RecvError::Closed) => {
+                RelayInbound::Disconnected
+            }
+            Ok(_) => continue,
+            Err(broadcast::error::RecvError::Lagged(lost)) => RelayInbound::Lagged(lost),
+        };
+        let ended = inbound == RelayInbound::Disconnected;
+        if tx.send(inbound).await.is_err() || ended {
+            return;
+        }
+    }
+}
+
+fn translate(message: RelayMessage<'static>) -> Option<RelayInbound> {
+    Some(match message {
+        RelayMessage::Event {
+            subscription_id,
+            event,
+        } => RelayInbound::Event {
+            subscription_id: subscription_id.into_owned(),
+            event: Box::new(event.into_owned()),
+        },
+        RelayMessage::EndOfStoredEvents(id) => RelayInbound::Eose(id.into_owned()),
+        RelayMessage::Closed {
+            subscription_id,
+            message,
+        } => RelayInbound::Closed {
+            subscription_id: subscription_id.into_owned(),
+            message: message.into_owned(),
+        },
+        RelayMessage::Notice(message) => RelayInbound::Notice(message.into_owned()),
+        RelayMessage::Ok {
+            event_id,
+            status,
+            message,
+        } => RelayInbound::Ok {
+            event_id,
+            accepted: status,
+            message: message.into_owned(),
+        },
+        _ => return None,
+    })
+}

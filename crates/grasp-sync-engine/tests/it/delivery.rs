@@ -1,0 +1,275 @@
+//! Delivery under real relay behaviour: live events, pagination past a per-filter limit, a
+//! small advertised subscription budget, and a relay that dies mid-sync.
+
+use std::time::Duration;
+
+use grasp_sync_health::HealthConfig;
+use grasp_sync_testkit::nip34::{RootKind, ThreadTag, reply, root};
+use grasp_sync_testkit::{Nip11Mode, TestRelay, TestRelayConfig};
+use nostr::{Keys, Timestamp};
+
+use crate::support::{
+    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, test_config, wait_until,
+};
+
+/// Announcement on the bootstrap relay, thread on `home`; returns the fixture.
+async fn seed_repo(
+    bootstrap: &TestRelay,
+    home: &TestRelay,
+    identifier: &str,
+) -> (RepoFixture, Vec<nostr::Event>) {
+    let fixture = RepoFixture::new(identifier);
+    let announcement = fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
+    bootstrap
+        .seed([announcement])
+        .await
+        .expect("seed bootstrap");
+    let thread = fixture.thread(1_700_000_100);
+    home.seed(thread.clone()).await.expect("seed home");
+    (fixture, thread)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_published_after_startup_arrive_live() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let home = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("home");
+    let (_fixture, thread) = seed_repo(&bootstrap, &home, "live").await;
+    let store = TestStore::open().await;
+    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    let history = ids(&thread);
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            store.count_stored(&history).await == history.len()
+        })
+        .await,
+        "history did not arrive"
+    );
+    // Wait until historic sync is over, so what follows can only arrive through live coverage.
+    let home_key = grasp_sync_model::RelayUrl::parse(&home.url())
+        .expect("url")
+        .to_string();
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            engine.status().await.is_some_and(|s| {
+                s.relays
+                    .get(&home_key)
+                    .is_some_and(|r| r.connection == "connected")
+            })
+        })
+        .await,
+        "historic sync never completed"
+    );
+    let historic_reqs =
+        engine.status().await.expect("status").relays[&home_key].req_starts_historic;
+
+    let issue = thread.last().expect("issue").clone();
+    let late = reply(
+        &Keys::generate(),
+        &issue,
+        ThreadTag::UpperE,
+        "late",
+        Timestamp::from_secs(1_700_001_000),
+    )
+    .expect("reply");
+    home.publish(late.clone()).await.expect("publish");
+    let late_ids = ids(std::slice::from_ref(&late));
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            store.count_stored(&late_ids).await == 1
+        })
+        .await,
+        "the live event did not arrive"
+    );
+    let status = engine.status().await.expect("status");
+    assert_eq!(
+        status.relays[&home_key].req_starts_historic, historic_reqs,
+        "it came by a new query, not live"
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_beyond_the_per_filter_limit_is_paged_through() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let home = TestRelay::start(TestRelayConfig {
+        default_filter_limit: 100,
+        ..Default::default()
+    })
+    .await
+    .expect("home");
+    let (_fixture, thread) = seed_repo(&bootstrap, &home, "paged").await;
+    let issue = thread.last().expect("issue").clone();
+    // 260 replies, several in the same second, so pages end mid-second.
+    let author = Keys::generate();
+    let replies: Vec<nostr::Event> = (0..260u64)
+        .map(|i| {
+            reply(
+                &author,
+                &issue,
+                ThreadTag::LowerE,
+                &format!("r{i}"),
+                Timestamp::from_secs(1_700_002_000 + i / 3),
+            )
+            .expect("reply")
+        })
+        .collect();
+    home.seed(replies.clone()).await.expect("seed replies");
+    let store = TestStore::open().await;
+    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    let mut expected = ids(&thread);
+    expected.extend(ids(&replies));
+    let complete = wait_until(Duration::from_secs(60), || async {
+        store.count_stored(&expected).await == expected.len()
+    })
+    .await;
+    let status = engine.status().await.expect("status");
+    assert!(
+        complete,
+        "stored {} of {}: {status:#?}",
+        store.count_stored(&expected).await,
+        expected.len()
+    );
+    let home_key = grasp_sync_model::RelayUrl::parse(&home.url())
+        .expect("url")
+        .to_string();
+    assert!(
+        status.relays[&home_key].req_starts_historic >= 3,
+        "no pagination happened: {status:#?}"
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_advertised_subscription_budget_is_never_exceeded() {
+    const BUDGET: usize = 6;
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let tight = TestRelayConfig {
+        max_subscriptions: BUDGET,
+        nip11: Nip11Mode::WithLimits,
+        ..Default::default()
+    };
+    let home = TestRelay::start(tight).await.expect("home");
+    // Enough roots that complete live coverage needs more REQs than the budget allows, so
+    // only the ledger keeps the engine inside it.
+    let mut expected = std::collections::BTreeSet::new();
+    let author = Keys::generate();
+    for n in 0..12 {
+        let (fixture, thread) = seed_repo(&bootstrap, &home, &format!("tight-{n}")).await;
+        expected.extend(ids(&thread));
+        let issues: Vec<nostr::Event> = (0..120u64)
+            .map(|i| {
+                root(
+                    &author,
+                    RootKind::Issue,
+                    std::slice::from_ref(&fixture.repo),
+                    &format!("i{i}"),
+                    Timestamp::from_secs(1_700_004_000 + i),
+                )
+                .expect("issue")
+            })
+            .collect();
+        expected.extend(ids(&issues));
+        home.seed(issues).await.expect("seed issues");
+    }
+    let store = TestStore::open().await;
+    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    let complete = wait_until(Duration::from_secs(60), || async {
+        store.count_stored(&expected).await == expected.len()
+    })
+    .await;
+    let status = engine.status().await.expect("status");
+    let home_key = grasp_sync_model::RelayUrl::parse(&home.url())
+        .expect("url")
+        .to_string();
+    let relay = &status.relays[&home_key];
+    assert!(
+        complete,
+        "stored {} of {}: {status:#?}",
+        store.count_stored(&expected).await,
+        expected.len()
+    );
+    assert_eq!(relay.subscription_budget, BUDGET, "{relay:#?}");
+    assert!(relay.peak_subscriptions <= BUDGET, "{relay:#?}");
+    assert_eq!(status.total_refusals(), 0, "{status:#?}");
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_killed_mid_sync_is_redialled_and_the_store_ends_complete() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let mut home = TestRelay::start(TestRelayConfig {
+        default_filter_limit: 100,
+        ..Default::default()
+    })
+    .await
+    .expect("home");
+    let (_fixture, thread) = seed_repo(&bootstrap, &home, "restart").await;
+    let issue = thread.last().expect("issue").clone();
+    let author = Keys::generate();
+    let replies: Vec<nostr::Event> = (0..600u64)
+        .map(|i| {
+            reply(
+                &author,
+                &issue,
+                ThreadTag::LowerE,
+                &format!("r{i}"),
+                Timestamp::from_secs(1_700_003_000 + i),
+            )
+            .expect("reply")
+        })
+        .collect();
+    home.seed(replies.clone()).await.expect("seed replies");
+    let mut config = test_config(&[bootstrap.url()]);
+    config.health = HealthConfig {
+        connect_backoff_base: Duration::from_millis(200),
+        stability_period: Duration::from_secs(1),
+        ..HealthConfig::default()
+    };
+    let store = TestStore::open().await;
+    let engine = start_engine(&store, config).await;
+    let reply_ids = ids(&replies);
+    // Paging runs one page per second: kill the relay once the first pages have landed.
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            store.count_stored(&reply_ids).await >= 100
+        })
+        .await,
+        "the first page never arrived"
+    );
+    home.stop().await.expect("stop");
+    let partial = store.count_stored(&reply_ids).await;
+    assert!(
+        partial < reply_ids.len(),
+        "the relay was stopped too late to test anything"
+    );
+    home.restart().await.expect("restart");
+
+    let mut expected = ids(&thread);
+    expected.extend(reply_ids);
+    let complete = wait_until(Duration::from_secs(60), || async {
+        store.count_stored(&expected).await == expected.len()
+    })
+    .await;
+    let status = engine.status().await.expect("status");
+    let home_key = grasp_sync_model::RelayUrl::parse(&home.url())
+        .expect("url")
+        .to_string();
+    assert!(
+        complete,
+        "stored {} of {}: {status:#?}",
+        store.count_stored(&expected).await,
+        expected.len()
+    );
+    assert!(status.relays[&home_key].connections >= 2, "{status:#?}");
+    engine.shutdown().await;
+}

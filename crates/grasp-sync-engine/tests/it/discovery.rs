@@ -1,0 +1,154 @@
+//! Discovery: which relays the engine connects to, driven only by announcements the store
+//! accepted.
+
+use std::time::Duration;
+
+use grasp_sync_testkit::{TestRelay, TestRelayConfig};
+
+use crate::support::{
+    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, test_config, wait_until,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn announcement_listing_us_leads_to_its_relay_and_every_tag_style_lands() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let relay_b = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("relay b");
+    let fixture = RepoFixture::new("listed");
+    let announcement =
+        fixture.announcement(&[SERVICE_URL.to_owned(), relay_b.url()], 1_700_000_000);
+    bootstrap
+        .seed([announcement.clone()])
+        .await
+        .expect("seed bootstrap");
+    let thread = fixture.thread(1_700_000_100);
+    relay_b.seed(thread.clone()).await.expect("seed b");
+
+    let store = TestStore::open().await;
+    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    let mut expected = ids(&thread);
+    expected.insert(announcement.id);
+    let complete = wait_until(Duration::from_secs(30), || async {
+        store.count_stored(&expected).await == expected.len()
+    })
+    .await;
+    let status = engine.status().await.expect("status");
+    assert!(
+        complete,
+        "stored {} of {}: {status:#?}",
+        store.count_stored(&expected).await,
+        expected.len()
+    );
+    assert!(relay_b.websocket_connections_accepted() >= 1);
+    assert_eq!(status.total_refusals(), 0, "{status:#?}");
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn announcement_not_listing_us_is_rejected_and_causes_no_connection() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let unlisted_relay = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("relay c");
+    let listed_relay = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("relay b");
+    let stranger = RepoFixture::new("stranger");
+    let foreign = stranger.announcement(&[unlisted_relay.url()], 1_700_000_000);
+    let ours = RepoFixture::new("ours");
+    let listed = ours.announcement(&[SERVICE_URL.to_owned(), listed_relay.url()], 1_700_000_000);
+    bootstrap
+        .seed([foreign.clone(), listed.clone()])
+        .await
+        .expect("seed");
+    unlisted_relay
+        .seed(stranger.thread(1_700_000_100))
+        .await
+        .expect("seed c");
+
+    let store = TestStore::open().await;
+    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    // The listed relay being reached proves discovery ran past the point where the foreign
+    // announcement was seen.
+    let reached = wait_until(Duration::from_secs(30), || async {
+        listed_relay.websocket_connections_accepted() >= 1
+    })
+    .await;
+    assert!(reached, "the listed relay was never dialled");
+    let rejected = wait_until(Duration::from_secs(10), || async {
+        store
+            .store
+            .rejection_reason(&foreign.id)
+            .ok()
+            .flatten()
+            .is_some()
+    })
+    .await;
+    assert!(
+        rejected,
+        "the foreign announcement was not rejected by the store"
+    );
+    // A rejected announcement never enters the index, so its relay is not even tracked.
+    let status = engine.status().await.expect("status");
+    let unlisted = grasp_sync_model::RelayUrl::parse(&unlisted_relay.url())
+        .expect("url")
+        .to_string();
+    assert!(!status.relays.contains_key(&unlisted), "{status:#?}");
+    assert_eq!(unlisted_relay.websocket_connections_accepted(), 0);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn newer_announcement_moves_coverage_and_older_changes_nothing() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let old_home = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("old");
+    let new_home = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("new");
+    let stale_home = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("stale");
+    let fixture = RepoFixture::new("moving");
+    let first = fixture.announcement(&[SERVICE_URL.to_owned(), old_home.url()], 1_700_000_000);
+    bootstrap.seed([first]).await.expect("seed");
+    let thread = fixture.thread(1_700_000_100);
+    new_home.seed(thread.clone()).await.expect("seed new home");
+
+    let store = TestStore::open().await;
+    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            old_home.websocket_connections_accepted() >= 1
+        })
+        .await,
+        "the first home was never dialled"
+    );
+
+    // An older announcement listing another relay changes nothing; a newer one moves coverage.
+    let older = fixture.announcement(&[SERVICE_URL.to_owned(), stale_home.url()], 1_600_000_000);
+    let newer = fixture.announcement(&[SERVICE_URL.to_owned(), new_home.url()], 1_700_000_500);
+    bootstrap.publish(older).await.expect("publish older");
+    bootstrap.publish(newer).await.expect("publish newer");
+    let expected = ids(&thread);
+    let moved = wait_until(Duration::from_secs(30), || async {
+        store.count_stored(&expected).await == expected.len()
+    })
+    .await;
+    let status = engine.status().await.expect("status");
+    assert!(moved, "events on the new home did not arrive: {status:#?}");
+    assert_eq!(
+        stale_home.websocket_connections_accepted(),
+        0,
+        "an older announcement moved coverage"
+    );
+    engine.shutdown().await;
+}

@@ -1,0 +1,6 @@
+//! End-to-end tests of the engine against real relays on loopback and a real LMDB store.
+
+mod delivery;
+mod discovery;
+mod support;
+mod sync;

@@ -1,0 +1,163 @@
+//! Shared fixtures: a service identity, an LMDB store with the GRASP policy, an engine wired to
+//! real relays, and waiting on conditions with deadlines.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use grasp_sync_engine::{
+    AddressPolicy, EngineConfig, EngineHandle, EngineParts, EventStore, LmdbStore, SdkConnector,
+    StoreConfig, SyncEngine,
+};
+use grasp_sync_model::RelayUrl;
+use nostr::EventId;
+
+/// The service's own relay URL: listed by announcements, never dialled.
+pub(crate) const SERVICE_URL: &str = "wss://grasp.test";
+
+/// A store on a temporary LMDB directory, removed on drop.
+pub(crate) struct TestStore {
+    pub(crate) store: LmdbStore,
+    _dir: tempfile::TempDir,
+}
+
+impl TestStore {
+    pub(crate) async fn open() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = StoreConfig::new(
+            RelayUrl::parse(SERVICE_URL).expect("service url"),
+            "grasp.test",
+        );
+        let store = LmdbStore::open(dir.path(), config)
+            .await
+            .expect("open store");
+        Self { store, _dir: dir }
+    }
+
+    /// How many of `ids` the store holds (not counting rejections).
+    pub(crate) async fn count_stored(&self, ids: &BTreeSet<EventId>) -> usize {
+        let mut held = 0;
+        for id in ids {
+            if self.store.rejection_reason(id).ok().flatten().is_none()
+                && self.store.contains(id).await.expect("contains")
+            {
+                held += 1;
+            }
+        }
+        held
+    }
+}
+
+/// Engine settings for tests: fast windows, loopback allowed, the service excluded.
+pub(crate) fn test_config(bootstrap: &[String]) -> EngineConfig {
+    EngineConfig {
+        own_relay: Some(RelayUrl::parse(SERVICE_URL).expect("service url")),
+        bootstrap_relays: bootstrap
+            .iter()
+            .map(|u| RelayUrl::parse(u).expect("relay url"))
+            .collect(),
+        address_policy: AddressPolicy::allow_all(),
+        batch_window: Duration::from_millis(200),
+        purgatory_interval: Duration::from_millis(500),
+        health_tick: Duration::from_millis(200),
+        completion_recheck: Duration::from_millis(500),
+        rng_seed: Some(7),
+        ..EngineConfig::default()
+    }
+}
+
+/// Starts the engine on real relays with `store` as the own store and self feed.
+pub(crate) async fn start_engine(store: &TestStore, config: EngineConfig) -> EngineHandle {
+    let parts = EngineParts::new(
+        Arc::new(SdkConnector::default()),
+        Arc::new(store.store.clone()),
+        Arc::new(store.store.feed()),
+    );
+    SyncEngine::start(config, parts)
+        .await
+        .expect("engine starts")
+}
+
+/// Polls `check` until it returns true or `deadline` passes; returns whether it became true.
+pub(crate) async fn wait_until<F, Fut>(deadline: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let until = tokio::time::Instant::now() + deadline;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A repository owned by a fresh key, with builders for its announcement and thread.
+pub(crate) struct RepoFixture {
+    pub(crate) keys: nostr::Keys,
+    pub(crate) repo: grasp_sync_testkit::nip34::RepoRef,
+}
+
+impl RepoFixture {
+    pub(crate) fn new(identifier: &str) -> Self {
+        let keys = nostr::Keys::generate();
+        let repo = grasp_sync_testkit::nip34::RepoRef::new(keys.public_key(), identifier);
+        Self { keys, repo }
+    }
+
+    /// An announcement listing exactly `relays`, cloned on the service's domain.
+    pub(crate) fn announcement(&self, relays: &[String], created_at: u64) -> nostr::Event {
+        let clone = format!(
+            "https://grasp.test/{}/{}.git",
+            self.keys.public_key().to_hex(),
+            self.repo.identifier
+        );
+        grasp_sync_testkit::nip34::announcement(
+            &self.keys,
+            &grasp_sync_testkit::nip34::Announcement {
+                identifier: self.repo.identifier.clone(),
+                name: self.repo.identifier.clone(),
+                relays: relays.to_vec(),
+                clone: vec![clone],
+                maintainers: Vec::new(),
+                created_at: nostr::Timestamp::from_secs(created_at),
+            },
+        )
+        .expect("announcement")
+    }
+
+    /// An issue, a patch and a pull request, replies to the issue by `e`, `E` and `q`, and
+    /// comments on the repository by `a`, `A` and `q`: nine events, one per tag style.
+    pub(crate) fn thread(&self, created_at: u64) -> Vec<nostr::Event> {
+        use grasp_sync_testkit::nip34::{RepoTag, RootKind, ThreadTag, reply, repo_comment, root};
+        let at = |offset: u64| nostr::Timestamp::from_secs(created_at + offset);
+        let author = nostr::Keys::generate();
+        let repos = std::slice::from_ref(&self.repo);
+        let issue = root(&author, RootKind::Issue, repos, "issue", at(0)).expect("issue");
+        let mut events = vec![
+            root(&author, RootKind::Patch, repos, "patch", at(1)).expect("patch"),
+            root(&author, RootKind::PullRequest, repos, "pr", at(2)).expect("pr"),
+        ];
+        for (i, how) in ThreadTag::ALL.into_iter().enumerate() {
+            events.push(reply(&author, &issue, how, "reply", at(10 + i as u64)).expect("reply"));
+        }
+        for (i, how) in RepoTag::ALL.into_iter().enumerate() {
+            events.push(
+                repo_comment(&author, &self.repo, how, "comment", at(20 + i as u64))
+                    .expect("comment"),
+            );
+        }
+        events.push(issue);
+        events
+    }
+}
+
+/// The IDs of `events`.
+pub(crate) fn ids(events: &[nostr::Event]) -> BTreeSet<EventId> {
+    events.iter().map(|e| e.id).collect()
+}
