@@ -21,6 +21,7 @@ pub struct SyncMetrics {
     refusals: Counter<u64>,
     pending_batches: Gauge<u64>,
     req_starts: Counter<u64>,
+    reconnects: Counter<u64>,
 }
 
 impl SyncMetrics {
@@ -75,6 +76,10 @@ impl SyncMetrics {
                 .u64_counter("grasp_sync_req_starts_total")
                 .with_description("REQ messages sent, by kind (live or historic)")
                 .build(),
+            reconnects: meter
+                .u64_counter("grasp_sync_reconnects_total")
+                .with_description("reconnections after a disconnect longer than 15 minutes")
+                .build(),
         }
     }
 
@@ -125,5 +130,10 @@ impl SyncMetrics {
     /// One REQ sent.
     pub fn record_req(&self, kind: &'static str) {
         self.req_starts.add(1, &[KeyValue::new("kind", kind)]);
+    }
+
+    /// One reconnect of the given kind.
+    pub fn record_reconnect(&self, kind: &'static str) {
+        self.reconnects.add(1, &[KeyValue::new("kind", kind)]);
     }
 }

@@ -75,6 +75,12 @@ pub struct RelayStatus {
     pub refusals: BTreeMap<String, u64>,
     /// Successful connections.
     pub connections: u64,
+    /// Reconnects within 15 minutes of a disconnect (confirmed state kept).
+    pub quick_reconnects: u64,
+    /// Reconnects after longer than 15 minutes (fresh start).
+    pub long_reconnects: u64,
+    /// Daily reconciliations run.
+    pub daily_reconciliations: u64,
     /// The last error or refusal text, if any.
     pub last_error: Option<String>,
 }

@@ -13,7 +13,7 @@ use grasp_sync_ledger::{PermitClass, ReleaseReason, StartDecision, StartKind};
 use grasp_sync_model::{
     BatchId, PaginationState, PendingItems, RelaySyncNeeds, RelayUrl, RepoCoordinate, SyncMethod,
 };
-use nostr::{EventId, Filter, SubscriptionId};
+use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 
 use super::Actor;
 use super::runtime::{QueuedStart, Transient};
@@ -25,6 +25,20 @@ const RETRY_FLOOR: Duration = Duration::from_secs(1);
 impl Actor {
     /// New work for a relay (from the three-way diff): live coverage and one historic batch.
     pub(super) fn handle_add_filters(&mut self, relay: &RelayUrl, needs: RelaySyncNeeds) {
+        self.sync_items(relay, needs, None, true);
+    }
+
+    /// Live coverage (when `live`) and one historic batch from `since` for `needs`.
+    pub(super) fn sync_items(
+        &mut self,
+        relay: &RelayUrl,
+        needs: RelaySyncNeeds,
+        since: Option<Timestamp>,
+        live: bool,
+    ) {
+        if needs.is_empty() {
+            return;
+        }
         let full: Vec<RepoCoordinate> = needs.full_repos().cloned().collect();
         let state_only: Vec<RepoCoordinate> = needs.state_only_repos().cloned().collect();
         let roots: Vec<EventId> = needs.root_events.iter().copied().collect();
@@ -36,11 +50,13 @@ impl Actor {
             addressable_members: &[],
         };
         let budget = FilterBudget::default();
-        match coverage.live_filters(&budget) {
-            Ok(filters) => self.open_live(relay, filters),
-            Err(error) => tracing::warn!(%relay, %error, "live filters could not be built"),
+        if live {
+            match coverage.live_filters(&budget) {
+                Ok(filters) => self.open_live(relay, filters),
+                Err(error) => tracing::warn!(%relay, %error, "live filters could not be built"),
+            }
         }
-        match coverage.historic_filters(None, None, &budget) {
+        match coverage.historic_filters(since, None, &budget) {
             Ok(filters) => {
                 let items = PendingItems {
                     repos: needs.repos,
@@ -393,6 +409,36 @@ impl Actor {
                 }
             }
             self.drive_queue(relay);
+        }
+    }
+}
+
+impl Actor {
+    /// Closes every transient subscription and drops every queued start of the session (a
+    /// fresh start on a live connection replaces all historic work).
+    pub(super) fn abandon_transients(&mut self, relay: &RelayUrl) {
+        let now = self.now();
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
+        else {
+            return;
+        };
+        session.queue.clear();
+        let ids: Vec<SubscriptionId> = session
+            .transients
+            .iter()
+            .filter(|(_, t)| !t.watchdog_closing)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            if let Some(mut transient) = session.transients.remove(&id) {
+                session.handle.send(Outbound::Close(id));
+                if let Some(permit) = transient.permit.take() {
+                    let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
+                }
+            }
         }
     }
 }

@@ -2,17 +2,34 @@
 //! fresh start, disconnect handling, retirement of unreferenced relays, and per-relay deadlines.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use grasp_sync_filters::{RelayPageSession, Window, announcement_filter};
 use grasp_sync_ledger::{BackgroundGate, ReactiveGate, SessionBudget, SubscriptionLedger};
-use grasp_sync_model::{ConnectionStatus, PendingItems, RelayUrl};
+use grasp_sync_model::{ConnectionStatus, PendingItems, RelaySyncNeeds, RelayUrl};
+use nostr::Timestamp;
 
 use super::Actor;
 use super::runtime::Session;
 use crate::dial::DialReport;
 use crate::session::{Outbound, SessionKey, spawn_session};
 use crate::transport::{RelayConnection, RelayInfo};
+
+/// Overlap subtracted from the last connection time for a quick reconnect's `since`.
+const RECONNECT_OVERLAP: Duration = Duration::from_secs(60);
+/// The daily reconciliation runs at a random point between these after the last one.
+const DAILY_MIN: Duration = Duration::from_secs(23 * 3600);
+const DAILY_MAX: Duration = Duration::from_secs(25 * 3600);
+
+/// How a new session starts.
+enum Reconnect {
+    /// Never connected before (or state already forgotten): fresh start.
+    First,
+    /// Disconnected less than 15 minutes ago: keep confirmed state, catch up from `since`.
+    Quick { since: Timestamp },
+    /// Disconnected longer: the state is too stale to trust; fresh start.
+    Long,
+}
 
 impl Actor {
     /// The health-and-metrics tick: retire, dial, probe, report.
@@ -176,6 +193,120 @@ impl Actor {
             metrics.record_attempt(relay.as_str(), true);
         }
         tracing::info!(%relay, budget = budget.slots(), "connected");
+        self.arm_daily(relay);
+        match self.reconnect_kind(relay) {
+            Reconnect::First => self.fresh_start(relay),
+            Reconnect::Quick { since } => self.quick_reconnect(relay, since),
+            Reconnect::Long => {
+                if let Some(runtime) = self.runtimes.get_mut(relay) {
+                    runtime.stats.long_reconnects += 1;
+                }
+                if let Some(metrics) = &self.metrics {
+                    metrics.record_reconnect("long");
+                }
+                self.fresh_start(relay);
+            }
+        }
+    }
+
+    /// Which start a new session gets: the 15-minute rule on the previous session's end.
+    fn reconnect_kind(&self, relay: &RelayUrl) -> Reconnect {
+        let unix = self.clock.unix_now();
+        let Some(state) = self.relays.get(relay) else {
+            return Reconnect::First;
+        };
+        match (state.last_connected, state.disconnected_at) {
+            (Some(last_connected), Some(_)) if !state.should_clear_state(unix) => {
+                Reconnect::Quick {
+                    since: Timestamp::from_secs(
+                        last_connected
+                            .as_secs()
+                            .saturating_sub(RECONNECT_OVERLAP.as_secs()),
+                    ),
+                }
+            }
+            (Some(_), Some(_)) => Reconnect::Long,
+            _ => Reconnect::First,
+        }
+    }
+
+    /// Quick reconnect: keep confirmed state; Layer 1 live and historic from `since`; confirmed
+    /// items that the index still wants are made live again and fetched from `since`; then the
+    /// diff adds whatever is new.
+    fn quick_reconnect(&mut self, relay: &RelayUrl, since: Timestamp) {
+        let unix = self.clock.unix_now();
+        self.pending.clear_relay(relay);
+        let state = self.relays.register(relay);
+        let announcements_synced = state.announcements_synced;
+        state.mark_syncing(unix);
+        let mut confirmed = RelaySyncNeeds::default();
+        for (coordinate, level) in &state.repos {
+            confirmed.add_repo(coordinate.clone(), *level);
+        }
+        confirmed
+            .root_events
+            .extend(state.root_events.iter().copied());
+        // Current items only: what the index no longer wants is neither re-synced nor kept.
+        let target = self.targets.get(relay).cloned().unwrap_or_default();
+        confirmed
+            .repos
+            .retain(|coordinate, _| target.repos.contains_key(coordinate));
+        confirmed
+            .root_events
+            .retain(|id| target.root_events.contains(id));
+        let state = self.relays.register(relay);
+        state
+            .repos
+            .retain(|coordinate, _| confirmed.repos.contains_key(coordinate));
+        state
+            .root_events
+            .retain(|id| confirmed.root_events.contains(id));
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.stats.quick_reconnects += 1;
+        }
+        tracing::info!(%relay, since = since.as_secs(), "quick reconnect");
+
+        self.open_live(relay, vec![announcement_filter(Window::Live)]);
+        let l1_since = announcements_synced.then_some(since);
+        let filters = vec![announcement_filter(Window::since(l1_since)).filter];
+        let batch = self.open_historic_batch(relay, PendingItems::default(), filters);
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.announcements_batch = batch;
+        }
+        self.sync_items(relay, confirmed, Some(since), true);
+        self.recompute(relay);
+        self.drive_queue(relay);
+        self.check_idle(relay);
+    }
+
+    /// Arms the daily reconciliation 23–25 h from now, at a seeded random offset.
+    fn arm_daily(&mut self, relay: &RelayUrl) {
+        self.seed = self
+            .seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let spread = DAILY_MAX.saturating_sub(DAILY_MIN).as_secs().max(1);
+        let offset = Duration::from_secs((self.seed >> 11) % spread);
+        let at = self.now() + DAILY_MIN + offset;
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.daily_at = Some(at);
+        }
+    }
+
+    /// The daily timer fired: a fresh start on the live connection, without the reconnect metric.
+    fn daily_reconciliation(&mut self, relay: &RelayUrl) {
+        let connected = self
+            .runtimes
+            .get(relay)
+            .is_some_and(|r| r.session.is_some());
+        self.arm_daily(relay);
+        if !connected {
+            return;
+        }
+        tracing::info!(%relay, "daily reconciliation");
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.stats.daily_reconciliations += 1;
+        }
         self.fresh_start(relay);
     }
 
@@ -183,6 +314,7 @@ impl Actor {
     /// derive everything else through the three-way diff.
     fn fresh_start(&mut self, relay: &RelayUrl) {
         let unix = self.clock.unix_now();
+        self.abandon_transients(relay);
         self.pending.clear_relay(relay);
         let state = self.relays.register(relay);
         state.clear_sync_state();
@@ -228,9 +360,18 @@ impl Actor {
         tracing::info!(%relay, %reason, "disconnected");
     }
 
-    /// Per-relay deadlines: watchdog, gate waits, the completion double check, retries.
+    /// Per-relay deadlines: watchdog, gate waits, the completion double check, retries, the
+    /// daily reconciliation.
     pub(super) fn handle_relay_timeouts(&mut self, relay: &RelayUrl, now: Instant) {
         self.handle_watchdog(relay, now);
+        if self
+            .runtimes
+            .get(relay)
+            .and_then(|r| r.daily_at)
+            .is_some_and(|at| now >= at)
+        {
+            self.daily_reconciliation(relay);
+        }
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };

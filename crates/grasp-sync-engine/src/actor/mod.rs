@@ -195,6 +195,7 @@ impl Actor {
             for deadline in [
                 runtime.completion_check,
                 runtime.retry_at,
+                runtime.daily_at,
                 runtime.session.as_ref().and_then(|s| s.gate_wait),
                 runtime.ledger.as_ref().and_then(|l| l.poll_timeout()),
             ]

@@ -30,6 +30,8 @@ pub(super) struct RelayRuntime {
     pub(super) retry_at: Option<Instant>,
     /// The Layer 1 announcements batch of the current session.
     pub(super) announcements_batch: Option<BatchId>,
+    /// When the daily reconciliation of this relay is due (23–25 h after the last one).
+    pub(super) daily_at: Option<Instant>,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
@@ -41,6 +43,9 @@ pub(super) struct RelayStats {
     pub(super) peak_subscriptions: usize,
     pub(super) refusals: BTreeMap<&'static str, u64>,
     pub(super) connections: u64,
+    pub(super) quick_reconnects: u64,
+    pub(super) long_reconnects: u64,
+    pub(super) daily_reconciliations: u64,
     pub(super) last_error: Option<String>,
 }
 
@@ -94,6 +99,7 @@ impl RelayRuntime {
             completion_check: None,
             retry_at: None,
             announcements_batch: None,
+            daily_at: None,
         }
     }
 

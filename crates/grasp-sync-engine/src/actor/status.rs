@@ -63,6 +63,9 @@ impl Actor {
                         .map(|(k, v)| ((*k).to_owned(), *v))
                         .collect(),
                     connections: runtime.stats.connections,
+                    quick_reconnects: runtime.stats.quick_reconnects,
+                    long_reconnects: runtime.stats.long_reconnects,
+                    daily_reconciliations: runtime.stats.daily_reconciliations,
                     last_error: runtime.stats.last_error.clone(),
                 },
             );

@@ -2,5 +2,7 @@
 
 mod delivery;
 mod discovery;
+mod memory;
+mod reconnect;
 mod support;
 mod sync;

@@ -1,0 +1,167 @@
+//! Reconnect windows and the daily timer, on paused time over the in-memory network.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use grasp_sync_engine::{EngineParts, MemoryStore, StoreConfig, SyncEngine, TokioClock};
+use grasp_sync_model::RelayUrl;
+use grasp_sync_testkit::nip34::{ThreadTag, reply};
+use nostr::{Keys, Timestamp};
+
+use crate::memory::MemoryNetwork;
+use crate::support::{RepoFixture, SERVICE_URL, ids, test_config, wait_until};
+
+const BOOTSTRAP: &str = "ws://bootstrap.test";
+const HOME: &str = "ws://home.test";
+const START: u64 = 1_800_000_000;
+
+struct Setup {
+    network: MemoryNetwork,
+    home: Arc<crate::memory::MemoryRelay>,
+    store: MemoryStore,
+    engine: grasp_sync_engine::EngineHandle,
+    issue: nostr::Event,
+}
+
+async fn setup() -> Setup {
+    let network = MemoryNetwork::default();
+    let fixture = RepoFixture::new("paused");
+    let announcement =
+        fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], START - 1000);
+    network.add(BOOTSTRAP, vec![announcement]);
+    let thread = fixture.thread(START - 900);
+    let issue = thread.last().expect("issue").clone();
+    let home = network.add(HOME, thread.clone());
+    let store = MemoryStore::new(StoreConfig::new(
+        RelayUrl::parse(SERVICE_URL).expect("url"),
+        "grasp.test",
+    ))
+    .await
+    .expect("store");
+    let parts = EngineParts::new(
+        Arc::new(network.clone()),
+        Arc::new(store.clone()),
+        Arc::new(store.clone()),
+    )
+    .clock(Arc::new(TokioClock::anchored_at(Timestamp::from_secs(
+        START,
+    ))));
+    let engine = SyncEngine::start(test_config(&[BOOTSTRAP.to_owned()]), parts)
+        .await
+        .expect("engine");
+    let expected = ids(&thread);
+    assert!(
+        wait_until(Duration::from_secs(120), || async {
+            count(&store, &expected).await == expected.len()
+        })
+        .await,
+        "initial sync did not complete"
+    );
+    Setup {
+        network,
+        home,
+        store,
+        engine,
+        issue,
+    }
+}
+
+async fn count(store: &MemoryStore, ids: &std::collections::BTreeSet<nostr::EventId>) -> usize {
+    use grasp_sync_engine::EventStore;
+    let mut n = 0;
+    for id in ids {
+        if store.contains(id).await.expect("contains") {
+            n += 1;
+        }
+    }
+    n
+}
+
+async fn home_status(engine: &grasp_sync_engine::EngineHandle) -> grasp_sync_engine::RelayStatus {
+    let key = RelayUrl::parse(HOME).expect("url").to_string();
+    engine.status().await.expect("status").relays[&key].clone()
+}
+
+/// Takes the home relay down for `gap`, publishes a reply meanwhile, brings it back, and waits
+/// for the reply to arrive.
+async fn outage(setup: &Setup, gap: Duration, offset: u64) -> nostr::Event {
+    setup.home.kill().await;
+    tokio::time::sleep(gap / 2).await;
+    let missed = reply(
+        &Keys::generate(),
+        &setup.issue,
+        ThreadTag::LowerE,
+        "while away",
+        Timestamp::from_secs(START + offset),
+    )
+    .expect("reply");
+    setup.home.store(missed.clone());
+    tokio::time::sleep(gap / 2).await;
+    setup.home.revive();
+    let missed_ids = ids(std::slice::from_ref(&missed));
+    assert!(
+        wait_until(Duration::from_secs(600), || async {
+            count(&setup.store, &missed_ids).await == 1
+        })
+        .await,
+        "the event published during the outage never arrived"
+    );
+    missed
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_five_minute_outage_is_a_quick_reconnect_that_catches_the_gap() {
+    let setup = setup().await;
+    outage(&setup, Duration::from_secs(5 * 60), 120).await;
+    let status = home_status(&setup.engine).await;
+    assert_eq!(
+        (status.quick_reconnects, status.long_reconnects),
+        (1, 0),
+        "{status:#?}"
+    );
+    // The catch-up asked only for what happened since the last connection (minus the overlap).
+    let since_bounded = setup
+        .home
+        .reqs()
+        .iter()
+        .flat_map(|(_, filters)| filters.iter())
+        .any(|f| {
+            f.since
+                .is_some_and(|s| s.as_secs() >= START - 60 && s.as_secs() <= START + 10)
+        });
+    assert!(
+        since_bounded,
+        "no historic filter carried the reconnect `since`"
+    );
+    let _ = &setup.network;
+    setup.engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_twenty_minute_outage_is_a_fresh_start() {
+    let setup = setup().await;
+    outage(&setup, Duration::from_secs(20 * 60), 600).await;
+    let status = home_status(&setup.engine).await;
+    assert_eq!(
+        (status.quick_reconnects, status.long_reconnects),
+        (0, 1),
+        "{status:#?}"
+    );
+    setup.engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_daily_reconciliation_fires_between_23_and_25_hours() {
+    let setup = setup().await;
+    tokio::time::sleep(Duration::from_secs(23 * 3600 - 60)).await;
+    assert_eq!(home_status(&setup.engine).await.daily_reconciliations, 0);
+    tokio::time::sleep(Duration::from_secs(2 * 3600 + 120)).await;
+    let status = home_status(&setup.engine).await;
+    assert_eq!(status.daily_reconciliations, 1, "{status:#?}");
+    assert_eq!(
+        status.long_reconnects + status.quick_reconnects,
+        0,
+        "a daily run is not a reconnect"
+    );
+    setup.engine.shutdown().await;
+}
