@@ -73,6 +73,8 @@ pub struct RelayStatus {
     pub events_rejected: u64,
     /// Refusals by category.
     pub refusals: BTreeMap<String, u64>,
+    /// Refusals answering subscriptions already retired (ignored: they teach nothing).
+    pub stale_refusals: u64,
     /// Successful connections.
     pub connections: u64,
     /// Reconnects within 15 minutes of a disconnect (confirmed state kept).

@@ -63,6 +63,11 @@ impl Actor {
             return;
         }
         self.targets = derive_relay_targets(&self.repos, self.config.own_relay.as_ref());
+        self.root_ids = self
+            .repos
+            .iter()
+            .flat_map(|(_, needs)| needs.root_events.iter().copied())
+            .collect();
         let relays: Vec<RelayUrl> = self.targets.keys().cloned().collect();
         for relay in &relays {
             if !self.runtimes.contains_key(relay) {

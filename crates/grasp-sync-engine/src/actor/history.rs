@@ -52,7 +52,9 @@ impl Actor {
         let budget = FilterBudget::default();
         if live {
             match coverage.live_filters(&budget) {
-                Ok(filters) => self.open_live(relay, filters),
+                Ok(filters) => {
+                    let _ = self.open_live(relay, filters);
+                }
                 Err(error) => tracing::warn!(%relay, %error, "live filters could not be built"),
             }
         }
@@ -197,6 +199,7 @@ impl Actor {
             if let Some(metrics) = &self.metrics {
                 metrics.record_req("historic");
             }
+            let sent = session.next_sent();
             session.transients.insert(
                 start.subscription_id,
                 Transient {
@@ -204,6 +207,7 @@ impl Actor {
                     permit: Some(permit),
                     pagination: start.pagination,
                     watchdog_closing: false,
+                    sent,
                 },
             );
         }
@@ -287,6 +291,7 @@ impl Actor {
                 self.relays.register(relay).announcements_synced = true;
             }
         }
+        self.handle_descendant_batch_done(relay, batch, true);
         if outcome.relay_idle {
             self.check_idle(relay);
         }
@@ -323,6 +328,7 @@ impl Actor {
         let retry = pause_end.max(now + RETRY_FLOOR);
         runtime.retry_at = Some(runtime.retry_at.map_or(retry, |at| at.min(retry)));
         runtime.stats.last_error = Some(why.to_owned());
+        self.handle_descendant_batch_done(relay, batch, false);
         if self.pending.abandon_batch(relay, batch).is_some() {
             self.relays.register(relay).batch_failed = true;
             tracing::info!(%relay, %why, "historic batch failed; it will be retried");

@@ -21,6 +21,19 @@ const RECONNECT_OVERLAP: Duration = Duration::from_secs(60);
 const DAILY_MIN: Duration = Duration::from_secs(23 * 3600);
 const DAILY_MAX: Duration = Duration::from_secs(25 * 3600);
 
+/// Smallest subscription budget worth learning: one live group, one transient slot and the
+/// two-slot margin.
+pub(super) const MIN_LEARNED_SLOTS: usize = 4;
+
+/// The budget of a new session: the advertised value, lowered to what the relay taught us.
+pub(super) fn session_budget(advertised: Option<u32>, learned: Option<usize>) -> SessionBudget {
+    let advertised = SessionBudget::from_nip11(advertised);
+    match learned {
+        Some(slots) if slots < advertised.slots() => SessionBudget::from_slots(slots),
+        _ => advertised,
+    }
+}
+
 /// How a new session starts.
 enum Reconnect {
     /// Never connected before (or state already forgotten): fresh start.
@@ -157,8 +170,11 @@ impl Actor {
         };
         runtime.health.handle_connected(now);
         runtime.learned.new_session(now);
-        let budget = SessionBudget::from_nip11(info.as_ref().and_then(|i| i.max_subscriptions))
-            .with_learned(&runtime.learned);
+        let budget = session_budget(
+            info.as_ref().and_then(|i| i.max_subscriptions),
+            runtime.learned_slots,
+        )
+        .with_learned(&runtime.learned);
         match runtime.ledger.as_mut() {
             Some(ledger) => {
                 ledger.handle_reconnect(now, budget);
@@ -185,6 +201,7 @@ impl Actor {
             transients: BTreeMap::new(),
             queue: VecDeque::new(),
             gate_wait: None,
+            sent: 0,
         });
         runtime.stats.connections += 1;
         runtime.completion_check = None;
@@ -193,6 +210,7 @@ impl Actor {
             metrics.record_attempt(relay.as_str(), true);
         }
         tracing::info!(%relay, budget = budget.slots(), "connected");
+        self.reset_descendant_mode(relay);
         self.arm_daily(relay);
         match self.reconnect_kind(relay) {
             Reconnect::First => self.fresh_start(relay),
@@ -230,10 +248,44 @@ impl Actor {
         }
     }
 
+    /// Starts the session's coverage over under a new budget without reconnecting: every
+    /// subscription is closed, the ledger starts a new generation, and coverage is re-derived as
+    /// after a quick reconnect (confirmed state kept).
+    pub(super) fn restart_coverage(&mut self, relay: &RelayUrl) {
+        let now = self.now();
+        self.abandon_transients(relay);
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
+        else {
+            return;
+        };
+        for id in std::mem::take(&mut session.live).into_keys() {
+            session.handle.send(Outbound::Close(id));
+        }
+        let advertised = ledger.budget().slots();
+        let budget = session_budget(
+            Some(u32::try_from(advertised).unwrap_or(u32::MAX)),
+            runtime.learned_slots,
+        )
+        .with_learned(&runtime.learned);
+        ledger.handle_reconnect(now, budget);
+        tracing::info!(%relay, budget = budget.slots(), "re-deriving coverage under a learned budget");
+        let since = self
+            .relays
+            .get(relay)
+            .and_then(|s| s.last_connected)
+            .map_or(Timestamp::from_secs(0), |t| {
+                Timestamp::from_secs(t.as_secs().saturating_sub(RECONNECT_OVERLAP.as_secs()))
+            });
+        self.quick_reconnect(relay, since);
+    }
+
     /// Quick reconnect: keep confirmed state; Layer 1 live and historic from `since`; confirmed
     /// items that the index still wants are made live again and fetched from `since`; then the
     /// diff adds whatever is new.
-    fn quick_reconnect(&mut self, relay: &RelayUrl, since: Timestamp) {
+    pub(super) fn quick_reconnect(&mut self, relay: &RelayUrl, since: Timestamp) {
         let unix = self.clock.unix_now();
         self.pending.clear_relay(relay);
         let state = self.relays.register(relay);
@@ -266,7 +318,7 @@ impl Actor {
         }
         tracing::info!(%relay, since = since.as_secs(), "quick reconnect");
 
-        self.open_live(relay, vec![announcement_filter(Window::Live)]);
+        let _ = self.open_live(relay, vec![announcement_filter(Window::Live)]);
         let l1_since = announcements_synced.then_some(since);
         let filters = vec![announcement_filter(Window::since(l1_since)).filter];
         let batch = self.open_historic_batch(relay, PendingItems::default(), filters);
@@ -321,7 +373,7 @@ impl Actor {
         state.announcements_synced = false;
         state.mark_syncing(unix);
 
-        self.open_live(relay, vec![announcement_filter(Window::Live)]);
+        let _ = self.open_live(relay, vec![announcement_filter(Window::Live)]);
         let filters = vec![announcement_filter(Window::since(None)).filter];
         let batch = self.open_historic_batch(relay, PendingItems::default(), filters);
         if let Some(runtime) = self.runtimes.get_mut(relay) {

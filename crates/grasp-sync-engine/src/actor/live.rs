@@ -1,8 +1,8 @@
 //! Live coverage (`limit: 0`): incoming filters are planned against the held groups by the
 //! ledger's live planner and admitted atomically; retired groups release their slots.
 
-use grasp_sync_filters::{FilterGroup, PackLimits, TieredFilter};
-use grasp_sync_ledger::{HeldGroup, LiveBudget, ReleaseReason, plan_live};
+use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
+use grasp_sync_ledger::{DeferReason, HeldGroup, LiveBudget, LivePlan, ReleaseReason, plan_live};
 use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
@@ -11,14 +11,32 @@ use super::runtime::LiveGroup;
 use crate::session::Outbound;
 
 impl Actor {
-    /// Makes `incoming` live on `relay` as far as its budget allows.
-    pub(super) fn open_live(&mut self, relay: &RelayUrl, incoming: Vec<TieredFilter>) {
+    /// Makes `incoming` live on `relay` as far as its budget allows; returns the tiers left out
+    /// of the live set for lack of room (historic-only tiers are not reported).
+    pub(super) fn open_live(
+        &mut self,
+        relay: &RelayUrl,
+        incoming: Vec<TieredFilter>,
+    ) -> Vec<CoverageTier> {
         if incoming.is_empty() {
-            return;
+            return Vec::new();
         }
         let Some(plan) = self.plan_live(relay, incoming) else {
-            return;
+            return Vec::new();
         };
+        let deferred = plan
+            .deferred
+            .iter()
+            .filter(|d| d.reason != DeferReason::HistoricOnly)
+            .map(|d| d.tier)
+            .collect();
+        self.apply_live_plan(relay, plan);
+        deferred
+    }
+
+    /// Closes the plan's retired groups and opens its new ones atomically, restoring the
+    /// retired groups if admission fails.
+    fn apply_live_plan(&mut self, relay: &RelayUrl, plan: LivePlan) {
         for deferred in &plan.deferred {
             tracing::debug!(%relay, tier = ?deferred.tier, reason = ?deferred.reason,
                 filters = deferred.filters.len(), "live coverage deferred to history");
@@ -57,7 +75,15 @@ impl Actor {
                     if let Some(metrics) = &self.metrics {
                         metrics.record_req("live");
                     }
-                    session.live.insert(id, LiveGroup { group, permit });
+                    let sent = session.next_sent();
+                    session.live.insert(
+                        id,
+                        LiveGroup {
+                            group,
+                            permit,
+                            sent,
+                        },
+                    );
                 }
             }
             Err(error) => {
@@ -76,7 +102,15 @@ impl Actor {
                             subscription_id: id.clone(),
                             filters: group.to_filters(),
                         });
-                        session.live.insert(id, LiveGroup { group, permit });
+                        let sent = session.next_sent();
+                        session.live.insert(
+                            id,
+                            LiveGroup {
+                                group,
+                                permit,
+                                sent,
+                            },
+                        );
                     }
                 }
             }
@@ -162,6 +196,6 @@ impl Actor {
             Ok(more) => filters.extend(more),
             Err(error) => tracing::warn!(%relay, %error, "live filters could not be built"),
         }
-        self.open_live(relay, filters);
+        let _ = self.open_live(relay, filters);
     }
 }

@@ -7,6 +7,7 @@
 //! never waits on the network or on a pacing gate: sends are queued to session tasks, dials to
 //! the dial workers, and gates answer with an instant to come back at.
 
+mod descendants;
 mod discovery;
 mod history;
 mod lifecycle;
@@ -15,14 +16,14 @@ mod refusal;
 mod runtime;
 mod status;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 use grasp_sync_model::{
     AnnouncementLimits, PendingSyncIndex, RelaySyncIndex, RelaySyncNeeds, RelayUrl, RepoSyncIndex,
 };
-use nostr::Event;
+use nostr::{Event, EventId};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::boundary::PurgatorySource;
@@ -69,6 +70,10 @@ pub(crate) struct Actor {
     runtimes: BTreeMap<RelayUrl, RelayRuntime>,
     /// Per-relay targets derived from `repos`; recomputed when `repos` changes.
     targets: BTreeMap<RelayUrl, RelaySyncNeeds>,
+    /// Every root event of the index, to recognise direct members.
+    root_ids: HashSet<EventId>,
+    /// Direct members seen on any relay, with their roots.
+    members: descendants::DirectMembers,
 
     /// Self-feed events waiting for the next batch window.
     feed_buffer: Vec<Event>,
@@ -112,6 +117,8 @@ impl Actor {
             pending: PendingSyncIndex::new(),
             runtimes: BTreeMap::new(),
             targets: BTreeMap::new(),
+            root_ids: HashSet::new(),
+            members: descendants::DirectMembers::default(),
             feed_buffer: Vec::new(),
             feed_open: true,
             next_attempt: 0,
@@ -170,6 +177,7 @@ impl Actor {
         if now >= self.next_batch_at {
             self.next_batch_at = now + self.config.batch_window;
             self.process_feed_batch();
+            self.sync_descendants();
         }
         if now >= self.next_purgatory_at {
             self.next_purgatory_at = now + self.config.purgatory_interval;

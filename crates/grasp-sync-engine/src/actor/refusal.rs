@@ -26,6 +26,7 @@ impl Actor {
                 subscription_id,
                 event,
             } => {
+                self.note_direct_member(&event);
                 if let Some(runtime) = self.runtimes.get_mut(&relay) {
                     runtime.stats.events_received += 1;
                     if let Some(transient) = runtime
@@ -84,10 +85,24 @@ impl Actor {
             },
             _ => RefusalScope::Retired,
         };
-        if message.is_empty() && scope == RefusalScope::Retired {
-            return; // a plain end of a subscription we no longer track
+        let sent = session.sent_order(subscription_id);
+        if scope == RefusalScope::Retired {
+            // An answer to a subscription already retired (replaced, abandoned or closed): the
+            // work it refused is gone, so it teaches nothing and pauses nothing.
+            if !message.is_empty() {
+                runtime.stats.stale_refusals += 1;
+                tracing::debug!(%relay, %message, "refusal for a retired subscription ignored");
+            }
+            return;
         }
         self.count_refusal(relay, &refusal, message);
+        // A subscription-count refusal teaches the budget; the learned budget is the remedy,
+        // so no pause: every subscription is re-derived under it at once.
+        if refusal.category == RefusalCategory::TooManySubscriptions
+            && self.learn_subscription_budget(relay, sent)
+        {
+            return;
+        }
         let action = self
             .runtimes
             .get_mut(relay)
@@ -108,6 +123,30 @@ impl Actor {
         }
     }
 
+    /// A "too many subscriptions" refusal: the relay holds fewer than we believed. Learn how
+    /// many it held when it refused — the subscriptions still open that were sent before the
+    /// refused one (`refused` is its send order; a NOTICE names none, so every other held one
+    /// counts) — and start coverage over under that budget. Returns whether a lower budget was
+    /// learned.
+    fn learn_subscription_budget(&mut self, relay: &RelayUrl, refused: Option<u64>) -> bool {
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return false;
+        };
+        let current = runtime.ledger.as_ref().map_or(0, |l| l.budget().slots());
+        let held = match (runtime.session.as_ref(), refused) {
+            (Some(session), Some(order)) => session.held_before(order),
+            _ => runtime.held_subscriptions().saturating_sub(1),
+        };
+        let learned = held.max(super::lifecycle::MIN_LEARNED_SLOTS);
+        if learned >= current {
+            return false;
+        }
+        runtime.learned_slots = Some(learned);
+        tracing::info!(%relay, learned, previous = current, "learned the relay's subscription budget from a refusal");
+        self.restart_coverage(relay);
+        true
+    }
+
     fn handle_notice(&mut self, relay: &RelayUrl, text: &str) {
         let now = self.now();
         let refusal = classify(text);
@@ -116,6 +155,11 @@ impl Actor {
             return;
         }
         self.count_refusal(relay, &refusal, text);
+        if refusal.category == RefusalCategory::TooManySubscriptions
+            && self.learn_subscription_budget(relay, None)
+        {
+            return;
+        }
         let action = self
             .runtimes
             .get_mut(relay)

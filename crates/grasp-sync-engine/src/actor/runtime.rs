@@ -32,6 +32,11 @@ pub(super) struct RelayRuntime {
     pub(super) announcements_batch: Option<BatchId>,
     /// When the daily reconciliation of this relay is due (23–25 h after the last one).
     pub(super) daily_at: Option<Instant>,
+    /// A subscription budget the relay taught us by refusing (it did not advertise one, or
+    /// advertised too much); kept across sessions.
+    pub(super) learned_slots: Option<usize>,
+    /// Which direct members this relay covers, and its descendant fallback state.
+    pub(super) descendants: super::descendants::DescendantCoverage,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
@@ -42,6 +47,7 @@ pub(super) struct RelayStats {
     pub(super) events_received: u64,
     pub(super) peak_subscriptions: usize,
     pub(super) refusals: BTreeMap<&'static str, u64>,
+    pub(super) stale_refusals: u64,
     pub(super) connections: u64,
     pub(super) quick_reconnects: u64,
     pub(super) long_reconnects: u64,
@@ -60,12 +66,38 @@ pub(super) struct Session {
     pub(super) queue: VecDeque<QueuedStart>,
     /// The earliest instant a gate lets the head of the queue start.
     pub(super) gate_wait: Option<Instant>,
+    /// REQs sent in this session (the next one's send order).
+    pub(super) sent: u64,
+}
+
+impl Session {
+    /// The send order for the next REQ.
+    pub(super) fn next_sent(&mut self) -> u64 {
+        self.sent += 1;
+        self.sent
+    }
+
+    /// Subscriptions still open that were sent before the one with send order `before`.
+    pub(super) fn held_before(&self, before: u64) -> usize {
+        self.live.values().filter(|g| g.sent < before).count()
+            + self.transients.values().filter(|t| t.sent < before).count()
+    }
+
+    /// The send order of an open subscription.
+    pub(super) fn sent_order(&self, id: &nostr::SubscriptionId) -> Option<u64> {
+        self.live
+            .get(id)
+            .map(|g| g.sent)
+            .or_else(|| self.transients.get(id).map(|t| t.sent))
+    }
 }
 
 /// A persistent live group.
 pub(super) struct LiveGroup {
     pub(super) group: FilterGroup,
     pub(super) permit: Permit,
+    /// Send order within the session.
+    pub(super) sent: u64,
 }
 
 /// A transient REQ+EOSE subscription in flight.
@@ -75,6 +107,8 @@ pub(super) struct Transient {
     pub(super) pagination: GroupedPagination,
     /// A CLOSE was queued by the watchdog; the permit is released once it was sent.
     pub(super) watchdog_closing: bool,
+    /// Send order within the session.
+    pub(super) sent: u64,
 }
 
 /// A transient REQ waiting for a slot and the pacing gates. Its subscription is already
@@ -100,6 +134,8 @@ impl RelayRuntime {
             retry_at: None,
             announcements_batch: None,
             daily_at: None,
+            learned_slots: None,
+            descendants: super::descendants::DescendantCoverage::default(),
         }
     }
 

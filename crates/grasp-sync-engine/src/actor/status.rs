@@ -62,6 +62,7 @@ impl Actor {
                         .iter()
                         .map(|(k, v)| ((*k).to_owned(), *v))
                         .collect(),
+                    stale_refusals: runtime.stats.stale_refusals,
                     connections: runtime.stats.connections,
                     quick_reconnects: runtime.stats.quick_reconnects,
                     long_reconnects: runtime.stats.long_reconnects,

@@ -145,24 +145,30 @@ async fn history_beyond_the_per_filter_limit_is_paged_through() {
     engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_small_advertised_subscription_budget_is_never_exceeded() {
-    const BUDGET: usize = 6;
+/// A home relay limited to `budget` subscriptions holding twelve repositories with 120 issues
+/// each: complete live coverage needs more REQs than the budget allows.
+async fn crowded_home(
+    budget: usize,
+    nip11: Nip11Mode,
+) -> (
+    TestRelay,
+    TestRelay,
+    std::collections::BTreeSet<nostr::EventId>,
+) {
     let bootstrap = TestRelay::start(TestRelayConfig::default())
         .await
         .expect("bootstrap");
-    let tight = TestRelayConfig {
-        max_subscriptions: BUDGET,
-        nip11: Nip11Mode::WithLimits,
+    let home = TestRelay::start(TestRelayConfig {
+        max_subscriptions: budget,
+        nip11,
         ..Default::default()
-    };
-    let home = TestRelay::start(tight).await.expect("home");
-    // Enough roots that complete live coverage needs more REQs than the budget allows, so
-    // only the ledger keeps the engine inside it.
+    })
+    .await
+    .expect("home");
     let mut expected = std::collections::BTreeSet::new();
     let author = Keys::generate();
     for n in 0..12 {
-        let (fixture, thread) = seed_repo(&bootstrap, &home, &format!("tight-{n}")).await;
+        let (fixture, thread) = seed_repo(&bootstrap, &home, &format!("crowded-{n}")).await;
         expected.extend(ids(&thread));
         let issues: Vec<nostr::Event> = (0..120u64)
             .map(|i| {
@@ -179,6 +185,13 @@ async fn a_small_advertised_subscription_budget_is_never_exceeded() {
         expected.extend(ids(&issues));
         home.seed(issues).await.expect("seed issues");
     }
+    (bootstrap, home, expected)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_advertised_subscription_budget_is_never_exceeded() {
+    const BUDGET: usize = 6;
+    let (bootstrap, home, expected) = crowded_home(BUDGET, Nip11Mode::WithLimits).await;
     let store = TestStore::open().await;
     let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
     let complete = wait_until(Duration::from_secs(60), || async {
@@ -199,6 +212,40 @@ async fn a_small_advertised_subscription_budget_is_never_exceeded() {
     assert_eq!(relay.subscription_budget, BUDGET, "{relay:#?}");
     assert!(relay.peak_subscriptions <= BUDGET, "{relay:#?}");
     assert_eq!(status.total_refusals(), 0, "{status:#?}");
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hidden_subscription_budget_is_learned_from_one_refusal() {
+    const BUDGET: usize = 6;
+    let (bootstrap, home, expected) = crowded_home(BUDGET, Nip11Mode::WithoutLimits).await;
+    let store = TestStore::open().await;
+    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    let complete = wait_until(Duration::from_secs(90), || async {
+        store.count_stored(&expected).await == expected.len()
+    })
+    .await;
+    let status = engine.status().await.expect("status");
+    let home_key = grasp_sync_model::RelayUrl::parse(&home.url())
+        .expect("url")
+        .to_string();
+    let relay = &status.relays[&home_key];
+    assert!(
+        complete,
+        "stored {} of {}: {status:#?}",
+        store.count_stored(&expected).await,
+        expected.len()
+    );
+    assert_eq!(
+        relay.refusals.get("too_many_subscriptions").copied(),
+        Some(1),
+        "{relay:#?}"
+    );
+    assert!(relay.subscription_budget <= BUDGET, "{relay:#?}");
+    assert_eq!(
+        relay.connections, 1,
+        "learning must not cost a reconnect: {relay:#?}"
+    );
     engine.shutdown().await;
 }
 

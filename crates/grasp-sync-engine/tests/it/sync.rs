@@ -1,4 +1,5 @@
-//! Fresh-start sync from a bootstrap relay into the store, across a small network.
+//! Fresh-start sync from a bootstrap relay into the store, across a small network, including
+//! one generation of descendants (events that tag only a direct thread member).
 
 use std::time::Duration;
 
@@ -8,7 +9,10 @@ use crate::support::{SERVICE_URL, TestStore, start_engine, test_config, wait_unt
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovers_listed_relays_and_syncs_every_expected_event() {
-    let spec = NetworkSpec::small(11, SERVICE_URL);
+    let spec = NetworkSpec {
+        descendants_per_reply: 1,
+        ..NetworkSpec::small(11, SERVICE_URL)
+    };
     let network = TestNetwork::start(&spec, &[TestRelayConfig::default()])
         .await
         .expect("network");
@@ -27,6 +31,10 @@ async fn discovers_listed_relays_and_syncs_every_expected_event() {
         "stored {} of {} expected events; status: {status:#?}",
         store.count_stored(&expected).await,
         expected.len()
+    );
+    assert!(
+        !network.generated.expected_descendants.is_empty(),
+        "the network has no descendants"
     );
     let excluded = &network.generated.excluded;
     assert_eq!(

@@ -1,0 +1,264 @@
+//! Direct-member descendants: events that directly tag one of our root events (found by
+//! Layer 3) are *direct members*; events tagging a direct member but no repository or root are
+//! recovered for one generation only. New members get descendant live coverage when the whole
+//! descendant tier fits the relay's budget, and a historic batch either way; a relay where the
+//! tier does not fit gets a paced fallback query every maintenance tick instead, from an
+//! in-memory cursor advanced only after a successful EOSE (with 15 minutes of overlap).
+//! Recovered descendants never become members themselves.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use grasp_sync_filters::{Coverage, CoverageTier, FilterBudget, Window, descendant_filters};
+use grasp_sync_model::{BatchId, PendingItems, RelayUrl};
+use nostr::nips::nip01::Coordinate;
+use nostr::{Event, EventId, TagKind, Timestamp};
+
+use super::Actor;
+
+/// Most direct members remembered; beyond it new members are ignored (and logged once).
+pub(super) const MAX_MEMBERS: usize = 200_000;
+/// Overlap of the fallback query with the previous successful one.
+const FALLBACK_OVERLAP: Duration = Duration::from_secs(15 * 60);
+
+/// Every direct member seen, with the root it tags: members found on one relay are queried on
+/// every relay that syncs their root.
+#[derive(Debug, Default)]
+pub(super) struct DirectMembers {
+    ids: BTreeMap<EventId, EventId>,
+    coordinates: BTreeMap<Coordinate, EventId>,
+    overflow_logged: bool,
+}
+
+/// One relay's descendant coverage: which members it covers, and the fallback cursor.
+#[derive(Debug, Default)]
+pub(super) struct DescendantCoverage {
+    covered_ids: BTreeSet<EventId>,
+    covered_coordinates: BTreeSet<Coordinate>,
+    /// Descendant live coverage did not fit: history runs on the fallback cadence.
+    constrained: bool,
+    /// Upper bound (query start) of the last successful fallback query.
+    cursor: Option<Timestamp>,
+    /// The fallback batch in flight and the time it started.
+    in_flight: Option<(BatchId, Timestamp)>,
+}
+
+impl Actor {
+    /// Remembers `event` as a direct member if it tags one of our roots.
+    pub(super) fn note_direct_member(&mut self, event: &Event) {
+        if self.root_ids.contains(&event.id) {
+            return;
+        }
+        let Some(root) = tagged_root(event, &self.root_ids) else {
+            return;
+        };
+        let members = &mut self.members;
+        if members.ids.len() + members.coordinates.len() >= MAX_MEMBERS {
+            if !members.overflow_logged {
+                members.overflow_logged = true;
+                tracing::warn!("direct-member cap reached; later members get no descendant sync");
+            }
+            return;
+        }
+        members.ids.insert(event.id, root);
+        if event.kind.is_addressable() {
+            if let Some(identifier) = event.tags.identifier() {
+                let coordinate = Coordinate::new(event.kind, event.pubkey).identifier(identifier);
+                members.coordinates.insert(coordinate, root);
+            }
+        }
+    }
+
+    /// The maintenance tick: descendant coverage for members new to each relay, and the paced
+    /// fallback on constrained relays.
+    pub(super) fn sync_descendants(&mut self) {
+        let relays: Vec<RelayUrl> = self
+            .runtimes
+            .iter()
+            .filter(|(_, r)| r.session.is_some())
+            .map(|(url, _)| url.clone())
+            .collect();
+        for relay in relays {
+            let (ids, coordinates) = self.uncovered_members(&relay);
+            if !ids.is_empty() || !coordinates.is_empty() {
+                if let Some(runtime) = self.runtimes.get_mut(&relay) {
+                    runtime.descendants.covered_ids.extend(ids.iter().copied());
+                    runtime
+                        .descendants
+                        .covered_coordinates
+                        .extend(coordinates.iter().cloned());
+                }
+                self.cover_new_members(&relay, &ids, &coordinates);
+            }
+            self.run_descendant_fallback(&relay);
+        }
+    }
+
+    /// Members whose root this relay syncs and that it does not cover yet.
+    fn uncovered_members(&self, relay: &RelayUrl) -> (Vec<EventId>, Vec<Coordinate>) {
+        let (Some(target), Some(runtime)) = (self.targets.get(relay), self.runtimes.get(relay))
+        else {
+            return (Vec::new(), Vec::new());
+        };
+        let coverage = &runtime.descendants;
+        let ids = self
+            .members
+            .ids
+            .iter()
+            .filter(|(id, root)| {
+                target.root_events.contains(root) && !coverage.covered_ids.contains(id)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        let coordinates = self
+            .members
+            .coordinates
+            .iter()
+            .filter(|(c, root)| {
+                target.root_events.contains(root) && !coverage.covered_coordinates.contains(c)
+            })
+            .map(|(c, _)| c.clone())
+            .collect();
+        (ids, coordinates)
+    }
+
+    fn cover_new_members(&mut self, relay: &RelayUrl, ids: &[EventId], coordinates: &[Coordinate]) {
+        let budget = FilterBudget::default();
+        let constrained = self
+            .runtimes
+            .get(relay)
+            .is_some_and(|r| r.descendants.constrained);
+        if !constrained {
+            match descendant_filters(ids, coordinates, Window::Live, &budget) {
+                Ok(filters) => {
+                    let deferred = self.open_live(relay, filters);
+                    if deferred.iter().any(|tier| {
+                        matches!(
+                            tier,
+                            CoverageTier::DescendantCanonical | CoverageTier::DescendantQuote
+                        )
+                    }) {
+                        tracing::info!(%relay, "descendant live coverage does not fit; using paced history");
+                        if let Some(runtime) = self.runtimes.get_mut(relay) {
+                            runtime.descendants.constrained = true;
+                        }
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%relay, %error, "descendant filters could not be built")
+                }
+            }
+        }
+        // History for the new members, whatever happened to live coverage.
+        let coverage = Coverage {
+            direct_members: ids,
+            addressable_members: coordinates,
+            ..Coverage::default()
+        };
+        match coverage.historic_filters(None, None, &budget) {
+            Ok(filters) => {
+                let filters = filters.into_iter().map(|f| f.filter).collect();
+                self.open_historic_batch(relay, PendingItems::default(), filters);
+                self.drive_queue(relay);
+            }
+            Err(error) => tracing::warn!(%relay, %error, "descendant filters could not be built"),
+        }
+    }
+
+    /// On a constrained relay, one paced descendant query per tick over every covered member,
+    /// from the cursor minus the overlap.
+    fn run_descendant_fallback(&mut self, relay: &RelayUrl) {
+        let unix = self.clock.unix_now();
+        let Some(runtime) = self.runtimes.get(relay) else {
+            return;
+        };
+        let coverage = &runtime.descendants;
+        if !coverage.constrained
+            || coverage.in_flight.is_some()
+            || coverage.covered_ids.is_empty() && coverage.covered_coordinates.is_empty()
+        {
+            return;
+        }
+        let Some(cursor) = coverage.cursor else {
+            // The members' own historic batches cover everything up to now.
+            if let Some(runtime) = self.runtimes.get_mut(relay) {
+                runtime.descendants.cursor = Some(unix);
+            }
+            return;
+        };
+        let since =
+            Timestamp::from_secs(cursor.as_secs().saturating_sub(FALLBACK_OVERLAP.as_secs()));
+        let ids: Vec<EventId> = coverage.covered_ids.iter().copied().collect();
+        let coordinates: Vec<Coordinate> = coverage.covered_coordinates.iter().cloned().collect();
+        let query = Coverage {
+            direct_members: &ids,
+            addressable_members: &coordinates,
+            ..Coverage::default()
+        };
+        let filters = match query.historic_filters(Some(since), None, &FilterBudget::default()) {
+            Ok(filters) => filters.into_iter().map(|f| f.filter).collect(),
+            Err(error) => {
+                tracing::warn!(%relay, %error, "descendant fallback filters could not be built");
+                return;
+            }
+        };
+        if let Some(batch) = self.open_historic_batch(relay, PendingItems::default(), filters) {
+            let queued = self
+                .pending
+                .batches(relay)
+                .iter()
+                .any(|b| b.batch_id == batch);
+            if let Some(runtime) = self.runtimes.get_mut(relay) {
+                if queued {
+                    runtime.descendants.in_flight = Some((batch, unix));
+                } else {
+                    runtime.descendants.cursor = Some(unix);
+                }
+            }
+            self.drive_queue(relay);
+        }
+    }
+
+    /// A batch finished: advance the fallback cursor if it was the fallback query and it
+    /// succeeded; a failure leaves the same cursor at the head.
+    pub(super) fn handle_descendant_batch_done(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        success: bool,
+    ) {
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            let coverage = &mut runtime.descendants;
+            if let Some((in_flight, started)) = coverage.in_flight {
+                if in_flight == batch {
+                    coverage.in_flight = None;
+                    if success {
+                        coverage.cursor = Some(started);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A new session re-derives the descendant mode from its own capacity: every member is
+    /// covered again.
+    pub(super) fn reset_descendant_mode(&mut self, relay: &RelayUrl) {
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.descendants = DescendantCoverage::default();
+        }
+    }
+}
+
+/// The first of `roots` the event tags with `e`, `E` or `q`.
+fn tagged_root(event: &Event, roots: &std::collections::HashSet<EventId>) -> Option<EventId> {
+    event.tags.iter().find_map(|tag| {
+        let kind = tag.kind();
+        let is_thread_tag = matches!(kind, TagKind::SingleLetter(letter) if matches!(letter.as_char(), 'e' | 'E' | 'q'));
+        if !is_thread_tag {
+            return None;
+        }
+        tag.content()
+            .and_then(|value| EventId::from_hex(value).ok())
+            .filter(|id| roots.contains(id))
+    })
+}
