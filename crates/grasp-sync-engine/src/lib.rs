@@ -21,6 +21,7 @@ pub mod engine;
 pub mod error;
 mod ingest;
 pub mod metrics;
+pub mod negentropy;
 mod session;
 pub mod status;
 pub mod store;
@@ -37,11 +38,16 @@ pub use engine::{EngineHandle, EngineParts, SyncEngine};
 pub use error::{StoreError, TransportError};
 pub use ingest::{HOOK_BATCH_WINDOW, IngestTotals};
 pub use metrics::SyncMetrics;
+pub use negentropy::{
+    FallbackReason, HydrationOutcome, HydrationPass, MissingEventRecovery, NegentropyCounts,
+    NegentropyFallbacks, RecoveryAttempt, RecoveryConfig, RecoveryExpiry,
+};
 pub use status::{EngineStatus, RelayStatus};
 pub use store::{
     GraspDatabase, GraspPolicy, GraspWritePolicy, LmdbStore, MemoryStore, PolicyConfig,
     PolicyDecision, StoreConfig, StoreFeed,
 };
 pub use transport::{
-    RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession, SdkConnector,
+    NEGENTROPY_DEADLINE, NegentropyDiff, NegentropyError, RelayConnection, RelayConnector,
+    RelayInbound, RelayInfo, RelaySession, SdkConnector,
 };

@@ -2,19 +2,26 @@
 //!
 //! A [`RelaySession`] is one WebSocket connection. Nothing survives it: no subscription is
 //! replayed and no reconnect happens behind the engine's back; the engine owns retry, backoff and
-//! resubscription. Inbound messages arrive, in order, on the session's bounded channel.
+//! resubscription. Inbound messages arrive, in order, on the session's bounded channel. A
+//! session also runs NIP-77 dry-run diffs ([`RelaySession::negentropy_diff`]).
 
+mod negentropy;
 mod nip11;
 mod sdk;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use grasp_sync_model::RelayUrl;
-use nostr::{Event, EventId, Filter, SubscriptionId};
+use nostr::{Event, EventId, Filter, SubscriptionId, Timestamp};
 use tokio::sync::mpsc;
 
+pub use self::negentropy::{
+    NEGENTROPY_DEADLINE, NegentropyDiff, NegentropyError, classify_refusal,
+};
 pub use self::nip11::{RelayInfo, fetch_relay_info};
 pub use self::sdk::SdkConnector;
 use crate::error::TransportError;
@@ -111,6 +118,20 @@ pub trait RelaySession: Send + Sync + 'static {
 
     /// Publishes an event (used when the own relay is external). The OK arrives inbound.
     async fn publish(&self, event: &Event) -> Result<(), TransportError>;
+
+    /// Runs one NIP-77 reconciliation of `filter` against `have` (the IDs we hold or do not
+    /// want, with their `created_at`) as a dry run: it returns the IDs the relay holds that
+    /// `have` lacks, and never fetches or publishes an event. The whole round, however
+    /// talkative the relay, ends by `deadline` ([`NEGENTROPY_DEADLINE`] is the usual one).
+    /// Rounds on one session may run concurrently, but open one at a time (until the relay's
+    /// first answer); that wait counts against the deadline. A round that ends early tells the
+    /// relay to free it (NEG-CLOSE).
+    async fn negentropy_diff(
+        &self,
+        filter: Filter,
+        have: Vec<(EventId, Timestamp)>,
+        deadline: Duration,
+    ) -> Result<NegentropyDiff, NegentropyError>;
 
     /// Ends the session. Inbound ends with [`RelayInbound::Disconnected`].
     async fn disconnect(&self);

@@ -5,17 +5,22 @@
 //! retry, backoff and resubscription. Inbound messages are read from the relay's notification
 //! broadcast (`RelayNotification::Message`, which fires for every delivery, unlike
 //! `RelayNotification::Event`) and forwarded in order into a bounded channel. If the broadcast
-//! overflows, messages were lost and the session reports [`RelayInbound::Lagged`].
+//! overflows, messages were lost and the session reports [`RelayInbound::Lagged`]. NIP-77 rounds
+//! run through the library's reconciliation as dry runs (`round`).
+
+mod round;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use grasp_sync_model::RelayUrl;
-use nostr::{ClientMessage, Event, Filter, RelayMessage, SubscriptionId};
+use nostr::{ClientMessage, Event, EventId, Filter, RelayMessage, SubscriptionId, Timestamp};
 use nostr_sdk::Relay;
 use nostr_sdk::pool::{RelayNotification, RelayOptions, RelayPool, RelayStatus};
 use tokio::sync::{broadcast, mpsc};
 
+use self::round::NegRounds;
+use super::negentropy::{NegentropyDiff, NegentropyError};
 use super::{
     RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession, fetch_relay_info,
 };
@@ -98,6 +103,7 @@ impl RelayConnector for SdkConnector {
             url: url.clone(),
             pool,
             relay,
+            rounds: NegRounds::default(),
         };
         Ok(RelayConnection {
             session: std::sync::Arc::new(session),
@@ -118,6 +124,7 @@ struct SdkSession {
     url: RelayUrl,
     pool: RelayPool,
     relay: Relay,
+    rounds: NegRounds,
 }
 
 impl SdkSession {
@@ -147,10 +154,12 @@ impl RelaySession for SdkSession {
         id: SubscriptionId,
         filters: Vec<Filter>,
     ) -> Result<(), TransportError> {
+        self.rounds.handle_req(&id);
         self.send(ClientMessage::req(id, filters))
     }
 
     async fn close(&self, id: SubscriptionId) -> Result<(), TransportError> {
+        self.rounds.handle_close(&id);
         self.send(ClientMessage::close(id))
     }
 
@@ -158,15 +167,18 @@ impl RelaySession for SdkSession {
         self.send(ClientMessage::event(event.clone()))
     }
 
+    async fn negentropy_diff(
+        &self,
+        filter: Filter,
+        have: Vec<(EventId, Timestamp)>,
+        deadline: Duration,
+    ) -> Result<NegentropyDiff, NegentropyError> {
+        self.rounds.run(&self.relay, filter, have, deadline).await
+    }
+
     async fn disconnect(&self) {
         self.relay.disconnect();
         self.pool.shutdown().await;
-    }
-}
-
-impl Drop for SdkSession {
-    fn drop(&mut self) {
-        self.relay.disconnect();
     }
 }
 

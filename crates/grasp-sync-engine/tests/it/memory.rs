@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use grasp_sync_engine::transport::{NegentropyDiff, NegentropyError};
 use grasp_sync_engine::{
     RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession, TransportError,
 };
@@ -244,5 +245,28 @@ impl RelaySession for MemorySession {
 
     async fn disconnect(&self) {
         self.state.alive.store(false, Ordering::SeqCst);
+    }
+
+    async fn negentropy_diff(
+        &self,
+        filter: Filter,
+        have: Vec<(nostr::EventId, nostr::Timestamp)>,
+        _deadline: Duration,
+    ) -> Result<NegentropyDiff, NegentropyError> {
+        if !self.is_connected() {
+            return Err(NegentropyError::NotConnected);
+        }
+        let have: std::collections::BTreeSet<nostr::EventId> =
+            have.into_iter().map(|(id, _)| id).collect();
+        let events = self.relay.events.lock().expect("lock");
+        let remote: std::collections::BTreeSet<nostr::EventId> = events
+            .iter()
+            .filter(|e| filter.match_event(e, MatchEventOptions::new()))
+            .map(|e| e.id)
+            .collect();
+        Ok(NegentropyDiff {
+            missing: remote.difference(&have).copied().collect(),
+            relay_lacks: have.difference(&remote).count(),
+        })
     }
 }

@@ -1,0 +1,170 @@
+//! [`NegentropyFallbacks`]: when NIP-77 falls back to REQ+EOSE, for which reason, whether the
+//! relay was already warned about, and whether NIP-77 is off for the relay's current session;
+//! plus the counts the metrics report.
+//!
+//! A relay is warned about once, on its first fallback, whatever the reason. Any query-rate
+//! refusal (from a negentropy round or from any REQ) turns NIP-77 off for the rest of the
+//! relay's connection session, because the client library owns the NEG-MSG continuations and
+//! the engine cannot pace them; so does a relay saying it does not speak NIP-77. A new session
+//! turns it back on.
+
+use std::collections::BTreeSet;
+
+use grasp_sync_model::RelayUrl;
+
+use super::recovery::MissingEventRecovery;
+use crate::transport::NegentropyError;
+
+/// Why a negentropy round fell back to REQ+EOSE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FallbackReason {
+    /// The relay does not speak NIP-77.
+    Unsupported,
+    /// The round missed its deadline.
+    Timeout,
+    /// The exchange broke.
+    Protocol,
+    /// The relay refused because of its query rate.
+    RateLimited,
+    /// The relay refused the round for another reason.
+    Refused,
+}
+
+impl FallbackReason {
+    /// Every reason, in declaration order.
+    pub const ALL: [FallbackReason; 5] = [
+        FallbackReason::Unsupported,
+        FallbackReason::Timeout,
+        FallbackReason::Protocol,
+        FallbackReason::RateLimited,
+        FallbackReason::Refused,
+    ];
+
+    /// The reason for a failed round, or `None` when the session ended (nothing to fall back
+    /// to on this connection: the batch is abandoned and derived again).
+    pub fn from_error(error: &NegentropyError) -> Option<FallbackReason> {
+        Some(match error {
+            NegentropyError::Unsupported => FallbackReason::Unsupported,
+            NegentropyError::Timeout => FallbackReason::Timeout,
+            NegentropyError::RateLimited(_) => FallbackReason::RateLimited,
+            NegentropyError::Refused(_) => FallbackReason::Refused,
+            NegentropyError::Protocol(_) => FallbackReason::Protocol,
+            NegentropyError::NotConnected => return None,
+        })
+    }
+
+    /// A stable lowercase label, safe as a metric label value.
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            FallbackReason::Unsupported => "unsupported",
+            FallbackReason::Timeout => "timeout",
+            FallbackReason::Protocol => "protocol",
+            FallbackReason::RateLimited => "rate_limited",
+            FallbackReason::Refused => "refused",
+        }
+    }
+
+    /// Whether this reason turns NIP-77 off for the rest of the relay's session.
+    pub fn disables_session(self) -> bool {
+        matches!(
+            self,
+            FallbackReason::RateLimited | FallbackReason::Unsupported
+        )
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Counts for the metrics, cumulative since the engine started (pending IDs: current).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NegentropyCounts {
+    /// Negentropy rounds started.
+    pub rounds_started: u64,
+    /// Negentropy rounds that produced a diff.
+    pub rounds_completed: u64,
+    /// Fallbacks to REQ+EOSE, indexed like [`FallbackReason::ALL`].
+    pub fallbacks: [u64; 5],
+    /// IDs currently awaiting missing-event recovery, over all relays.
+    pub recovery_pending_ids: u64,
+    /// IDs recovered (by an attempt or otherwise) since the engine started.
+    pub recovered_ids: u64,
+    /// IDs dropped by recovery expiry since the engine started.
+    pub expired_ids: u64,
+}
+
+impl NegentropyCounts {
+    /// Fallbacks for one reason.
+    pub fn fallbacks_for(&self, reason: FallbackReason) -> u64 {
+        self.fallbacks[reason.index()]
+    }
+}
+
+/// Fallback bookkeeping for every relay.
+#[derive(Debug, Clone, Default)]
+pub struct NegentropyFallbacks {
+    warned: BTreeSet<RelayUrl>,
+    disabled: BTreeSet<RelayUrl>,
+    rounds_started: u64,
+    rounds_completed: u64,
+    fallbacks: [u64; 5],
+}
+
+impl NegentropyFallbacks {
+    /// No relay warned about, NIP-77 enabled everywhere.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether a new negentropy round may start on the relay's current session.
+    pub fn nip77_enabled(&self, relay: &RelayUrl) -> bool {
+        !self.disabled.contains(relay)
+    }
+
+    /// A negentropy round started.
+    pub fn handle_round_started(&mut self) {
+        self.rounds_started += 1;
+    }
+
+    /// A negentropy round produced a diff.
+    pub fn handle_round_completed(&mut self) {
+        self.rounds_completed += 1;
+    }
+
+    /// A round at `relay` fell back to REQ+EOSE for `reason`. Returns whether to log the
+    /// warning: only for the relay's first fallback.
+    pub fn handle_fallback(&mut self, relay: &RelayUrl, reason: FallbackReason) -> bool {
+        self.fallbacks[reason.index()] += 1;
+        if reason.disables_session() {
+            self.disabled.insert(relay.clone());
+        }
+        self.warned.insert(relay.clone())
+    }
+
+    /// The relay refused some query (a REQ, not necessarily a negentropy round) because of its
+    /// query rate: NIP-77 is off for the rest of the session.
+    pub fn handle_query_rate_refusal(&mut self, relay: &RelayUrl) {
+        self.disabled.insert(relay.clone());
+    }
+
+    /// The relay has a new connection session: NIP-77 is on again. Warnings stay given.
+    pub fn handle_session_started(&mut self, relay: &RelayUrl) {
+        self.disabled.remove(relay);
+    }
+
+    /// The counts for the metrics, with recovery's from `recovery`.
+    pub fn counts(&self, recovery: &MissingEventRecovery) -> NegentropyCounts {
+        NegentropyCounts {
+            rounds_started: self.rounds_started,
+            rounds_completed: self.rounds_completed,
+            fallbacks: self.fallbacks,
+            recovery_pending_ids: u64::try_from(recovery.total_pending()).unwrap_or(u64::MAX),
+            recovered_ids: recovery.recovered_total(),
+            expired_ids: recovery.expired_total(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
