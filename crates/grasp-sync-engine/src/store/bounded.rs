@@ -1,5 +1,5 @@
 //! `BoundedMap`: a map with a fixed capacity that forgets its oldest insertions first, for the
-//! policy's accepted-ID sets and the rejected-events hot cache.
+//! policy's accepted-ID and referenced-ID sets.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
@@ -48,15 +48,6 @@ impl<K: Eq + Hash + Clone, V> BoundedMap<K, V> {
     /// Whether `key` is present.
     pub(crate) fn contains_key(&self, key: &K) -> bool {
         self.entries.contains_key(key)
-    }
-
-    /// Removes `key`; its place in the eviction order is dropped lazily.
-    pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
-        let removed = self.entries.remove(key)?;
-        if let Some(position) = self.order.iter().position(|k| k == key) {
-            self.order.remove(position);
-        }
-        Some(removed)
     }
 
     /// The most entries held at once.

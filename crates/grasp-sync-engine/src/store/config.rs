@@ -4,15 +4,15 @@ use grasp_sync_model::RelayUrl;
 
 use crate::store::feed::DEFAULT_FEED_CAPACITY;
 use crate::store::policy::PolicyConfig;
-use crate::store::rejected::DEFAULT_REJECTED_CAPACITY;
+use crate::store::rejected::RejectedConfig;
 
 /// How a store is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
     /// The acceptance policy.
     pub policy: PolicyConfig,
-    /// Most rejected event IDs kept in the hot cache (first rejected, first forgotten).
-    pub rejected_capacity: usize,
+    /// Bounds and lifetimes of the rejected-events index (hot cache and cold index).
+    pub rejected: RejectedConfig,
     /// Most live events buffered per self-feed consumer before it is cut off.
     pub feed_capacity: usize,
 }
@@ -22,7 +22,7 @@ impl StoreConfig {
     pub fn new(service_url: RelayUrl, domain: impl Into<String>) -> Self {
         Self {
             policy: PolicyConfig::new(service_url, domain),
-            rejected_capacity: DEFAULT_REJECTED_CAPACITY,
+            rejected: RejectedConfig::default(),
             feed_capacity: DEFAULT_FEED_CAPACITY,
         }
     }

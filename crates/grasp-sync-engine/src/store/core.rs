@@ -1,21 +1,26 @@
 //! `StoreCore`: the ingest path shared by the LMDB and memory stores and by the relay's write
 //! policy: duplicate check, signature check, the policy decision (under a short-held lock, never
-//! across an await), the save, and the rejected-events index.
+//! across an await), the save, the rejected-events index with its dependency re-processing, and
+//! the cold tier's persistence.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use grasp_sync_model::RelayUrl;
 use nostr::{Event, EventId, Filter, Kind, PublicKey, Timestamp};
 use nostr_database::{
     DatabaseError, DatabaseEventStatus, NostrDatabase, RejectedReason, SaveEventStatus,
 };
 
 use crate::boundary::IngestOutcome;
+use crate::clock::Clock;
 use crate::error::StoreError;
+use crate::store::cold::ColdStore;
 use crate::store::database::GraspDatabase;
 use crate::store::feed::FeedHub;
 use crate::store::policy::{GraspPolicy, PolicyDecision};
-use crate::store::rejected::RejectedIndex;
+use crate::store::rejected::{Dependency, RejectedConfig, RejectedIndex};
 
 /// Reason for an event whose id or signature does not verify.
 pub const BAD_SIGNATURE_REASON: &str = "invalid: bad signature";
@@ -26,103 +31,145 @@ const MAX_LOOKUPS: usize = 64;
 /// Most recent stored events replayed into the policy at open (besides every announcement).
 pub const REBUILD_SCAN_LIMIT: usize = 20_000;
 
+/// How a store core is put together.
+pub(crate) struct CoreParts {
+    pub(crate) backend: Arc<dyn NostrDatabase>,
+    /// `None` accepts every verified event (tests only).
+    pub(crate) policy: Option<GraspPolicy>,
+    pub(crate) rejected: RejectedConfig,
+    pub(crate) feed_capacity: usize,
+    /// `None` keeps the cold tier in memory only.
+    pub(crate) cold: Option<ColdStore>,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
 /// The shared state of one store.
-#[derive(Debug)]
 pub(crate) struct StoreCore {
     database: Arc<GraspDatabase>,
     /// `None` accepts every verified event (tests only).
     policy: Option<Mutex<GraspPolicy>>,
     rejected: Mutex<RejectedIndex>,
+    cold: Option<ColdStore>,
+    /// Serialises draining and applying cold-tier writes, so they land in the order made.
+    persisting: tokio::sync::Mutex<()>,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for StoreCore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreCore")
+            .field("database", &self.database)
+            .field("policy", &self.policy.is_some())
+            .field("rejected", &self.rejected)
+            .field("cold", &self.cold)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StoreCore {
-    /// Wraps `backend`, then rebuilds the policy from what it holds.
-    pub(crate) async fn open(
-        backend: Arc<dyn NostrDatabase>,
-        policy: Option<GraspPolicy>,
-        rejected_capacity: usize,
-        feed_capacity: usize,
-    ) -> Result<Self, StoreError> {
+    /// Wraps the backend, rebuilds the policy from what it holds and restores the cold tier.
+    pub(crate) async fn open(parts: CoreParts) -> Result<Self, StoreError> {
         let database = Arc::new(GraspDatabase::new(
-            backend,
-            Arc::new(FeedHub::new(feed_capacity)),
+            parts.backend,
+            Arc::new(FeedHub::new(parts.feed_capacity)),
         ));
-        let policy = match policy {
+        let policy = match parts.policy {
             Some(policy) => Some(Mutex::new(rebuild(policy, &database).await?)),
             None => None,
         };
-        Ok(Self {
+        let core = Self {
             database,
             policy,
-            rejected: Mutex::new(RejectedIndex::new(rejected_capacity)),
-        })
+            rejected: Mutex::new(RejectedIndex::new(parts.rejected)),
+            cold: parts.cold,
+            persisting: tokio::sync::Mutex::new(()),
+            clock: parts.clock,
+        };
+        core.restore().await?;
+        Ok(core)
     }
 
     pub(crate) fn database(&self) -> &Arc<GraspDatabase> {
         &self.database
     }
 
-    /// The whole ingest path.
-    pub(crate) async fn ingest(&self, event: &Event) -> Result<IngestOutcome, StoreError> {
-        match self.database.check_id(&event.id).await.map_err(backend)? {
-            DatabaseEventStatus::Saved => return Ok(IngestOutcome::Duplicate),
-            DatabaseEventStatus::Deleted => {
-                return Ok(IngestOutcome::Rejected(
-                    "blocked: this event is deleted".to_owned(),
-                ));
-            }
-            DatabaseEventStatus::NotExistent => {}
+    /// The whole ingest path for an event from `source` (`None`: not from a remote relay),
+    /// then the re-processing of what it released and the cold tier's writes.
+    pub(crate) async fn ingest(
+        &self,
+        event: &Event,
+        source: Option<&RelayUrl>,
+    ) -> Result<IngestOutcome, StoreError> {
+        let outcome = self.ingest_one(event, source, true).await?;
+        // The event's own outcome stands even if the follow-up work fails.
+        if let Err(error) = self.settle().await {
+            tracing::warn!(%error, "persisting the rejected-events index failed");
         }
-        if event.verify().is_err() {
-            // Not remembered: the id may belong to a genuine event we still want.
-            return Ok(IngestOutcome::Rejected(BAD_SIGNATURE_REASON.to_owned()));
-        }
-        if let PolicyDecision::Reject(reason) = self.admit(event).await? {
-            return Ok(IngestOutcome::Rejected(reason));
-        }
-        let status = self.database.save_event(event).await.map_err(backend)?;
-        Ok(match status {
-            SaveEventStatus::Success => IngestOutcome::Saved,
-            SaveEventStatus::Rejected(RejectedReason::Duplicate) => IngestOutcome::Duplicate,
-            SaveEventStatus::Rejected(reason) => {
-                let reason = save_rejection_reason(reason).to_owned();
-                self.rejected()?.handle_rejected(event.id, &reason);
-                IngestOutcome::Rejected(reason)
-            }
-        })
+        Ok(outcome)
     }
 
-    /// The policy decision for a verified event, recording acceptances and rejections.
-    pub(crate) async fn admit(&self, event: &Event) -> Result<PolicyDecision, StoreError> {
+    /// The policy decision for a verified event, recording acceptances and rejections in the
+    /// policy and the rejected-events index.
+    pub(crate) async fn admit(
+        &self,
+        event: &Event,
+        source: Option<&RelayUrl>,
+    ) -> Result<PolicyDecision, StoreError> {
         let Some(policy) = &self.policy else {
+            self.rejected()?
+                .handle_accepted(self.now(), &event.id, &[Dependency::Event(event.id)]);
             return Ok(PolicyDecision::Accept);
         };
         let empty = HashMap::new();
-        let (mut decision, unknown) = {
+        let (mut verdict, unknown) = {
             let mut policy = lock(policy)?;
-            let decision = policy.handle_event(event, &empty);
-            let unknown = if decision.is_accept() {
+            let verdict = judge(&mut policy, event, &empty);
+            let unknown = if verdict.0.is_accept() {
                 Vec::new()
             } else {
                 policy.unknown_references(event)
             };
-            (decision, unknown)
+            (verdict, unknown)
         };
         if !unknown.is_empty() {
             let known = self.authors_of(&unknown).await?;
             if !known.is_empty() {
-                decision = lock(policy)?.handle_event(event, &known);
+                verdict = judge(&mut *lock(policy)?, event, &known);
             }
         }
+        let (decision, dependencies) = verdict;
+        let now = self.now();
         match &decision {
-            PolicyDecision::Accept => self.rejected()?.handle_accepted(&event.id),
-            PolicyDecision::Reject(reason) => self.rejected()?.handle_rejected(event.id, reason),
+            PolicyDecision::Accept => {
+                self.rejected()?
+                    .handle_accepted(now, &event.id, &dependencies);
+            }
+            PolicyDecision::Reject(reason) => {
+                self.rejected()?
+                    .handle_rejected(now, event, reason, dependencies, source);
+            }
         }
         Ok(decision)
     }
 
+    /// Re-processes every released event whose full copy was hot (announcements first), then
+    /// writes the cold tier's changes. A failed re-processing is logged and skipped: the
+    /// event stays released in the cold index and is reported through `poll_refetch` later.
+    pub(crate) async fn settle(&self) -> Result<(), StoreError> {
+        loop {
+            let next = self.rejected()?.poll_reprocess();
+            let Some(event) = next else {
+                break;
+            };
+            if let Err(error) = self.ingest_one(&event, None, false).await {
+                tracing::warn!(id = %event.id, %error, "re-processing a released event failed");
+            }
+        }
+        self.persist().await
+    }
+
     pub(crate) async fn contains(&self, id: &EventId) -> Result<bool, StoreError> {
-        if self.rejected()?.reason(id).is_some() {
+        if self.rejected()?.contains(self.now(), id) {
             return Ok(true);
         }
         let status = self.database.check_id(id).await.map_err(backend)?;
@@ -140,7 +187,94 @@ impl StoreCore {
     }
 
     pub(crate) fn rejection_reason(&self, id: &EventId) -> Result<Option<String>, StoreError> {
-        Ok(self.rejected()?.reason(id).map(str::to_owned))
+        Ok(self.rejected()?.reason(self.now(), id).map(str::to_owned))
+    }
+
+    /// Released IDs due for fetching by exact ID, by the relay that sent them.
+    pub(crate) fn poll_refetch(&self) -> Result<Vec<(RelayUrl, Vec<EventId>)>, StoreError> {
+        Ok(self.rejected()?.poll_refetch(self.now()))
+    }
+
+    /// One event through the checks, the policy and the save. `verify` is false for events
+    /// re-processed from the hot cache, which were verified when they first arrived.
+    async fn ingest_one(
+        &self,
+        event: &Event,
+        source: Option<&RelayUrl>,
+        verify: bool,
+    ) -> Result<IngestOutcome, StoreError> {
+        match self.database.check_id(&event.id).await.map_err(backend)? {
+            DatabaseEventStatus::Saved => {
+                self.rejected()?.handle_stored(&event.id);
+                return Ok(IngestOutcome::Duplicate);
+            }
+            DatabaseEventStatus::Deleted => {
+                // Deleted events stay "had" through the database; the index need not keep them.
+                self.rejected()?.handle_stored(&event.id);
+                return Ok(IngestOutcome::Rejected(
+                    "blocked: this event is deleted".to_owned(),
+                ));
+            }
+            DatabaseEventStatus::NotExistent => {}
+        }
+        if verify && event.verify().is_err() {
+            // Not remembered: the id may belong to a genuine event we still want.
+            return Ok(IngestOutcome::Rejected(BAD_SIGNATURE_REASON.to_owned()));
+        }
+        if let PolicyDecision::Reject(reason) = self.admit(event, source).await? {
+            return Ok(IngestOutcome::Rejected(reason));
+        }
+        let status = self.database.save_event(event).await.map_err(backend)?;
+        Ok(match status {
+            SaveEventStatus::Success => IngestOutcome::Saved,
+            SaveEventStatus::Rejected(RejectedReason::Duplicate) => IngestOutcome::Duplicate,
+            SaveEventStatus::Rejected(reason) => {
+                let reason = save_rejection_reason(reason).to_owned();
+                self.rejected()?
+                    .handle_rejected(self.now(), event, &reason, Vec::new(), source);
+                IngestOutcome::Rejected(reason)
+            }
+        })
+    }
+
+    /// Loads the persisted cold tier, dropping entries for events stored meanwhile.
+    async fn restore(&self) -> Result<(), StoreError> {
+        let Some(cold) = &self.cold else {
+            return Ok(());
+        };
+        let records = cold.load().await?;
+        let mut kept = Vec::with_capacity(records.len());
+        let mut stored = Vec::new();
+        for record in records {
+            match self.database.check_id(&record.id).await.map_err(backend)? {
+                DatabaseEventStatus::Saved => stored.push(record.id),
+                _ => kept.push(record),
+            }
+        }
+        {
+            let now = self.now();
+            let mut index = self.rejected()?;
+            index.handle_restored(now, kept);
+            for id in &stored {
+                index.handle_stored(id);
+            }
+        }
+        cold.apply(stored.into_iter().map(|id| (id, None)).collect())
+            .await?;
+        self.persist().await
+    }
+
+    /// Writes the cold tier's pending changes (dropped when the tier is not persisted).
+    async fn persist(&self) -> Result<(), StoreError> {
+        if !self.rejected()?.has_pending_writes() {
+            return Ok(());
+        }
+        let _turn = self.persisting.lock().await;
+        let changes = self.rejected()?.poll_persist();
+        match &self.cold {
+            Some(cold) => cold.apply(changes).await,
+            None => Ok(()),
+        }
     }
 
     /// Authors of the stored events among `ids` (at most [`MAX_LOOKUPS`] are looked up).
@@ -154,9 +288,28 @@ impl StoreCore {
         Ok(known)
     }
 
+    fn now(&self) -> Timestamp {
+        self.clock.unix_now()
+    }
+
     fn rejected(&self) -> Result<MutexGuard<'_, RejectedIndex>, StoreError> {
         lock(&self.rejected)
     }
+}
+
+/// Decides under the policy lock, with what an acceptance satisfies or a rejection awaits.
+fn judge(
+    policy: &mut GraspPolicy,
+    event: &Event,
+    known: &HashMap<EventId, PublicKey>,
+) -> (PolicyDecision, Vec<Dependency>) {
+    let decision = policy.handle_event(event, known);
+    let dependencies = if decision.is_accept() {
+        policy.satisfied_by(event)
+    } else {
+        policy.awaited(event)
+    };
+    (decision, dependencies)
 }
 
 /// Replays the store into a fresh policy: every announcement, oldest first, then the most

@@ -1,6 +1,6 @@
 //! `LmdbStore`: the own relay's persistent store, an `EventStore` over LMDB that applies the
-//! GRASP acceptance policy to every ingest and shares its database and policy with the
-//! embedded relay.
+//! GRASP acceptance policy to every ingest, shares its database and policy with the embedded
+//! relay, and persists the rejected-events cold index beside its database.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,9 +11,11 @@ use nostr::{Event, EventId, Filter, Timestamp};
 use nostr_lmdb::NostrLMDB;
 
 use crate::boundary::{EventStore, IngestOutcome};
+use crate::clock::{Clock, TokioClock};
 use crate::error::StoreError;
+use crate::store::cold::ColdStore;
 use crate::store::config::StoreConfig;
-use crate::store::core::StoreCore;
+use crate::store::core::{CoreParts, StoreCore};
 use crate::store::database::GraspDatabase;
 use crate::store::feed::StoreFeed;
 use crate::store::policy::GraspPolicy;
@@ -29,16 +31,32 @@ pub struct LmdbStore {
 }
 
 impl LmdbStore {
-    /// Opens (or creates) the LMDB database in the directory `path` and rebuilds the policy
-    /// from the announcements and recent events it holds.
+    /// Opens (or creates) the LMDB database in the directory `path`, rebuilds the policy from
+    /// the announcements and recent events it holds, and restores the rejected-events cold
+    /// index from its subdirectory [`COLD_DIRECTORY`](crate::store::COLD_DIRECTORY). Time is
+    /// read from a [`TokioClock`] anchored to the system clock.
     pub async fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self, StoreError> {
+        Self::open_with_clock(path, config, Arc::new(TokioClock::from_system())).await
+    }
+
+    /// [`LmdbStore::open`] reading time (for the rejected-events index's lifetimes) from
+    /// `clock`'s unix time.
+    pub async fn open_with_clock(
+        path: impl AsRef<Path>,
+        config: StoreConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StoreError> {
+        let path = path.as_ref();
         let lmdb = NostrLMDB::open(path).map_err(|error| StoreError::Backend(error.to_string()))?;
-        let core = StoreCore::open(
-            Arc::new(lmdb),
-            Some(GraspPolicy::new(config.policy)),
-            config.rejected_capacity,
-            config.feed_capacity,
-        )
+        let cold = ColdStore::open(path, config.rejected.cold_capacity)?;
+        let core = StoreCore::open(CoreParts {
+            backend: Arc::new(lmdb),
+            policy: Some(GraspPolicy::new(config.policy)),
+            rejected: config.rejected,
+            feed_capacity: config.feed_capacity,
+            cold: Some(cold),
+            clock,
+        })
         .await?;
         Ok(Self {
             core: Arc::new(core),
@@ -61,16 +79,26 @@ impl LmdbStore {
         StoreFeed::new(self.database())
     }
 
-    /// Why the event was rejected, while the hot cache remembers it.
+    /// Why the event was rejected, while the rejected-events index remembers it.
     pub fn rejection_reason(&self, id: &EventId) -> Result<Option<String>, StoreError> {
         self.core.rejection_reason(id)
+    }
+
+    /// Rejected events whose dependency has arrived but whose full copy had left the hot
+    /// cache: fetch these IDs by exact ID from the relay they are listed under, and offer what
+    /// comes back to [`EventStore::ingest`]. Each ID is listed under every relay that sent it
+    /// (up to [`MAX_SOURCES`](crate::store::MAX_SOURCES)); announcements come before states,
+    /// states before other kinds. An ID that does not come back is reported again after
+    /// `RejectedConfig::refetch_retry`, up to `RejectedConfig::refetch_reports` times.
+    pub fn poll_refetch(&self) -> Result<Vec<(RelayUrl, Vec<EventId>)>, StoreError> {
+        self.core.poll_refetch()
     }
 }
 
 #[async_trait]
 impl EventStore for LmdbStore {
-    async fn ingest(&self, event: Event, _source: &RelayUrl) -> Result<IngestOutcome, StoreError> {
-        self.core.ingest(&event).await
+    async fn ingest(&self, event: Event, source: &RelayUrl) -> Result<IngestOutcome, StoreError> {
+        self.core.ingest(&event, Some(source)).await
     }
 
     async fn contains(&self, id: &EventId) -> Result<bool, StoreError> {

@@ -10,16 +10,18 @@ use nostr_database::{MemoryDatabase, MemoryDatabaseOptions};
 use tokio::sync::mpsc;
 
 use crate::boundary::{EventStore, IngestOutcome, SelfFeed};
+use crate::clock::TokioClock;
 use crate::error::StoreError;
 use crate::store::config::StoreConfig;
-use crate::store::core::StoreCore;
+use crate::store::core::{CoreParts, StoreCore};
 use crate::store::database::GraspDatabase;
 use crate::store::feed::{DEFAULT_FEED_CAPACITY, StoreFeed};
 use crate::store::policy::GraspPolicy;
-use crate::store::rejected::DEFAULT_REJECTED_CAPACITY;
+use crate::store::rejected::RejectedConfig;
 use crate::store::write_policy::GraspWritePolicy;
 
-/// An unbounded in-memory store. Cheap to clone; clones share everything.
+/// An unbounded in-memory store. Cheap to clone; clones share everything. Its rejected-events
+/// index works as the LMDB store's, but the cold tier is not persisted.
 #[derive(Debug, Clone)]
 pub struct MemoryStore {
     core: Arc<StoreCore>,
@@ -30,7 +32,7 @@ impl MemoryStore {
     pub async fn new(config: StoreConfig) -> Result<Self, StoreError> {
         Self::open(
             Some(GraspPolicy::new(config.policy)),
-            config.rejected_capacity,
+            config.rejected,
             config.feed_capacity,
         )
         .await
@@ -38,19 +40,27 @@ impl MemoryStore {
 
     /// An empty store that accepts every event whose signature verifies.
     pub async fn accept_all() -> Result<Self, StoreError> {
-        Self::open(None, DEFAULT_REJECTED_CAPACITY, DEFAULT_FEED_CAPACITY).await
+        Self::open(None, RejectedConfig::default(), DEFAULT_FEED_CAPACITY).await
     }
 
     async fn open(
         policy: Option<GraspPolicy>,
-        rejected: usize,
-        feed: usize,
+        rejected: RejectedConfig,
+        feed_capacity: usize,
     ) -> Result<Self, StoreError> {
         let backend = MemoryDatabase::with_opts(MemoryDatabaseOptions {
             events: true,
             max_events: None,
         });
-        let core = StoreCore::open(Arc::new(backend), policy, rejected, feed).await?;
+        let core = StoreCore::open(CoreParts {
+            backend: Arc::new(backend),
+            policy,
+            rejected,
+            feed_capacity,
+            cold: None,
+            clock: Arc::new(TokioClock::from_system()),
+        })
+        .await?;
         Ok(Self {
             core: Arc::new(core),
         })
@@ -66,16 +76,21 @@ impl MemoryStore {
         GraspWritePolicy::new(Arc::clone(&self.core))
     }
 
-    /// Why the event was rejected, while the hot cache remembers it.
+    /// Why the event was rejected, while the rejected-events index remembers it.
     pub fn rejection_reason(&self, id: &EventId) -> Result<Option<String>, StoreError> {
         self.core.rejection_reason(id)
+    }
+
+    /// Released IDs due for fetching, as [`LmdbStore::poll_refetch`](crate::LmdbStore::poll_refetch).
+    pub fn poll_refetch(&self) -> Result<Vec<(RelayUrl, Vec<EventId>)>, StoreError> {
+        self.core.poll_refetch()
     }
 }
 
 #[async_trait]
 impl EventStore for MemoryStore {
-    async fn ingest(&self, event: Event, _source: &RelayUrl) -> Result<IngestOutcome, StoreError> {
-        self.core.ingest(&event).await
+    async fn ingest(&self, event: Event, source: &RelayUrl) -> Result<IngestOutcome, StoreError> {
+        self.core.ingest(&event, Some(source)).await
     }
 
     async fn contains(&self, id: &EventId) -> Result<bool, StoreError> {

@@ -4,10 +4,14 @@
 //! [`SelfFeed`](crate::SelfFeed)) and [`MemoryStore`] for tests.
 //!
 //! Every write, from sync or from a client, passes one policy instance and one database
-//! ([`GraspDatabase`]), which announces saved events to the self feed. Rejected IDs are kept in
-//! a bounded hot cache so sync does not fetch them again.
+//! ([`GraspDatabase`]), which announces saved events to the self feed. Rejections go to the
+//! rejected-events index: a hot cache of full events that a later event could make acceptable,
+//! and a cold index of IDs ([`RejectedConfig`]), persisted by [`LmdbStore`], so sync does not
+//! fetch them again; when the dependency arrives they are re-processed, or reported through
+//! [`LmdbStore::poll_refetch`] for fetching by ID.
 
 mod bounded;
+mod cold;
 mod config;
 mod core;
 mod database;
@@ -18,6 +22,7 @@ mod policy;
 mod rejected;
 mod write_policy;
 
+pub use cold::{COLD_DIRECTORY, COLD_RECORD_KIND};
 pub use config::StoreConfig;
 pub use core::{BAD_SIGNATURE_REASON, REBUILD_SCAN_LIMIT};
 pub use database::GraspDatabase;
@@ -25,5 +30,9 @@ pub use feed::{DEFAULT_FEED_CAPACITY, FEED_KINDS, StoreFeed};
 pub use lmdb::LmdbStore;
 pub use memory::MemoryStore;
 pub use policy::{GraspPolicy, OLDER_ANNOUNCEMENT_REASON, PolicyConfig, PolicyDecision};
-pub use rejected::DEFAULT_REJECTED_CAPACITY;
+pub use rejected::{
+    DEFAULT_COLD_CAPACITY, DEFAULT_COLD_TTL, DEFAULT_HOT_CAPACITY, DEFAULT_HOT_MAX_BYTES,
+    DEFAULT_HOT_TTL, DEFAULT_REFETCH_REPORTS, DEFAULT_REFETCH_RETRY, MAX_DEPENDENCIES, MAX_SOURCES,
+    RejectedConfig,
+};
 pub use write_policy::GraspWritePolicy;

@@ -4,6 +4,7 @@
 //!
 //! The rules are documented in `docs/acceptance-policy.md`.
 
+mod dependencies;
 mod references;
 
 use std::collections::{BTreeSet, HashMap, HashSet};

@@ -14,7 +14,9 @@ use crate::store::core::StoreCore;
 use crate::store::policy::PolicyDecision;
 
 /// Hands every event a client publishes to the store's policy. The relay has already verified
-/// the signature. Events already stored pass (the relay then answers `duplicate:`). The relay
+/// the signature. Rejections enter the rejected-events index (without a source relay, so an
+/// entry whose hot copy expired cannot be re-fetched by ID); an acceptance re-processes the
+/// hot events it releases. Events already stored pass (the relay then answers `duplicate:`). The relay
 /// prefixes every rejection with `blocked: `, so a `blocked: ` reason is passed without its
 /// prefix and an `invalid: ` reason reaches the client as `blocked: invalid: ...`.
 #[derive(Clone)]
@@ -33,7 +35,12 @@ impl GraspWritePolicy {
             Ok(_) => return PolicyResult::Accept,
             Err(error) => return PolicyResult::Reject(format!("error: {error}")),
         }
-        match self.core.admit(event).await {
+        let decision = self.core.admit(event, None).await;
+        // Re-process what an acceptance released, and persist the index, before answering.
+        if let Err(error) = self.core.settle().await {
+            tracing::warn!(%error, "re-processing released rejected events failed");
+        }
+        match decision {
             Ok(PolicyDecision::Accept) => PolicyResult::Accept,
             Ok(PolicyDecision::Reject(reason)) => PolicyResult::Reject(
                 reason

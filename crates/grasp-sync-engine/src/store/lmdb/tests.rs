@@ -1,6 +1,9 @@
 //! Tests of the LMDB store on a temporary directory: the ingest outcomes, the have set,
 //! concurrent ingest, rebuilding the policy at open, the self feed, and the write policy
-//! through a real `LocalRelay` on 127.0.0.1.
+//! through a real `LocalRelay` on 127.0.0.1. The rejected-events index's store-level rules are
+//! in `lmdb/tests/rejected.rs`.
+
+mod rejected;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
@@ -112,26 +115,6 @@ async fn policy_rejection_is_remembered_by_contains() {
             .expect("items")
             .is_empty()
     );
-}
-
-#[tokio::test]
-async fn rejected_event_is_accepted_once_its_repository_arrives() {
-    let dir = TempDir::new().expect("temp dir");
-    let store = open(&dir).await;
-    let early = issue(&keys(2), &keys(1), 11);
-    assert!(matches!(
-        store.ingest(early.clone(), &source()).await,
-        Ok(IngestOutcome::Rejected(_))
-    ));
-    assert_eq!(
-        store.ingest(announcement(&keys(1)), &source()).await,
-        Ok(IngestOutcome::Saved)
-    );
-    assert_eq!(
-        store.ingest(early.clone(), &source()).await,
-        Ok(IngestOutcome::Saved)
-    );
-    assert_eq!(store.rejection_reason(&early.id), Ok(None));
 }
 
 #[tokio::test]
