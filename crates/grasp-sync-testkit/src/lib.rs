@@ -1,11 +1,14 @@
 //! grasp-sync's test-support crate: real Nostr relays on 127.0.0.1 (WebSocket, NIP-11,
-//! negentropy, enforced subscription and result limits) and deterministic NIP-34 test data,
-//! for the end-to-end tests, the `demo` command and the simulator.
+//! negentropy, enforced subscription and result limits), a strict relay that enforces real
+//! relays' per-connection limits with their exact refusal texts, and deterministic NIP-34
+//! test data, for the end-to-end tests, the conformance suite, the `demo` command and the
+//! simulator.
 //!
 //! It deliberately does not fake a relay: every [`TestRelay`] is a `nostr-relay-builder`
 //! relay behind a real socket, so the engine meets real framing, real `CLOSED` and `EOSE`
 //! messages and real disconnects. It does not sync anything itself and holds no sync logic;
-//! the only rules it knows are which generated events a correct sync must end up with.
+//! the only rules it knows are which generated events a correct sync must end up with, and
+//! the limits its strict relays enforce.
 //! It is not for production use: stores live in memory or in temporary directories.
 #![doc = include_str!("../README.md")]
 
@@ -16,4 +19,8 @@ mod relay;
 
 pub use error::TestkitError;
 pub use network::{GeneratedNetwork, GeneratedRepo, NetworkSpec, RootCount, TestNetwork, generate};
+pub use relay::strict::{
+    ConnectionStats, Dialect, FilterFn, FilterLimit, FilterPredicate, PolicyRule, QueryStart,
+    RefusalKind, StartKind, StrictLimits, StrictStats, SubscriptionLimit,
+};
 pub use relay::{Nip11Mode, StoreKind, TestRelay, TestRelayConfig};

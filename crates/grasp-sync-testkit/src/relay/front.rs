@@ -1,7 +1,8 @@
 //! The HTTP front of a test relay: our own accept loop on the relay's listener, NIP-11
 //! documents for `Accept: application/nostr+json` requests, and WebSocket upgrades handed to
-//! `LocalRelay::take_connection`. Every connection is a task in one set, so stopping the
-//! loop closes them all.
+//! `LocalRelay::take_connection`, or to the strict relay's message proxy when the relay has
+//! strict limits. Every connection is a task in one set, so stopping the loop closes them
+//! all.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -23,6 +24,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+use super::strict::{Recorder, StrictLimits, proxy};
+
 /// The GUID RFC 6455 appends to `Sec-WebSocket-Key`.
 const WEBSOCKET_GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 /// The NIP-11 media type.
@@ -43,14 +46,22 @@ pub(crate) struct Front {
     relay: LocalRelay,
     nip11: Option<Bytes>,
     counters: Arc<Counters>,
+    strict: Option<(Arc<StrictLimits>, Arc<Recorder>)>,
 }
 
 impl Front {
-    pub(crate) fn new(relay: LocalRelay, nip11: Option<Value>, counters: Arc<Counters>) -> Self {
+    /// A front for `relay`; with `strict`, every WebSocket goes through the message proxy.
+    pub(crate) fn new(
+        relay: LocalRelay,
+        nip11: Option<Value>,
+        counters: Arc<Counters>,
+        strict: Option<(Arc<StrictLimits>, Arc<Recorder>)>,
+    ) -> Self {
         Self {
             relay,
             nip11: nip11.map(|doc| Bytes::from(doc.to_string())),
             counters,
+            strict,
         }
     }
 
@@ -64,6 +75,10 @@ impl Front {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
                         self.counters.tcp_accepted.fetch_add(1, Ordering::Relaxed);
+                        // Small frames (REQ, EOSE, CLOSE) go out at once, as relays send them.
+                        if let Err(error) = stream.set_nodelay(true) {
+                            tracing::debug!(%error, %peer, "cannot set TCP_NODELAY");
+                        }
                         connections.spawn(self.clone().connection(stream, peer));
                     }
                     Err(error) => tracing::warn!(%error, "test relay cannot accept"),
@@ -101,7 +116,17 @@ impl Front {
                     .websockets_accepted
                     .fetch_add(1, Ordering::Relaxed);
                 let _open = OpenGuard::new(&self.counters);
-                if let Err(error) = self.relay.take_connection(TokioIo::new(io), peer).await {
+                let io = TokioIo::new(io);
+                if let Some((limits, recorder)) = &self.strict {
+                    proxy::serve(
+                        self.relay.clone(),
+                        io,
+                        peer,
+                        Arc::clone(limits),
+                        Arc::clone(recorder),
+                    )
+                    .await;
+                } else if let Err(error) = self.relay.take_connection(io, peer).await {
                     tracing::debug!(%error, %peer, "test relay websocket ended");
                 }
             }

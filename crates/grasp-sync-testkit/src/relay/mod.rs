@@ -1,8 +1,11 @@
 //! `TestRelay`: a real `nostr-relay-builder` relay on 127.0.0.1 behind our own listener and
-//! HTTP front, with direct seeding, restart on the same port and connection counters.
+//! HTTP front, with direct seeding, restart on the same port and connection counters, and
+//! optionally strict per-connection limits enforced by a message proxy.
 
 mod front;
 mod nip11;
+mod profiles;
+pub(crate) mod strict;
 
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -21,6 +24,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::TestkitError;
 use front::{Counters, Front};
+use strict::{Recorder, StrictLimits, StrictStats};
 
 /// Events written to the store at once while seeding.
 const SEED_IN_FLIGHT: usize = 1024;
@@ -53,14 +57,20 @@ pub struct TestRelayConfig {
     /// The relay's NIP-11 `name`.
     pub name: String,
     /// Open subscriptions allowed per connection (the relay builder's `max_reqs`). One more
-    /// REQ is refused with `CLOSED "rate-limited: too many REQs"`.
+    /// REQ is refused with `CLOSED "rate-limited: too many REQs"`. Ignored when
+    /// `strict.subscriptions` is set: the proxy enforces that limit instead.
     pub max_subscriptions: usize,
     /// Results per filter when the filter has no `limit`.
     pub default_filter_limit: usize,
     /// Cap on a filter's `limit`, if any.
     pub max_filter_limit: Option<usize>,
-    /// `max_filters` for the NIP-11 document only: the relay does not enforce it.
+    /// `max_filters` for the NIP-11 document only: the relay does not enforce it. Ignored
+    /// when `strict.filters_per_req` is set.
     pub max_filters: Option<usize>,
+    /// Whether NIP-11 states `default_filter_limit` as `default_limit`.
+    pub advertise_default_limit: bool,
+    /// Whether NIP-11 states `max_filter_limit` as `max_limit`.
+    pub advertise_max_limit: bool,
     /// EVENT messages accepted per minute per connection.
     pub notes_per_minute: u32,
     /// Whether NIP-11 lists NIP-77. The relay always answers negentropy messages.
@@ -69,6 +79,9 @@ pub struct TestRelayConfig {
     pub nip11: Nip11Mode,
     /// Where events are kept.
     pub store: StoreKind,
+    /// Per-connection limits enforced by a message proxy in front of the relay, with real
+    /// relays' refusal texts. `None`: clients talk to the relay directly.
+    pub strict: Option<StrictLimits>,
 }
 
 impl Default for TestRelayConfig {
@@ -79,10 +92,13 @@ impl Default for TestRelayConfig {
             default_filter_limit: 500,
             max_filter_limit: None,
             max_filters: None,
+            advertise_default_limit: true,
+            advertise_max_limit: true,
             notes_per_minute: 1_000_000,
             advertise_negentropy: true,
             nip11: Nip11Mode::WithLimits,
             store: StoreKind::Memory,
+            strict: None,
         }
     }
 }
@@ -94,6 +110,7 @@ pub struct TestRelay {
     addr: SocketAddr,
     database: Arc<dyn NostrDatabase>,
     counters: Arc<Counters>,
+    recorder: Arc<Recorder>,
     running: Option<Running>,
     // Declared last so the store is closed before its directory is removed.
     _dir: Option<TempDir>,
@@ -128,6 +145,7 @@ impl TestRelay {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             database,
             counters: Arc::new(Counters::default()),
+            recorder: Arc::new(Recorder::default()),
             running: None,
             _dir: dir,
         };
@@ -225,6 +243,12 @@ impl TestRelay {
         self.counters.nip11_requests.load(Ordering::Relaxed)
     }
 
+    /// What the strict relay's proxy counted since the relay was created, restarts
+    /// included. Empty when the relay has no strict limits.
+    pub fn strict_stats(&self) -> StrictStats {
+        self.recorder.snapshot()
+    }
+
     /// Stops accepting and closes every connection; clients see a disconnect. The store and
     /// the port number are kept for [`TestRelay::restart`]. Stopping a stopped relay does
     /// nothing.
@@ -255,10 +279,16 @@ impl TestRelay {
         self.addr = listener.local_addr()?;
         let relay = LocalRelay::new(builder(&self.config, Arc::clone(&self.database)));
         let (stop, stopped) = watch::channel(false);
+        let strict = self
+            .config
+            .strict
+            .clone()
+            .map(|limits| (Arc::new(limits), Arc::clone(&self.recorder)));
         let front = Front::new(
             relay.clone(),
             nip11::document(&self.config),
             Arc::clone(&self.counters),
+            strict,
         );
         let task = tokio::spawn(front.serve(listener, stopped));
         self.running = Some(Running { relay, stop, task });
@@ -279,10 +309,19 @@ impl Drop for TestRelay {
 
 /// The relay builder for a config and a store.
 fn builder(config: &TestRelayConfig, database: Arc<dyn NostrDatabase>) -> RelayBuilder {
+    let proxy_counts_subscriptions = config
+        .strict
+        .as_ref()
+        .is_some_and(|strict| strict.subscriptions.is_some());
+    let max_reqs = if proxy_counts_subscriptions {
+        usize::MAX
+    } else {
+        config.max_subscriptions
+    };
     let mut builder = RelayBuilder::default()
         .database(database)
         .rate_limit(RateLimit {
-            max_reqs: config.max_subscriptions,
+            max_reqs,
             notes_per_minute: config.notes_per_minute,
         })
         .default_filter_limit(config.default_filter_limit);

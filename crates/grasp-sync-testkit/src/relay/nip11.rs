@@ -26,21 +26,32 @@ pub(crate) fn document(config: &TestRelayConfig) -> Option<Value> {
     doc.insert("version".to_owned(), json!(env!("CARGO_PKG_VERSION")));
     doc.insert("supported_nips".to_owned(), json!(nips));
     if config.nip11 == Nip11Mode::WithLimits {
+        let strict = config.strict.as_ref();
+        let max_subscriptions = match strict.and_then(|s| s.subscriptions) {
+            Some(limit) => limit.advertised.then_some(limit.max),
+            None => Some(config.max_subscriptions),
+        };
+        let max_filters = match strict.and_then(|s| s.filters_per_req) {
+            Some(limit) => limit.advertised.then_some(limit.max),
+            None => config.max_filters,
+        };
+        let max_limit = config
+            .max_filter_limit
+            .filter(|_| config.advertise_max_limit);
+        let default_limit = config
+            .advertise_default_limit
+            .then_some(config.default_filter_limit);
         let mut limitation = Map::new();
-        limitation.insert(
-            "max_subscriptions".to_owned(),
-            json!(config.max_subscriptions),
-        );
-        if let Some(max_filters) = config.max_filters {
-            limitation.insert("max_filters".to_owned(), json!(max_filters));
+        for (field, value) in [
+            ("max_subscriptions", max_subscriptions),
+            ("max_filters", max_filters),
+            ("max_limit", max_limit),
+            ("default_limit", default_limit),
+        ] {
+            if let Some(value) = value {
+                limitation.insert(field.to_owned(), json!(value));
+            }
         }
-        if let Some(max_limit) = config.max_filter_limit {
-            limitation.insert("max_limit".to_owned(), json!(max_limit));
-        }
-        limitation.insert(
-            "default_limit".to_owned(),
-            json!(config.default_filter_limit),
-        );
         doc.insert("limitation".to_owned(), Value::Object(limitation));
     }
     Some(Value::Object(doc))

@@ -1,13 +1,17 @@
-//! Shared helpers: a nostr-sdk probe client that records what one relay says, and a raw
-//! HTTP fetch for NIP-11.
+//! Shared helpers: a nostr-sdk probe client that records what one relay says, a raw
+//! WebSocket client that sends and reads exact frames, and a raw HTTP fetch for NIP-11.
 
 use std::time::Duration;
 
+use futures::{SinkExt, StreamExt};
 use nostr_sdk::prelude::*;
+use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::broadcast;
 use tokio::time::timeout;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 /// Upper bound on any single wait in these tests.
 pub(crate) const DEADLINE: Duration = Duration::from_secs(10);
@@ -166,4 +170,64 @@ pub(crate) fn notes(n: usize) -> Vec<Event> {
                 .expect("note signs")
         })
         .collect()
+}
+
+/// A bare WebSocket client: sends the frames a test writes and returns the relay's frames
+/// as JSON, in order.
+pub(crate) struct Raw {
+    ws: WebSocketStream<TcpStream>,
+}
+
+impl Raw {
+    pub(crate) async fn connect(url: &str) -> Raw {
+        let tcp = TcpStream::connect(url.trim_start_matches("ws://"))
+            .await
+            .expect("tcp connect");
+        let (ws, _) = timeout(DEADLINE, tokio_tungstenite::client_async(url, tcp))
+            .await
+            .expect("handshake before the deadline")
+            .expect("websocket handshake");
+        Raw { ws }
+    }
+
+    pub(crate) async fn send(&mut self, frame: Value) {
+        self.ws
+            .send(WsMessage::Text(frame.to_string().into()))
+            .await
+            .expect("frame sent");
+    }
+
+    /// The relay's next text frame.
+    pub(crate) async fn recv(&mut self) -> Value {
+        loop {
+            let message = timeout(DEADLINE, self.ws.next())
+                .await
+                .expect("relay frame before the deadline")
+                .expect("connection open")
+                .expect("websocket frame");
+            if let WsMessage::Text(text) = message {
+                return serde_json::from_str(text.as_str()).expect("relay frames are JSON");
+            }
+        }
+    }
+
+    /// Sends `frame` and asserts the relay's next frame is `expected`.
+    pub(crate) async fn exchange(&mut self, frame: Value, expected: Value) {
+        self.send(frame.clone()).await;
+        assert_eq!(self.recv().await, expected, "answer to {frame}");
+    }
+
+    /// Waits until the connection ends, failing on any text frame meanwhile.
+    pub(crate) async fn until_disconnected(&mut self) {
+        loop {
+            let next = timeout(DEADLINE, self.ws.next())
+                .await
+                .expect("disconnect before the deadline");
+            match next {
+                None | Some(Err(_)) | Some(Ok(WsMessage::Close(_))) => return,
+                Some(Ok(WsMessage::Text(text))) => panic!("unexpected frame {text}"),
+                Some(Ok(_)) => {}
+            }
+        }
+    }
 }

@@ -87,3 +87,43 @@ fn document_parses_as_a_nip11_relay_information_document() {
     assert_eq!(limitation.max_limit, Some(200));
     assert_eq!(parsed.supported_nips, Some(vec![1, 11, 34, 77]));
 }
+
+#[test]
+fn strict_limits_replace_the_plain_ones_and_are_advertised_only_when_asked() {
+    use crate::relay::strict::{Dialect, FilterLimit, StrictLimits, SubscriptionLimit};
+    let strict = |advertised| StrictLimits {
+        subscriptions: Some(SubscriptionLimit {
+            max: 3,
+            dialect: Dialect::Strfry,
+            counts_negentropy: true,
+            advertised,
+        }),
+        filters_per_req: Some(FilterLimit {
+            max: 2,
+            dialect: Dialect::Strfry,
+            advertised,
+        }),
+        ..StrictLimits::default()
+    };
+    let advertised = TestRelayConfig {
+        strict: Some(strict(true)),
+        ..config(Nip11Mode::WithLimits)
+    };
+    check(
+        &advertised,
+        json!([1, 11, 34, 77]),
+        Some(json!({
+            "max_subscriptions": 3,
+            "max_filters": 2,
+            "max_limit": 200,
+            "default_limit": 50,
+        })),
+    );
+    let hidden = TestRelayConfig {
+        strict: Some(strict(false)),
+        advertise_default_limit: false,
+        advertise_max_limit: false,
+        ..config(Nip11Mode::WithLimits)
+    };
+    check(&hidden, json!([1, 11, 34, 77]), Some(json!({})));
+}

@@ -1,0 +1,319 @@
+//! `Gate`: the sans-IO state of one proxied connection. It reads each client message and
+//! decides to forward it, refuse it with a real relay's text, or drop the connection, and it
+//! reads the relay's messages to learn which subscriptions ended. Time comes in as an
+//! argument.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nostr::{ClientMessage, Filter, JsonUtil};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::texts::{self, Reply};
+use super::{RefusalKind, StartKind, StrictLimits};
+
+/// The span of the query allowance.
+const QUERY_WINDOW: Duration = Duration::from_secs(60);
+
+/// What to do with one client message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Pass it to the relay unchanged.
+    Forward,
+    /// Answer the client with `frame` instead. When the refused REQ reused the ID of an open
+    /// subscription, that subscription is over too (a `CLOSED` ends the ID), and
+    /// `close_upstream` is the `CLOSE` that ends it at the relay.
+    Refuse {
+        frame: String,
+        refusal: RefusalKind,
+        close_upstream: Option<String>,
+    },
+    /// Drop the connection without handling the message.
+    Disconnect,
+}
+
+/// The verdict on one client message and the query start it was, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClientOutcome {
+    pub(crate) verdict: Verdict,
+    pub(crate) start: Option<(StartKind, String)>,
+}
+
+impl ClientOutcome {
+    fn forward(start: Option<(StartKind, String)>) -> Self {
+        Self {
+            verdict: Verdict::Forward,
+            start,
+        }
+    }
+
+    /// The refusal kind, if the message was refused.
+    pub(crate) fn refusal(&self) -> Option<RefusalKind> {
+        match &self.verdict {
+            Verdict::Refuse { refusal, .. } => Some(*refusal),
+            _ => None,
+        }
+    }
+}
+
+/// Per-connection limit state.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    limits: Arc<StrictLimits>,
+    /// Open REQ subscriptions and the bytes of the REQ that opened each.
+    subscriptions: HashMap<String, usize>,
+    /// Open negentropy sessions.
+    negentropy: HashSet<String>,
+    /// Sum of `subscriptions` values.
+    retained_bytes: usize,
+    /// Accepted query starts within the last `QUERY_WINDOW`.
+    window: VecDeque<Instant>,
+    /// Client text messages read.
+    messages: u64,
+}
+
+impl Gate {
+    pub(crate) fn new(limits: Arc<StrictLimits>) -> Self {
+        Self {
+            limits,
+            subscriptions: HashMap::new(),
+            negentropy: HashSet::new(),
+            retained_bytes: 0,
+            window: VecDeque::new(),
+            messages: 0,
+        }
+    }
+
+    /// Open REQ subscriptions and negentropy sessions.
+    pub(crate) fn open(&self) -> (usize, usize) {
+        (self.subscriptions.len(), self.negentropy.len())
+    }
+
+    /// Decides on one client text message read at `now`.
+    pub(crate) fn handle_client(&mut self, now: Instant, text: &str) -> ClientOutcome {
+        self.messages += 1;
+        if let Some(budget) = self.limits.disconnect_after_messages
+            && self.messages > budget
+        {
+            return ClientOutcome {
+                verdict: Verdict::Disconnect,
+                start: None,
+            };
+        }
+        // Anything we cannot parse goes to the relay, which answers it its own way.
+        let Ok(message) = ClientMessage::from_json(text) else {
+            return ClientOutcome::forward(None);
+        };
+        match message {
+            ClientMessage::Req {
+                subscription_id,
+                filters,
+            } => {
+                let id = subscription_id.to_string();
+                let filters: Vec<Filter> = filters.into_iter().map(|f| f.into_owned()).collect();
+                self.handle_req(now, id, &filters, text.len())
+            }
+            ClientMessage::Close(subscription_id) => {
+                self.end_subscription(subscription_id.as_str());
+                ClientOutcome::forward(None)
+            }
+            ClientMessage::NegOpen {
+                subscription_id,
+                filter,
+                ..
+            } => self.handle_neg_open(now, subscription_id.to_string(), &filter),
+            ClientMessage::NegMsg {
+                subscription_id, ..
+            } => self.negentropy_message(subscription_id.as_str(), false),
+            ClientMessage::NegClose { subscription_id } => {
+                self.negentropy_message(subscription_id.as_str(), true)
+            }
+            _ => ClientOutcome::forward(None),
+        }
+    }
+
+    /// Reads one relay text message; returns whether it is an `EVENT`.
+    pub(crate) fn handle_relay(&mut self, text: &str) -> bool {
+        if text.starts_with("[\"EVENT\"") {
+            return true;
+        }
+        if text.starts_with("[\"CLOSED\"") {
+            if let Some(id) = subscription_id(text) {
+                self.end_subscription(&id);
+            }
+        } else if text.starts_with("[\"NEG-ERR\"")
+            && let Some(id) = subscription_id(text)
+        {
+            self.negentropy.remove(&id);
+        }
+        false
+    }
+
+    fn handle_req(
+        &mut self,
+        now: Instant,
+        id: String,
+        filters: &[Filter],
+        size: usize,
+    ) -> ClientOutcome {
+        let limits = Arc::clone(&self.limits);
+        let start = Some((StartKind::Req, id.clone()));
+        let replacing = self.subscriptions.get(&id).copied();
+        let refuse = |gate: &mut Self, reply: Reply, refusal| {
+            let close_upstream = match (&reply, replacing) {
+                (Reply::Closed(_), Some(_)) => {
+                    gate.end_subscription(&id);
+                    Some(ClientMessage::close(nostr::SubscriptionId::new(&id)).as_json())
+                }
+                _ => None,
+            };
+            ClientOutcome {
+                verdict: Verdict::Refuse {
+                    frame: reply.frame(&id),
+                    refusal,
+                    close_upstream,
+                },
+                start: start.clone(),
+            }
+        };
+        if !self.take_query(now) {
+            let reply = Reply::Closed(texts::TOO_MANY_QUERIES.to_owned());
+            return refuse(self, reply, RefusalKind::TooManyQueries);
+        }
+        if let Some(limit) = limits.subscriptions
+            && replacing.is_none()
+            && self.budget_in_use(limit.counts_negentropy) >= limit.max
+        {
+            let reply = texts::too_many_subscriptions(limit.dialect, limit.max);
+            return refuse(self, reply, RefusalKind::TooManySubscriptions);
+        }
+        if let Some(limit) = limits.filters_per_req
+            && filters.len() > limit.max
+        {
+            let reply = texts::too_many_filters(limit.dialect, limit.max, filters.len());
+            return refuse(self, reply, RefusalKind::TooManyFilters);
+        }
+        if let Some(max) = limits.retained_req_bytes {
+            let held = self.retained_bytes - replacing.unwrap_or(0);
+            if held.saturating_add(size) > max {
+                let reply = texts::retained_bytes_exceeded(max);
+                return refuse(self, reply, RefusalKind::RetainedBytesExceeded);
+            }
+        }
+        if let Some(rule) = limits
+            .policies
+            .iter()
+            .find(|rule| filters.iter().any(|f| rule.matches.matches(f)))
+        {
+            let reply = Reply::Closed(rule.reason.clone());
+            return refuse(self, reply, RefusalKind::Policy);
+        }
+        self.end_subscription(&id);
+        self.retained_bytes += size;
+        self.subscriptions.insert(id, size);
+        ClientOutcome::forward(start)
+    }
+
+    fn handle_neg_open(&mut self, now: Instant, id: String, filter: &Filter) -> ClientOutcome {
+        let limits = Arc::clone(&self.limits);
+        let start = Some((StartKind::NegOpen, id.clone()));
+        let refuse = |reply: Reply, refusal| ClientOutcome {
+            verdict: Verdict::Refuse {
+                frame: reply.frame(&id),
+                refusal,
+                close_upstream: None,
+            },
+            start: start.clone(),
+        };
+        if !limits.negentropy_enabled {
+            let reply = Reply::Notice(texts::NEGENTROPY_DISABLED.to_owned());
+            return refuse(reply, RefusalKind::NegentropyDisabled);
+        }
+        if !self.take_query(now) {
+            let reply = Reply::NegErr(texts::TOO_MANY_QUERIES.to_owned());
+            return refuse(reply, RefusalKind::TooManyQueries);
+        }
+        let replacing = self.negentropy.contains(&id);
+        let over_own_cap = limits
+            .concurrent_negentropy
+            .is_some_and(|max| self.negentropy.len() >= max);
+        let over_shared_cap = limits
+            .subscriptions
+            .is_some_and(|l| l.counts_negentropy && self.budget_in_use(true) >= l.max);
+        if !replacing && (over_own_cap || over_shared_cap) {
+            let reply = Reply::Notice(texts::TOO_MANY_CONCURRENT_NEG.to_owned());
+            return refuse(reply, RefusalKind::TooManyConcurrentNeg);
+        }
+        if let Some(rule) = limits.policies.iter().find(|r| r.matches.matches(filter)) {
+            return refuse(Reply::NegErr(rule.reason.clone()), RefusalKind::Policy);
+        }
+        self.negentropy.insert(id);
+        ClientOutcome::forward(start)
+    }
+
+    /// NEG-MSG and NEG-CLOSE: refused when NIP-77 is off, else forwarded (a NEG-CLOSE ends
+    /// the session).
+    fn negentropy_message(&mut self, id: &str, closes: bool) -> ClientOutcome {
+        if !self.limits.negentropy_enabled {
+            return ClientOutcome {
+                verdict: Verdict::Refuse {
+                    frame: Reply::Notice(texts::NEGENTROPY_DISABLED.to_owned()).frame(id),
+                    refusal: RefusalKind::NegentropyDisabled,
+                    close_upstream: None,
+                },
+                start: None,
+            };
+        }
+        if closes {
+            self.negentropy.remove(id);
+        }
+        ClientOutcome::forward(None)
+    }
+
+    /// Slots in use: REQ subscriptions, plus negentropy sessions when they share the budget.
+    fn budget_in_use(&self, counts_negentropy: bool) -> usize {
+        let negentropy = if counts_negentropy {
+            self.negentropy.len()
+        } else {
+            0
+        };
+        self.subscriptions.len() + negentropy
+    }
+
+    /// Takes one query start from the allowance at `now`; false when it is used up.
+    fn take_query(&mut self, now: Instant) -> bool {
+        let Some(per_minute) = self.limits.queries_per_minute else {
+            return true;
+        };
+        while self
+            .window
+            .front()
+            .is_some_and(|first| now.saturating_duration_since(*first) >= QUERY_WINDOW)
+        {
+            self.window.pop_front();
+        }
+        if self.window.len() >= per_minute as usize {
+            return false;
+        }
+        self.window.push_back(now);
+        true
+    }
+
+    /// Forgets subscription `id` and releases its bytes.
+    fn end_subscription(&mut self, id: &str) {
+        if let Some(size) = self.subscriptions.remove(id) {
+            self.retained_bytes -= size;
+        }
+    }
+}
+
+/// The subscription ID (second element) of a relay message.
+fn subscription_id(text: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(text).ok()?;
+    value.get(1)?.as_str().map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,227 @@
+//! What the strict relay counts for assertions: connections, query starts with their times,
+//! refusals by kind, peak open subscriptions and events sent, per connection and in total.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Why the proxy refused a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RefusalKind {
+    /// Open-subscription cap ([`crate::SubscriptionLimit`]).
+    TooManySubscriptions,
+    /// Filters per REQ ([`crate::FilterLimit`]).
+    TooManyFilters,
+    /// Retained REQ bytes.
+    RetainedBytesExceeded,
+    /// Query starts per minute.
+    TooManyQueries,
+    /// Concurrent negentropy sessions, alone or in the shared subscription budget.
+    TooManyConcurrentNeg,
+    /// NIP-77 turned off.
+    NegentropyDisabled,
+    /// A [`crate::PolicyRule`].
+    Policy,
+}
+
+/// What kind of query a client started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StartKind {
+    /// A REQ.
+    Req,
+    /// A NEG-OPEN.
+    NegOpen,
+}
+
+/// One REQ or NEG-OPEN a client sent, refused or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryStart {
+    /// Index of the connection in [`StrictStats::per_connection`].
+    pub connection: usize,
+    /// REQ or NEG-OPEN.
+    pub kind: StartKind,
+    /// The subscription ID the client chose.
+    pub subscription_id: String,
+    /// When the proxy read it (the tokio clock, so paused time applies).
+    pub at: Instant,
+    /// Why it was refused, if it was.
+    pub refused: Option<RefusalKind>,
+}
+
+/// Counters of one client connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectionStats {
+    /// Text messages the client sent.
+    pub client_messages: u64,
+    /// Most REQ subscriptions open at once.
+    pub peak_subscriptions: usize,
+    /// Most negentropy sessions open at once.
+    pub peak_negentropy: usize,
+    /// EVENT messages the relay sent to this client.
+    pub events_sent: u64,
+    /// Whether the proxy dropped the connection after its message budget.
+    pub dropped: bool,
+}
+
+/// A snapshot of everything the strict relay counted since it was created (restarts
+/// included).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StrictStats {
+    /// Every REQ and NEG-OPEN, in arrival order per connection.
+    pub starts: Vec<QueryStart>,
+    /// Refusals sent, by kind.
+    pub refusals: BTreeMap<RefusalKind, u64>,
+    /// One entry per client connection, in the order they were accepted.
+    pub per_connection: Vec<ConnectionStats>,
+}
+
+impl StrictStats {
+    /// WebSocket connections the proxy served.
+    pub fn connections(&self) -> usize {
+        self.per_connection.len()
+    }
+
+    /// REQs sent, refused or not.
+    pub fn req_starts(&self) -> impl Iterator<Item = &QueryStart> {
+        self.starts.iter().filter(|s| s.kind == StartKind::Req)
+    }
+
+    /// NEG-OPENs sent, refused or not.
+    pub fn neg_opens(&self) -> usize {
+        self.starts
+            .iter()
+            .filter(|s| s.kind == StartKind::NegOpen)
+            .count()
+    }
+
+    /// Refusals of one kind.
+    pub fn refusals_of(&self, kind: RefusalKind) -> u64 {
+        self.refusals.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// Refusals of every kind.
+    pub fn total_refusals(&self) -> u64 {
+        self.refusals.values().sum()
+    }
+
+    /// Most REQ subscriptions open at once on any one connection.
+    pub fn peak_open_subscriptions(&self) -> usize {
+        self.per_connection
+            .iter()
+            .map(|c| c.peak_subscriptions)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// EVENT messages sent to all clients.
+    pub fn events_sent(&self) -> u64 {
+        self.per_connection.iter().map(|c| c.events_sent).sum()
+    }
+
+    /// The most starts (REQ and NEG-OPEN, refused or not) any one connection made within a
+    /// span of `window`, both ends included. `most_starts_within(Duration::ZERO)` counts
+    /// starts at the same instant; a pacer spacing starts one second apart keeps
+    /// `most_starts_within(Duration::from_millis(999))` at 1.
+    pub fn most_starts_within(&self, window: Duration) -> usize {
+        self.most_starts_within_by(window, |_| true)
+    }
+
+    /// [`StrictStats::most_starts_within`] over the starts `include` accepts, for example
+    /// only the background ones, told apart by their subscription IDs.
+    pub fn most_starts_within_by(
+        &self,
+        window: Duration,
+        include: impl Fn(&QueryStart) -> bool,
+    ) -> usize {
+        let mut most = 0;
+        for connection in 0..self.per_connection.len() {
+            let mut times: Vec<Instant> = self
+                .starts
+                .iter()
+                .filter(|s| s.connection == connection && include(s))
+                .map(|s| s.at)
+                .collect();
+            times.sort_unstable();
+            let mut first = 0;
+            for (last, at) in times.iter().enumerate() {
+                while at.duration_since(times[first]) > window {
+                    first += 1;
+                }
+                most = most.max(last + 1 - first);
+            }
+        }
+        most
+    }
+}
+
+/// The shared, lockable counters a relay's connections write to.
+#[derive(Debug, Default)]
+pub(crate) struct Recorder {
+    stats: Mutex<StrictStats>,
+}
+
+impl Recorder {
+    /// A copy of the counters.
+    pub(crate) fn snapshot(&self) -> StrictStats {
+        self.lock().clone()
+    }
+
+    /// Registers a new connection; returns its index.
+    pub(crate) fn open_connection(&self) -> usize {
+        let mut stats = self.lock();
+        stats.per_connection.push(ConnectionStats::default());
+        stats.per_connection.len() - 1
+    }
+
+    /// Records one client text message and what the gate made of it.
+    pub(crate) fn client_message(
+        &self,
+        connection: usize,
+        start: Option<(StartKind, String)>,
+        at: Instant,
+        refused: Option<RefusalKind>,
+        open: (usize, usize),
+    ) {
+        let mut stats = self.lock();
+        if let Some((kind, subscription_id)) = start {
+            stats.starts.push(QueryStart {
+                connection,
+                kind,
+                subscription_id,
+                at,
+                refused,
+            });
+        }
+        if let Some(kind) = refused {
+            *stats.refusals.entry(kind).or_insert(0) += 1;
+        }
+        if let Some(c) = stats.per_connection.get_mut(connection) {
+            c.client_messages += 1;
+            c.peak_subscriptions = c.peak_subscriptions.max(open.0);
+            c.peak_negentropy = c.peak_negentropy.max(open.1);
+        }
+    }
+
+    /// Records one EVENT sent to a client.
+    pub(crate) fn event_sent(&self, connection: usize) {
+        if let Some(c) = self.lock().per_connection.get_mut(connection) {
+            c.events_sent += 1;
+        }
+    }
+
+    /// Records that the proxy dropped a connection after its message budget.
+    pub(crate) fn dropped(&self, connection: usize) {
+        if let Some(c) = self.lock().per_connection.get_mut(connection) {
+            c.dropped = true;
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, StrictStats> {
+        self.stats.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests;
