@@ -1,12 +1,77 @@
-//! The `grasp-sync` daemon binary (commands arrive with the engine).
+//! The `grasp-sync` executable: parses the command line, sets up logging, runs `run` or `demo`
+//! on a tokio runtime, and turns the outcome into an exit code.
 
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
 use clap::Parser;
+use grasp_sync_bin::{Cli, Command, DemoOptions, run, run_demo};
+use tracing_subscriber::EnvFilter;
 
-/// GRASP-02 proactive sync for Nostr git relays.
-#[derive(Debug, Parser)]
-#[command(name = "grasp-sync", version, about)]
-struct Cli {}
+/// Exit code for an unusable configuration.
+const CONFIG_ERROR: u8 = 2;
+/// Log filter of `run` when `RUST_LOG` is unset: `info`, the nostr libraries at `warn`.
+const RUN_LOG_FILTER: &str =
+    "info,nostr_relay_pool=warn,nostr_relay_builder=warn,nostr_sdk=warn,nostr_lmdb=warn";
+/// Log filter of `demo` when `RUST_LOG` is unset: also silences the local relays' reports of
+/// connections closed at shutdown.
+const DEMO_LOG_FILTER: &str =
+    "info,nostr_relay_pool=warn,nostr_relay_builder=off,nostr_sdk=warn,nostr_lmdb=warn";
 
-fn main() {
-    let _cli = Cli::parse();
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(match cli.command {
+        Command::Run(_) => RUN_LOG_FILTER,
+        Command::Demo(_) => DEMO_LOG_FILTER,
+    });
+    match execute(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            // Nothing else can be done if stderr is gone.
+            let _ = writeln!(std::io::stderr(), "error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let outcome = match cli.command {
+        Command::Run(args) => match args.settings() {
+            Ok(settings) => runtime.block_on(run(&settings)).map(|()| ExitCode::SUCCESS),
+            Err(error) => {
+                let _ = writeln!(std::io::stderr(), "error: {error}");
+                Ok(ExitCode::from(CONFIG_ERROR))
+            }
+        },
+        Command::Demo(args) => {
+            let options = DemoOptions::try_from(&args)?;
+            runtime.block_on(async {
+                let mut out = std::io::stdout();
+                let summary = run_demo(&options, &mut out).await?;
+                Ok(if summary.passed() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                })
+            })
+        }
+    };
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    outcome
+}
+
+/// Logs to stderr, filtered by `RUST_LOG`, or by `default` when it is unset.
+fn init_logging(default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 }

@@ -1,0 +1,147 @@
+//! The command line: `grasp-sync run` (the daemon) and `grasp-sync demo`, with every
+//! configuration key as a flag and a `GRASP_SYNC_*` environment variable. Flags and the
+//! environment are turned into a [`RawConfig`] layer over the configuration file.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{RawConfig, Settings, parse_bool};
+use crate::error::ConfigError;
+
+/// GRASP-02 proactive sync for Nostr git relays.
+#[derive(Debug, Parser)]
+#[command(name = "grasp-sync", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon: an own relay (embedded, or external with --own-relay) kept complete by
+    /// proactive sync, with /metrics and /status endpoints.
+    Run(Box<RunArgs>),
+    /// Start a small local network of seeded relays, sync it into an embedded daemon on a
+    /// temporary directory, and check that exactly the expected events arrived.
+    Demo(DemoArgs),
+}
+
+/// Flags of `grasp-sync run`. Each overrides the same key of the configuration file; a
+/// repeatable flag given at least once replaces the file's whole list.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RunArgs {
+    /// TOML configuration file.
+    #[arg(long, env = "GRASP_SYNC_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address of the embedded relay [default: 127.0.0.1:7777].
+    #[arg(long, env = "GRASP_SYNC_LISTEN", value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Data directory [default: ./grasp-sync-data].
+    #[arg(long, env = "GRASP_SYNC_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Relay URL that announcements must list [default: ws://LISTEN, or --own-relay].
+    #[arg(long, env = "GRASP_SYNC_SERVICE_URL", value_name = "URL")]
+    pub service_url: Option<String>,
+    /// Sync into this external relay instead of the embedded one.
+    #[arg(long, env = "GRASP_SYNC_OWN_RELAY", value_name = "URL")]
+    pub own_relay: Option<String>,
+    /// Bootstrap relay (repeatable; comma-separated in the environment).
+    #[arg(
+        long = "bootstrap-relay",
+        env = "GRASP_SYNC_BOOTSTRAP_RELAYS",
+        value_name = "URL",
+        value_delimiter = ','
+    )]
+    pub bootstrap_relays: Vec<String>,
+    /// Host or relay URL allowed even when private (repeatable).
+    #[arg(
+        long = "allow-relay",
+        env = "GRASP_SYNC_ALLOW_RELAYS",
+        value_name = "HOST",
+        value_delimiter = ','
+    )]
+    pub allow_relays: Vec<String>,
+    /// Host or relay URL never dialled (repeatable).
+    #[arg(
+        long = "deny-relay",
+        env = "GRASP_SYNC_DENY_RELAYS",
+        value_name = "HOST",
+        value_delimiter = ','
+    )]
+    pub deny_relays: Vec<String>,
+    /// Dial private, loopback and link-local relays [default: false].
+    #[arg(
+        long,
+        env = "GRASP_SYNC_ALLOW_PRIVATE_RELAYS",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub allow_private_relays: Option<String>,
+    /// Self-feed batch window [default: 5s].
+    #[arg(long, env = "GRASP_SYNC_BATCH_WINDOW", value_name = "DURATION")]
+    pub batch_window: Option<String>,
+    /// First connection-failure backoff [default: 5s].
+    #[arg(long, env = "GRASP_SYNC_BACKOFF_BASE", value_name = "DURATION")]
+    pub backoff_base: Option<String>,
+    /// Largest connection-failure backoff [default: 1h].
+    #[arg(long, env = "GRASP_SYNC_BACKOFF_CAP", value_name = "DURATION")]
+    pub backoff_cap: Option<String>,
+    /// Address of /metrics and /status [default: 127.0.0.1:9477].
+    #[arg(long, env = "GRASP_SYNC_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+}
+
+impl RunArgs {
+    /// The layer these flags and variables set.
+    pub fn overrides(&self) -> Result<RawConfig, ConfigError> {
+        let list = |values: &Vec<String>| (!values.is_empty()).then(|| values.clone());
+        Ok(RawConfig {
+            listen: self.listen.clone(),
+            data_dir: self.data_dir.clone(),
+            service_url: self.service_url.clone(),
+            own_relay: self.own_relay.clone(),
+            bootstrap_relays: list(&self.bootstrap_relays),
+            allow_relays: list(&self.allow_relays),
+            deny_relays: list(&self.deny_relays),
+            allow_private_relays: self
+                .allow_private_relays
+                .as_deref()
+                .map(|value| parse_bool("allow_private_relays", value))
+                .transpose()?,
+            batch_window: self.batch_window.clone(),
+            backoff_base: self.backoff_base.clone(),
+            backoff_cap: self.backoff_cap.clone(),
+            metrics_listen: self.metrics_listen.clone(),
+        })
+    }
+
+    /// The configuration file (if any) under these flags and variables, validated.
+    pub fn settings(&self) -> Result<Settings, ConfigError> {
+        let file = match &self.config {
+            Some(path) => RawConfig::from_file(path)?,
+            None => RawConfig::default(),
+        };
+        Settings::resolve(file.merge(self.overrides()?))
+    }
+}
+
+/// Flags of `grasp-sync demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Seed of the generated network.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// Repository announcements in the network.
+    #[arg(long, default_value_t = 6)]
+    pub repos: usize,
+    /// Relays in the network.
+    #[arg(long, default_value_t = 3)]
+    pub relays: usize,
+    /// Fail if the store has not converged by then.
+    #[arg(long, default_value = "120s", value_name = "DURATION")]
+    pub timeout: String,
+}

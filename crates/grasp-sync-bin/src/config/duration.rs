@@ -1,0 +1,44 @@
+//! Durations in configuration values: a whole number followed by a unit (`250ms`, `5s`, `2m`,
+//! `1h`), the form operators write in TOML files, environment variables and flags alike.
+
+use std::time::Duration;
+
+/// Parses `<number><unit>` with unit `ms`, `s`, `m` or `h`; whitespace around is ignored.
+pub fn parse_duration(input: &str) -> Result<Duration, String> {
+    let text = input.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("`{text}` has no unit (use ms, s, m or h, e.g. `5s`)"))?;
+    let (digits, unit) = text.split_at(split);
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` does not start with a whole number (e.g. `5s`)"))?;
+    let duration = match unit.trim() {
+        "ms" => Duration::from_millis(value),
+        "s" => Duration::from_secs(value),
+        "m" => Duration::from_secs(value.saturating_mul(60)),
+        "h" => Duration::from_secs(value.saturating_mul(3600)),
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{text}` (use ms, s, m or h)"
+            ));
+        }
+    };
+    Ok(duration)
+}
+
+/// Formats a duration the way [`parse_duration`] reads it, in the largest exact unit.
+pub fn format_duration(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    if millis % 1000 != 0 {
+        return format!("{millis}ms");
+    }
+    let secs = duration.as_secs();
+    if secs != 0 && secs % 3600 == 0 {
+        format!("{}h", secs / 3600)
+    } else if secs != 0 && secs % 60 == 0 {
+        format!("{}m", secs / 60)
+    } else {
+        format!("{secs}s")
+    }
+}

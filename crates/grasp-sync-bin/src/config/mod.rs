@@ -1,0 +1,299 @@
+//! The daemon's configuration: [`RawConfig`] is one layer of optional keys (a TOML file,
+//! environment variables, flags), layers are merged with the later one winning, and
+//! [`Settings::resolve`] validates the result into typed values or one [`ConfigError`] naming
+//! the key at fault.
+
+mod duration;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use grasp_sync_engine::{AddressPolicy, EngineConfig};
+use grasp_sync_health::HealthConfig;
+use grasp_sync_model::RelayUrl;
+use serde::Deserialize;
+
+use crate::error::ConfigError;
+
+pub use duration::{format_duration, parse_duration};
+
+/// Default address of the embedded relay.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7777";
+/// Default data directory.
+pub const DEFAULT_DATA_DIR: &str = "./grasp-sync-data";
+/// Default address of the `/metrics` and `/status` endpoints.
+pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9477";
+
+/// One layer of configuration: every key optional. Deserialised from the TOML file (unknown
+/// keys are an error) and built from environment variables and flags.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Address the embedded relay listens on.
+    pub listen: Option<String>,
+    /// Directory of the LMDB store (embedded) or the local index (external).
+    pub data_dir: Option<PathBuf>,
+    /// The relay URL that announcements must list for this service.
+    pub service_url: Option<String>,
+    /// An external own relay to sync into instead of the embedded one.
+    pub own_relay: Option<String>,
+    /// Relays connected from the start and never retired.
+    pub bootstrap_relays: Option<Vec<String>>,
+    /// Hosts (or relay URLs) allowed even when private.
+    pub allow_relays: Option<Vec<String>>,
+    /// Hosts (or relay URLs) never dialled.
+    pub deny_relays: Option<Vec<String>>,
+    /// Allow every private, loopback and link-local relay.
+    pub allow_private_relays: Option<bool>,
+    /// Self-feed batch window, e.g. `5s`.
+    pub batch_window: Option<String>,
+    /// First connection-failure backoff, e.g. `5s`.
+    pub backoff_base: Option<String>,
+    /// Largest connection-failure backoff, e.g. `1h`.
+    pub backoff_cap: Option<String>,
+    /// Address of the `/metrics` and `/status` endpoints.
+    pub metrics_listen: Option<String>,
+}
+
+impl RawConfig {
+    /// Parses a TOML document; `path` only names the file in errors.
+    pub fn from_toml(text: &str, path: &str) -> Result<RawConfig, ConfigError> {
+        toml::from_str(text).map_err(|error| ConfigError::File {
+            path: path.to_owned(),
+            reason: describe_toml_error(text, &error),
+        })
+    }
+
+    /// Reads and parses a TOML file.
+    pub fn from_file(path: &Path) -> Result<RawConfig, ConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+            path: shown.clone(),
+            reason: error.to_string(),
+        })?;
+        RawConfig::from_toml(&text, &shown)
+    }
+
+    /// This layer with every key that `over` sets replaced by its value.
+    pub fn merge(self, over: RawConfig) -> RawConfig {
+        RawConfig {
+            listen: over.listen.or(self.listen),
+            data_dir: over.data_dir.or(self.data_dir),
+            service_url: over.service_url.or(self.service_url),
+            own_relay: over.own_relay.or(self.own_relay),
+            bootstrap_relays: over.bootstrap_relays.or(self.bootstrap_relays),
+            allow_relays: over.allow_relays.or(self.allow_relays),
+            deny_relays: over.deny_relays.or(self.deny_relays),
+            allow_private_relays: over.allow_private_relays.or(self.allow_private_relays),
+            batch_window: over.batch_window.or(self.batch_window),
+            backoff_base: over.backoff_base.or(self.backoff_base),
+            backoff_cap: over.backoff_cap.or(self.backoff_cap),
+            metrics_listen: over.metrics_listen.or(self.metrics_listen),
+        }
+    }
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Address the embedded relay listens on (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// The service URL; `None` derives it from the embedded relay's bound address
+    /// (`ws://ADDR`) or, in external mode, uses `own_relay`.
+    pub service_url: Option<RelayUrl>,
+    /// The external own relay; `None` runs the embedded relay.
+    pub own_relay: Option<RelayUrl>,
+    /// Bootstrap relays.
+    pub bootstrap_relays: Vec<RelayUrl>,
+    /// Which discovered relays may be dialled.
+    pub address_policy: AddressPolicy,
+    /// Self-feed batch window.
+    pub batch_window: Duration,
+    /// First connection-failure backoff.
+    pub backoff_base: Duration,
+    /// Largest connection-failure backoff.
+    pub backoff_cap: Duration,
+    /// Address of the `/metrics` and `/status` endpoints (port 0 picks a free port).
+    pub metrics_listen: SocketAddr,
+}
+
+impl Settings {
+    /// Validates a merged configuration, filling in defaults.
+    pub fn resolve(raw: RawConfig) -> Result<Settings, ConfigError> {
+        let defaults = EngineConfig::default();
+        let health = HealthConfig::default();
+        let batch_window = duration_key("batch_window", raw.batch_window.as_deref())?
+            .unwrap_or(defaults.batch_window);
+        let backoff_base = duration_key("backoff_base", raw.backoff_base.as_deref())?
+            .unwrap_or(health.connect_backoff_base);
+        let backoff_cap = duration_key("backoff_cap", raw.backoff_cap.as_deref())?
+            .unwrap_or(health.connect_backoff_max);
+        if batch_window.is_zero() {
+            return Err(ConfigError::invalid(
+                "batch_window",
+                "must be longer than 0",
+            ));
+        }
+        if backoff_base.is_zero() {
+            return Err(ConfigError::invalid(
+                "backoff_base",
+                "must be longer than 0",
+            ));
+        }
+        if backoff_cap < backoff_base {
+            return Err(ConfigError::invalid(
+                "backoff_cap",
+                format!(
+                    "{} is shorter than backoff_base ({})",
+                    format_duration(backoff_cap),
+                    format_duration(backoff_base)
+                ),
+            ));
+        }
+        let data_dir = raw
+            .data_dir
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+        if data_dir.as_os_str().is_empty() {
+            return Err(ConfigError::invalid("data_dir", "must not be empty"));
+        }
+        Ok(Settings {
+            listen: address_key("listen", raw.listen.as_deref(), DEFAULT_LISTEN)?,
+            data_dir,
+            service_url: url_key("service_url", raw.service_url.as_deref())?,
+            own_relay: url_key("own_relay", raw.own_relay.as_deref())?,
+            bootstrap_relays: url_list_key("bootstrap_relays", raw.bootstrap_relays)?,
+            address_policy: AddressPolicy {
+                allow_private: raw.allow_private_relays.unwrap_or(false),
+                allowed_hosts: host_list_key("allow_relays", raw.allow_relays)?,
+                denied_hosts: host_list_key("deny_relays", raw.deny_relays)?,
+            },
+            batch_window,
+            backoff_base,
+            backoff_cap,
+            metrics_listen: address_key(
+                "metrics_listen",
+                raw.metrics_listen.as_deref(),
+                DEFAULT_METRICS_LISTEN,
+            )?,
+        })
+    }
+
+    /// The engine configuration for a service reachable at `service_url`.
+    pub fn engine_config(&self, service_url: &RelayUrl) -> EngineConfig {
+        EngineConfig {
+            own_relay: Some(service_url.clone()),
+            bootstrap_relays: self.bootstrap_relays.clone(),
+            address_policy: self.address_policy.clone(),
+            batch_window: self.batch_window,
+            health: HealthConfig {
+                connect_backoff_base: self.backoff_base,
+                connect_backoff_max: self.backoff_cap,
+                ..HealthConfig::default()
+            },
+            ..EngineConfig::default()
+        }
+    }
+}
+
+/// Parses a boolean the way the environment and flags spell it.
+pub fn parse_bool(key: &'static str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        other => Err(ConfigError::invalid(
+            key,
+            format!("expected true or false, got `{other}`"),
+        )),
+    }
+}
+
+fn duration_key(key: &'static str, value: Option<&str>) -> Result<Option<Duration>, ConfigError> {
+    value
+        .map(|text| parse_duration(text).map_err(|reason| ConfigError::invalid(key, reason)))
+        .transpose()
+}
+
+fn address_key(
+    key: &'static str,
+    value: Option<&str>,
+    default: &str,
+) -> Result<SocketAddr, ConfigError> {
+    let text = value.unwrap_or(default).trim();
+    text.parse().map_err(|_| {
+        ConfigError::invalid(
+            key,
+            format!("`{text}` is not an IP address with a port (e.g. `127.0.0.1:7777`)"),
+        )
+    })
+}
+
+fn url_key(key: &'static str, value: Option<&str>) -> Result<Option<RelayUrl>, ConfigError> {
+    value.map(|text| parse_url(key, text)).transpose()
+}
+
+fn url_list_key(
+    key: &'static str,
+    values: Option<Vec<String>>,
+) -> Result<Vec<RelayUrl>, ConfigError> {
+    let mut urls: Vec<RelayUrl> = Vec::new();
+    for text in values.unwrap_or_default() {
+        let url = parse_url(key, &text)?;
+        if !urls.contains(&url) {
+            urls.push(url);
+        }
+    }
+    Ok(urls)
+}
+
+fn parse_url(key: &'static str, text: &str) -> Result<RelayUrl, ConfigError> {
+    RelayUrl::parse(text).map_err(|error| ConfigError::invalid(key, error.to_string()))
+}
+
+/// Hosts, given as bare hosts or as relay URLs (whose host is taken).
+fn host_list_key(
+    key: &'static str,
+    values: Option<Vec<String>>,
+) -> Result<Vec<String>, ConfigError> {
+    let mut hosts: Vec<String> = Vec::new();
+    for text in values.unwrap_or_default() {
+        let text = text.trim();
+        let host = if text.contains("://") {
+            parse_url(key, text)?.host().to_owned()
+        } else {
+            text.to_ascii_lowercase()
+        };
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '/') {
+            return Err(ConfigError::invalid(
+                key,
+                format!("`{text}` is not a host name, an IP address or a relay URL"),
+            ));
+        }
+        if !hosts.contains(&host) {
+            hosts.push(host);
+        }
+    }
+    Ok(hosts)
+}
+
+/// One line: where in the file, the offending line's text (which names the key) and the
+/// problem.
+fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().trim();
+    let Some(span) = error.span() else {
+        return message.to_owned();
+    };
+    let start = span.start.min(text.len());
+    let line_number = text[..start].matches('\n').count() + 1;
+    let line = text.lines().nth(line_number - 1).unwrap_or_default().trim();
+    format!("line {line_number} (`{line}`): {message}")
+}
+
+#[cfg(test)]
+mod tests;

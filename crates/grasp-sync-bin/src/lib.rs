@@ -1,0 +1,29 @@
+//! grasp-sync-bin: the `grasp-sync` daemon as a library, so its commands can be tested.
+//!
+//! It wires the engine to the world: an own relay (embedded: a `nostr-relay-builder` relay
+//! over the engine's LMDB store and acceptance policy; external: another relay over
+//! WebSocket), the nostr-sdk connector, configuration from a TOML file, `GRASP_SYNC_*`
+//! variables and flags, Prometheus metrics and a JSON status endpoint, signals and graceful
+//! shutdown, and the `demo` command.
+//!
+//! It deliberately holds no sync logic and no acceptance rules: those are the engine's and the
+//! store's. In external mode the other relay's own policy decides what it keeps.
+#![doc = include_str!("../README.md")]
+
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod demo;
+mod endpoints;
+pub mod error;
+pub mod external;
+pub mod feed;
+mod http;
+pub mod metrics;
+mod relay;
+
+pub use cli::{Cli, Command, DemoArgs, RunArgs};
+pub use config::{RawConfig, Settings};
+pub use daemon::{Daemon, run};
+pub use demo::{DemoOptions, DemoSummary, run_demo};
+pub use error::ConfigError;

@@ -1,0 +1,83 @@
+//! [`MetricsRegistry`]: the opentelemetry meter the engine records on, exported to a
+//! Prometheus registry and rendered as Prometheus text for `/metrics`; and [`SyncedCounter`],
+//! which counts the events sync newly saved into `grasp_sync_events_synced_total`.
+
+use anyhow::Context;
+use async_trait::async_trait;
+use grasp_sync_engine::{SyncMetrics, SyncedEventHook};
+use nostr::Event;
+use opentelemetry::metrics::{Meter, MeterProvider};
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use prometheus::{Encoder, TextEncoder};
+
+/// Instrument scope of the daemon's meter.
+const METER_NAME: &str = "grasp-sync";
+
+/// A meter provider whose instruments are read by a Prometheus registry.
+#[derive(Debug, Clone)]
+pub struct MetricsRegistry {
+    registry: prometheus::Registry,
+    provider: SdkMeterProvider,
+}
+
+impl MetricsRegistry {
+    /// A fresh registry. Instrument names are exported as recorded (the engine's counters
+    /// already end in `_total`), without the `target_info` metric or scope labels.
+    pub fn new() -> anyhow::Result<MetricsRegistry> {
+        let registry = prometheus::Registry::new();
+        let exporter = opentelemetry_prometheus::exporter()
+            .with_registry(registry.clone())
+            .without_counter_suffixes()
+            .without_units()
+            .without_target_info()
+            .scope_info_enabled(false)
+            .build()
+            .context("building the prometheus exporter")?;
+        let provider = SdkMeterProvider::builder().with_reader(exporter).build();
+        Ok(MetricsRegistry { registry, provider })
+    }
+
+    /// The meter to hand to the engine.
+    pub fn meter(&self) -> Meter {
+        self.provider.meter(METER_NAME)
+    }
+
+    /// Every metric in the Prometheus text format.
+    pub fn render(&self) -> anyhow::Result<String> {
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .context("encoding metrics")?;
+        String::from_utf8(out).context("metrics text is not utf-8")
+    }
+
+    /// Stops the meter provider.
+    pub fn shutdown(&self) {
+        if let Err(error) = self.provider.shutdown() {
+            tracing::debug!(%error, "meter provider shutdown");
+        }
+    }
+}
+
+/// Counts newly saved synced events on `grasp_sync_events_synced_total`. The engine defines
+/// the counter but does not add to it itself; its synced-event hook sees every new save.
+#[derive(Debug, Clone)]
+pub struct SyncedCounter {
+    metrics: SyncMetrics,
+}
+
+impl SyncedCounter {
+    /// A counter on `meter` (the same instruments the engine records on).
+    pub fn new(meter: &Meter) -> Self {
+        Self {
+            metrics: SyncMetrics::new(meter),
+        }
+    }
+}
+
+#[async_trait]
+impl SyncedEventHook for SyncedCounter {
+    async fn events_synced(&self, events: Vec<Event>) {
+        self.metrics.record_synced(events.len() as u64);
+    }
+}

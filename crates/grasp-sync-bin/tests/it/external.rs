@@ -1,0 +1,110 @@
+//! External mode end to end: a test relay is the own relay, another is a source; the daemon
+//! discovers the repository on the own relay's feed and publishes what the source holds into it.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use grasp_sync_bin::{Daemon, Settings};
+use grasp_sync_model::RelayUrl;
+use grasp_sync_testkit::nip34::{self, Announcement, RepoRef, RootKind, ThreadTag};
+use grasp_sync_testkit::{TestRelay, TestRelayConfig};
+use nostr::{EventBuilder, Keys, Timestamp};
+
+use crate::support::{http_get, test_settings, wait_until};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_from_a_listed_relay_arrive_in_the_external_own_relay() {
+    let own = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("own relay");
+    let source = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("source");
+
+    let owner = Keys::generate();
+    let at = |s: u64| Timestamp::from_secs(1_700_000_000 + s);
+    let announcement = nip34::announcement(
+        &owner,
+        &Announcement {
+            identifier: "tool".to_owned(),
+            name: "tool".to_owned(),
+            relays: vec![own.url(), source.url()],
+            clone: vec![format!(
+                "https://git.example.org/{}/tool.git",
+                owner.public_key().to_hex()
+            )],
+            maintainers: Vec::new(),
+            created_at: at(0),
+        },
+    )
+    .expect("announcement");
+    let repo = RepoRef::new(owner.public_key(), "tool");
+    let author = Keys::generate();
+    let issue = nip34::root(
+        &author,
+        RootKind::Issue,
+        std::slice::from_ref(&repo),
+        "bug",
+        at(10),
+    )
+    .expect("issue");
+    let patch = nip34::root(&author, RootKind::Patch, &[repo], "fix", at(11)).expect("patch");
+    let reply = nip34::reply(&author, &issue, ThreadTag::LowerE, "me too", at(12)).expect("reply");
+    let unrelated = EventBuilder::text_note("unrelated")
+        .custom_created_at(at(13))
+        .sign_with_keys(&author)
+        .expect("note");
+
+    own.seed([announcement.clone()]).await.expect("seed own");
+    source
+        .seed([
+            announcement,
+            issue.clone(),
+            patch.clone(),
+            reply.clone(),
+            unrelated.clone(),
+        ])
+        .await
+        .expect("seed source");
+
+    let dir = tempfile::tempdir().expect("dir");
+    let settings = Settings {
+        own_relay: Some(RelayUrl::parse(&own.url()).expect("url")),
+        ..test_settings(dir.path())
+    };
+    let daemon = Daemon::start(&settings).await.expect("daemon");
+    assert_eq!(daemon.relay_addr(), None);
+    assert_eq!(daemon.service_url().as_str(), own.url());
+
+    let wanted: BTreeSet<_> = [issue.id, patch.id, reply.id].into();
+    let arrived = wait_until(Duration::from_secs(45), || async {
+        let held = own.event_ids().await.expect("ids");
+        wanted.is_subset(&held)
+    })
+    .await;
+    let status = daemon.status().await;
+    assert!(
+        arrived,
+        "own relay holds {:?}; status {status:#?}",
+        own.event_ids().await
+    );
+    assert!(!own.event_ids().await.expect("ids").contains(&unrelated.id));
+    for id in &wanted {
+        assert!(
+            daemon.holds(id).await.expect("holds"),
+            "{id} confirmed by OK"
+        );
+    }
+    // The three events were newly saved by sync; the announcement was already there.
+    let counted = wait_until(Duration::from_secs(10), || async {
+        let (_, metrics) = http_get(daemon.metrics_addr(), "/metrics").await;
+        metrics.contains("grasp_sync_events_synced_total 3")
+    })
+    .await;
+    assert!(
+        counted,
+        "{}",
+        http_get(daemon.metrics_addr(), "/metrics").await.1
+    );
+    daemon.shutdown().await;
+}

@@ -1,0 +1,8 @@
+//! Integration tests of the `grasp-sync` daemon: the command line (the built binary), the
+//! embedded relay's acceptance policy over WebSocket, the demo, and external mode.
+
+mod acceptance;
+mod cli;
+mod demo;
+mod external;
+mod support;
