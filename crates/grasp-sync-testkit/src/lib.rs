@@ -21,6 +21,6 @@ pub use error::TestkitError;
 pub use network::{GeneratedNetwork, GeneratedRepo, NetworkSpec, RootCount, TestNetwork, generate};
 pub use relay::strict::{
     ConnectionStats, Dialect, FilterFn, FilterLimit, FilterPredicate, PolicyRule, QueryStart,
-    RefusalKind, StartKind, StrictLimits, StrictStats, SubscriptionLimit,
+    RefusalKind, ServeById, StartKind, StrictLimits, StrictStats, SubscriptionLimit,
 };
 pub use relay::{Nip11Mode, StoreKind, TestRelay, TestRelayConfig};

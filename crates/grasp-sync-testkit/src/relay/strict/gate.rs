@@ -11,6 +11,7 @@ use nostr::{ClientMessage, Filter, JsonUtil};
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::ServeById;
 use super::texts::{self, Reply};
 use super::{RefusalKind, StartKind, StrictLimits};
 
@@ -72,6 +73,8 @@ pub(crate) struct Gate {
     window: VecDeque<Instant>,
     /// Client text messages read.
     messages: u64,
+    /// Open subscriptions asking only for exact IDs (see `serve_by_id_percent`).
+    by_id: HashSet<String>,
 }
 
 impl Gate {
@@ -83,6 +86,7 @@ impl Gate {
             retained_bytes: 0,
             window: VecDeque::new(),
             messages: 0,
+            by_id: HashSet::new(),
         }
     }
 
@@ -113,7 +117,15 @@ impl Gate {
             } => {
                 let id = subscription_id.to_string();
                 let filters: Vec<Filter> = filters.into_iter().map(|f| f.into_owned()).collect();
-                self.handle_req(now, id, &filters, text.len())
+                let by_id = !filters.is_empty() && filters.iter().all(|f| f.ids.is_some());
+                let outcome = self.handle_req(now, id.clone(), &filters, text.len());
+                // After the request's own bookkeeping, which forgets a replaced subscription.
+                if by_id && matches!(outcome.verdict, Verdict::Forward) {
+                    self.by_id.insert(id);
+                } else {
+                    self.by_id.remove(&id);
+                }
+                outcome
             }
             ClientMessage::Close(subscription_id) => {
                 self.end_subscription(subscription_id.as_str());
@@ -132,6 +144,32 @@ impl Gate {
             }
             _ => ClientOutcome::forward(None),
         }
+    }
+
+    /// Whether an `EVENT` frame from the relay is withheld (`serve_by_id_percent`).
+    pub(crate) fn withholds(&self, text: &str) -> bool {
+        let Some(percent) = self.limits.serve_by_id.as_ref().map(ServeById::percent) else {
+            return false;
+        };
+        let Ok(serde_json::Value::Array(parts)) = serde_json::from_str::<serde_json::Value>(text)
+        else {
+            return false;
+        };
+        let (Some(sub), Some(id)) = (
+            parts.get(1).and_then(serde_json::Value::as_str),
+            parts
+                .get(2)
+                .and_then(|e| e.get("id"))
+                .and_then(serde_json::Value::as_str),
+        ) else {
+            return false;
+        };
+        if !self.by_id.contains(sub) {
+            return false;
+        }
+        // The first byte of the ID spreads events evenly over 0..256.
+        let byte = u8::from_str_radix(id.get(..2).unwrap_or("00"), 16).unwrap_or(0);
+        u32::from(byte) * 100 >= u32::from(percent) * 256
     }
 
     /// Reads one relay text message; returns whether it is an `EVENT`.
@@ -303,6 +341,7 @@ impl Gate {
 
     /// Forgets subscription `id` and releases its bytes.
     fn end_subscription(&mut self, id: &str) {
+        self.by_id.remove(id);
         if let Some(size) = self.subscriptions.remove(id) {
             self.retained_bytes -= size;
         }

@@ -58,6 +58,11 @@ pub struct StrictLimits {
     /// The connection is dropped, without a close frame, when client message number `n + 1`
     /// arrives; the first `n` are handled normally.
     pub disconnect_after_messages: Option<u64>,
+    /// Share of the events asked for by exact ID (a REQ whose every filter has `ids`) that
+    /// are delivered; the rest are silently withheld, deterministically by event ID. Models a
+    /// relay that advertises inventory in negentropy but cannot serve it by ID. The share can
+    /// be changed while the relay runs (keep a clone). `None` serves everything.
+    pub serve_by_id: Option<ServeById>,
 }
 
 impl Default for StrictLimits {
@@ -71,9 +76,43 @@ impl Default for StrictLimits {
             negentropy_enabled: true,
             policies: Vec::new(),
             disconnect_after_messages: None,
+            serve_by_id: None,
         }
     }
 }
+
+/// The share (0–100 %) of by-ID requested events a strict relay delivers; shared by its clones,
+/// so a test can change it while the relay runs.
+#[derive(Debug, Clone)]
+pub struct ServeById(std::sync::Arc<std::sync::atomic::AtomicU8>);
+
+impl ServeById {
+    /// Delivers `percent` % of by-ID requested events (capped at 100).
+    pub fn new(percent: u8) -> Self {
+        Self(std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
+            percent.min(100),
+        )))
+    }
+
+    /// Changes the share for every connection, from the next event on.
+    pub fn set(&self, percent: u8) {
+        self.0
+            .store(percent.min(100), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The current share.
+    pub fn percent(&self) -> u8 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl PartialEq for ServeById {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ServeById {}
 
 /// The relay implementation whose refusal text a limit copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

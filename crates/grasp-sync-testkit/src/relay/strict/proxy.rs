@@ -180,11 +180,12 @@ impl Link {
     fn handle_relay_item(&self, from_relay: Option<Result<Message, WsError>>) -> Next {
         match from_relay {
             Some(Ok(Message::Text(text))) => {
-                let is_event = self
-                    .gate
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .handle_relay(text.as_str());
+                let mut gate = self.gate.lock().unwrap_or_else(PoisonError::into_inner);
+                let is_event = gate.handle_relay(text.as_str());
+                if is_event && gate.withholds(text.as_str()) {
+                    return Next::Skip;
+                }
+                drop(gate);
                 if is_event {
                     self.recorder.event_sent(self.connection);
                 }

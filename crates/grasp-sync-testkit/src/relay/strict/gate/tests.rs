@@ -429,3 +429,38 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn events_asked_for_by_id_are_withheld_by_share_and_others_are_not() {
+    use nostr::JsonUtil;
+    let serve = crate::ServeById::new(0);
+    let limits = StrictLimits {
+        serve_by_id: Some(serve.clone()),
+        ..StrictLimits::default()
+    };
+    let mut gate = Gate::new(Arc::new(limits));
+    let keys = nostr::Keys::generate();
+    let event = nostr::EventBuilder::text_note("x")
+        .sign_with_keys(&keys)
+        .expect("sign");
+    let by_id = nostr::ClientMessage::req(
+        nostr::SubscriptionId::new("ids"),
+        vec![nostr::Filter::new().id(event.id)],
+    );
+    let by_kind = nostr::ClientMessage::req(
+        nostr::SubscriptionId::new("kind"),
+        vec![nostr::Filter::new().kind(nostr::Kind::TextNote)],
+    );
+    gate.handle_client(Instant::now(), &by_id.as_json());
+    gate.handle_client(Instant::now(), &by_kind.as_json());
+    let frame = |sub: &str| {
+        nostr::RelayMessage::event(nostr::SubscriptionId::new(sub), event.clone()).as_json()
+    };
+    assert!(gate.withholds(&frame("ids")), "0 % served: withheld");
+    assert!(
+        !gate.withholds(&frame("kind")),
+        "semantic requests are never withheld"
+    );
+    serve.set(100);
+    assert!(!gate.withholds(&frame("ids")), "100 % served: delivered");
+}
