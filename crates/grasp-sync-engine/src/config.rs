@@ -35,6 +35,8 @@ pub struct EngineConfig {
     pub session_inbox: usize,
     /// Seed for backoff jitter; `None` derives one from the clock at start.
     pub rng_seed: Option<u64>,
+    /// Missing-event recovery timing (30 s doubling to 15 min, 300 IDs, 12 attempts).
+    pub recovery: crate::negentropy::RecoveryConfig,
 }
 
 impl Default for EngineConfig {
@@ -52,6 +54,7 @@ impl Default for EngineConfig {
             ingest_in_flight: 1024,
             session_inbox: 8192,
             rng_seed: None,
+            recovery: crate::negentropy::RecoveryConfig::default(),
         }
     }
 }

@@ -92,6 +92,7 @@ impl SyncEngine {
         let (commands_tx, commands) = mpsc::channel(16);
         let (session_tx, sessions) = mpsc::channel(config.session_inbox.max(1));
         let (dial_tx, dials) = mpsc::channel(64);
+        let (jobs_tx, jobs) = mpsc::channel(64);
         let ingestor = Ingestor::new(parts.store, config.ingest_in_flight, parts.hook);
         let dialer = Dialer::start(parts.connector, config.dial, dial_tx);
         let metrics = parts.meter.as_ref().map(SyncMetrics::new);
@@ -105,6 +106,7 @@ impl SyncEngine {
             ingestor,
             dialer,
             session_tx,
+            jobs_tx,
             metrics,
             seed,
         );
@@ -113,6 +115,7 @@ impl SyncEngine {
             sessions,
             dials,
             feed,
+            jobs,
         }));
         Ok(EngineHandle {
             commands: commands_tx,

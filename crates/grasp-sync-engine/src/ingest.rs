@@ -131,6 +131,11 @@ impl Ingestor {
         }
     }
 
+    /// The store events are offered to.
+    pub(crate) fn store(&self) -> Arc<dyn EventStore> {
+        Arc::clone(&self.store)
+    }
+
     /// Counts for one relay.
     pub(crate) fn totals(&self, relay: &RelayUrl) -> IngestTotals {
         self.counts

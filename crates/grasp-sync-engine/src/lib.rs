@@ -42,7 +42,7 @@ pub use negentropy::{
     FallbackReason, HydrationOutcome, HydrationPass, MissingEventRecovery, NegentropyCounts,
     NegentropyFallbacks, RecoveryAttempt, RecoveryConfig, RecoveryExpiry,
 };
-pub use status::{EngineStatus, RelayStatus};
+pub use status::{EngineStatus, NegentropyStatus, RelayStatus};
 pub use store::{
     GraspDatabase, GraspPolicy, GraspWritePolicy, LmdbStore, MemoryStore, PolicyConfig,
     PolicyDecision, StoreConfig, StoreFeed,

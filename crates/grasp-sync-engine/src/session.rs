@@ -64,16 +64,30 @@ pub(crate) enum Outbound {
 }
 
 /// The actor's handle to a running session.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct SessionHandle {
     pub(crate) key: SessionKey,
     outbound: mpsc::UnboundedSender<Outbound>,
+    session: Arc<dyn RelaySession>,
+}
+
+impl std::fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionHandle")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SessionHandle {
     /// Queues a request for the sender; `false` if the session is gone.
     pub(crate) fn send(&self, request: Outbound) -> bool {
         self.outbound.send(request).is_ok()
+    }
+
+    /// The session, for background jobs that talk to the relay themselves (negentropy rounds).
+    pub(crate) fn session(&self) -> Arc<dyn RelaySession> {
+        Arc::clone(&self.session)
     }
 }
 
@@ -99,6 +113,7 @@ pub(crate) fn spawn_session(
     SessionHandle {
         key,
         outbound: outbound_tx,
+        session,
     }
 }
 

@@ -14,6 +14,25 @@ pub struct EngineStatus {
     pub root_events_tracked: usize,
     /// Per relay, by normalised URL.
     pub relays: BTreeMap<String, RelayStatus>,
+    /// NIP-77 rounds and fallbacks, and missing-event recovery.
+    pub negentropy: NegentropyStatus,
+}
+
+/// NIP-77 activity over the engine's life.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NegentropyStatus {
+    /// Rounds started.
+    pub rounds_started: u64,
+    /// Rounds that produced a diff.
+    pub rounds_completed: u64,
+    /// Fallbacks to REQ+EOSE, by reason.
+    pub fallbacks: BTreeMap<String, u64>,
+    /// IDs waiting for missing-event recovery now.
+    pub recovery_pending_ids: u64,
+    /// IDs recovered.
+    pub recovered_ids: u64,
+    /// IDs given up after twelve attempts without progress.
+    pub expired_ids: u64,
 }
 
 impl EngineStatus {
@@ -49,6 +68,10 @@ pub struct RelayStatus {
     pub live_subscriptions: usize,
     /// Transient subscriptions held now.
     pub transient_subscriptions: usize,
+    /// Negentropy rounds running now.
+    pub negentropy_rounds: usize,
+    /// Starts (REQs and negentropy rounds) waiting for a slot or a gate.
+    pub queued_starts: usize,
     /// Most subscriptions held at once over the engine's life.
     pub peak_subscriptions: usize,
     /// Ledger permits held now, by class.

@@ -172,6 +172,10 @@ impl Actor {
         let Some(runtime) = self.runtimes.get(relay) else {
             return;
         };
+        // The fallback yields to ordinary history: it runs only on an otherwise idle relay.
+        if self.pending.has_pending(relay) {
+            return;
+        }
         let coverage = &runtime.descendants;
         if !coverage.constrained
             || coverage.in_flight.is_some()

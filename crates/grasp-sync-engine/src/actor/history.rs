@@ -65,7 +65,12 @@ impl Actor {
                     root_events: needs.root_events,
                 };
                 let filters = filters.into_iter().map(|f| f.filter).collect();
-                self.open_historic_batch(relay, items, filters);
+                // Full reconciliation tries NIP-77; a catch-up from `since` is a plain REQ.
+                if since.is_none() {
+                    self.open_reconciled_batch(relay, items, filters);
+                } else {
+                    self.open_historic_batch(relay, items, filters);
+                }
             }
             Err(error) => tracing::warn!(%relay, %error, "historic filters could not be built"),
         }
@@ -80,8 +85,38 @@ impl Actor {
         items: PendingItems,
         filters: Vec<Filter>,
     ) -> Option<BatchId> {
-        let runtime = self.runtimes.get(relay)?;
-        runtime.session.as_ref()?;
+        self.runtimes.get(relay)?.session.as_ref()?;
+        let batch = self.pending.open_batch(relay, items, SyncMethod::ReqEose);
+        if !self.queue_req_groups(relay, batch, filters) {
+            self.confirm(relay, batch);
+        }
+        Some(batch)
+    }
+
+    /// Historic sync for a fresh start: NIP-77 when the session allows it, else REQ+EOSE.
+    pub(super) fn open_reconciled_batch(
+        &mut self,
+        relay: &RelayUrl,
+        items: PendingItems,
+        filters: Vec<Filter>,
+    ) -> Option<BatchId> {
+        match self.open_negentropy_batch(relay, items.clone(), filters.clone()) {
+            Some(batch) => Some(batch),
+            None => self.open_historic_batch(relay, items, filters),
+        }
+    }
+
+    /// Packs `filters` into REQ groups and queues them in `batch`, registering every
+    /// subscription first. Returns whether anything was queued.
+    pub(super) fn queue_req_groups(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        filters: Vec<Filter>,
+    ) -> bool {
+        let Some(runtime) = self.runtimes.get(relay) else {
+            return false;
+        };
         let limits = runtime.learned.pack_limits(PackLimits::default());
         // History ignores live tiers: one tier lets every family share REQs.
         let tiered = filters
@@ -92,15 +127,14 @@ impl Actor {
             Ok(groups) => groups,
             Err(error) => {
                 tracing::warn!(%relay, %error, "historic filters could not be packed");
-                return None;
+                return false;
             }
         };
-        let batch = self.pending.open_batch(relay, items, SyncMethod::ReqEose);
         let mut queued = Vec::with_capacity(groups.len());
         for group in groups {
             let subscription_id = self.next_subscription_id("hist");
             let filters = group.to_filters();
-            // Registering in a batch we just opened cannot fail.
+            // Registering in a batch that is pending cannot fail.
             let _ = self.pending.register_subscription(
                 relay,
                 batch,
@@ -113,12 +147,10 @@ impl Actor {
                 class: PermitClass::HistoricPage,
                 kind: StartKind::Historic,
                 pagination: GroupedPagination::new(filters),
+                exact: false,
             });
         }
-        if queued.is_empty() {
-            self.confirm(relay, batch);
-            return Some(batch);
-        }
+        let any = !queued.is_empty();
         if let Some(session) = self
             .runtimes
             .get_mut(relay)
@@ -126,7 +158,7 @@ impl Actor {
         {
             session.queue.extend(queued);
         }
-        Some(batch)
+        any
     }
 
     /// Starts queued transient REQs while a slot is free and both gates allow.
@@ -147,6 +179,7 @@ impl Actor {
         let mut rejected: Vec<BatchId> = Vec::new();
         while let Some(front) = session.queue.front() {
             if let Some(until) = paused_until {
+                tracing::debug!(%relay, "queue waits for a health pause");
                 session.gate_wait = Some(until);
                 break;
             }
@@ -154,6 +187,7 @@ impl Actor {
             if ledger.residual() == 0
                 || counts.transient_reqs() >= ledger.budget().transient_req_cap()
             {
+                tracing::debug!(%relay, residual = ledger.residual(), held = ?counts, "queue waits for a slot");
                 break; // a release wakes the queue
             }
             let kind = front.kind;
@@ -164,6 +198,7 @@ impl Actor {
             match decision {
                 StartDecision::Ready => {}
                 StartDecision::NotBefore(at) => {
+                    tracing::debug!(%relay, wait_ms = at.saturating_duration_since(now).as_millis() as u64, "queue waits for a gate");
                     session.gate_wait = Some(at);
                     break;
                 }
@@ -196,6 +231,7 @@ impl Actor {
                 filters: start.pagination.current_filters(),
             });
             runtime.stats.req_starts_historic += 1;
+            tracing::debug!(%relay, subscription = %start.subscription_id, "historic REQ starts");
             if let Some(metrics) = &self.metrics {
                 metrics.record_req("historic");
             }
@@ -208,6 +244,7 @@ impl Actor {
                     pagination: start.pagination,
                     watchdog_closing: false,
                     sent,
+                    exact: start.exact,
                 },
             );
         }
@@ -219,6 +256,7 @@ impl Actor {
                 "queued start rejected during a rate-limit cooldown",
             );
         }
+        self.drive_negentropy(relay);
     }
 
     /// EOSE on a transient subscription: close it, release its slot, page or finish.
@@ -241,7 +279,14 @@ impl Actor {
         if let Some(permit) = transient.permit.take() {
             let _ = ledger.handle_release(now, &permit, ReleaseReason::EoseCloseEnqueued);
         }
-        match transient.pagination.handle_eose(&mut session.pages) {
+        let step = if transient.exact {
+            PageStep::Complete {
+                truncated: Vec::new(),
+            }
+        } else {
+            transient.pagination.handle_eose(&mut session.pages)
+        };
+        match step {
             PageStep::Next(filters) => {
                 let _ = self.pending.register_subscription(
                     relay,
@@ -255,6 +300,7 @@ impl Actor {
                     class: PermitClass::PaginationPage,
                     kind: StartKind::Pagination,
                     pagination: transient.pagination,
+                    exact: false,
                 });
             }
             PageStep::Complete { truncated } => {
@@ -266,7 +312,7 @@ impl Actor {
         }
         if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id) {
             if resolved.batch_complete {
-                self.confirm(relay, resolved.batch_id);
+                self.batch_drained(relay, resolved.batch_id);
             }
         }
         self.drive_queue(relay);
@@ -328,6 +374,8 @@ impl Actor {
         let retry = pause_end.max(now + RETRY_FLOOR);
         runtime.retry_at = Some(runtime.retry_at.map_or(retry, |at| at.min(retry)));
         runtime.stats.last_error = Some(why.to_owned());
+        self.forget_negentropy_batch(relay, batch);
+        self.recovery.handle_unrelated_failure(relay);
         self.handle_descendant_batch_done(relay, batch, false);
         if self.pending.abandon_batch(relay, batch).is_some() {
             self.relays.register(relay).batch_failed = true;
@@ -353,7 +401,7 @@ impl Actor {
                 grasp_sync_filters::announcement_filter(grasp_sync_filters::Window::since(None))
                     .filter,
             ];
-            let batch = self.open_historic_batch(relay, PendingItems::default(), filters);
+            let batch = self.open_reconciled_batch(relay, PendingItems::default(), filters);
             if let Some(runtime) = self.runtimes.get_mut(relay) {
                 runtime.announcements_batch = batch;
             }
@@ -423,6 +471,7 @@ impl Actor {
     /// Closes every transient subscription and drops every queued start of the session (a
     /// fresh start on a live connection replaces all historic work).
     pub(super) fn abandon_transients(&mut self, relay: &RelayUrl) {
+        self.abandon_negentropy(relay);
         let now = self.now();
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;

@@ -202,6 +202,8 @@ impl Actor {
             queue: VecDeque::new(),
             gate_wait: None,
             sent: 0,
+            neg_queue: VecDeque::new(),
+            neg_in_flight: BTreeMap::new(),
         });
         runtime.stats.connections += 1;
         runtime.completion_check = None;
@@ -211,6 +213,8 @@ impl Actor {
         }
         tracing::info!(%relay, budget = budget.slots(), "connected");
         self.reset_descendant_mode(relay);
+        self.fallbacks.handle_session_started(relay);
+        self.recovery.handle_connected(relay);
         self.arm_daily(relay);
         match self.reconnect_kind(relay) {
             Reconnect::First => self.fresh_start(relay),
@@ -372,10 +376,11 @@ impl Actor {
         state.clear_sync_state();
         state.announcements_synced = false;
         state.mark_syncing(unix);
+        self.recovery.handle_historic_sync_restarted(relay);
 
         let _ = self.open_live(relay, vec![announcement_filter(Window::Live)]);
         let filters = vec![announcement_filter(Window::since(None)).filter];
-        let batch = self.open_historic_batch(relay, PendingItems::default(), filters);
+        let batch = self.open_reconciled_batch(relay, PendingItems::default(), filters);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.announcements_batch = batch;
         }
@@ -399,6 +404,7 @@ impl Actor {
         {
             return;
         }
+        runtime.neg_batches.clear();
         runtime.session = None;
         runtime.completion_check = None;
         runtime.announcements_batch = None;
@@ -407,6 +413,7 @@ impl Actor {
             ledger.handle_teardown(now);
         }
         runtime.stats.last_error = Some(reason.to_owned());
+        self.recovery.handle_disconnected(relay);
         self.pending.clear_relay(relay);
         self.relays.register(relay).mark_disconnected(unix);
         tracing::info!(%relay, %reason, "disconnected");
@@ -437,13 +444,17 @@ impl Actor {
                 }
             }
         }
-        if self
+        // Level-triggered: whenever starts are queued and no gate asked to wait, try them. A
+        // start blocked on a slot is retried after every input, so no release can be missed.
+        let drive = self
             .runtimes
             .get(relay)
             .and_then(|r| r.session.as_ref())
-            .and_then(|s| s.gate_wait)
-            .is_some_and(|at| now >= at)
-        {
+            .is_some_and(|s| {
+                (!s.queue.is_empty() || !s.neg_queue.is_empty())
+                    && s.gate_wait.is_none_or(|at| now >= at)
+            });
+        if drive {
             self.drive_queue(relay);
         }
         let due = self

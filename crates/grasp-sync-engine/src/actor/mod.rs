@@ -12,6 +12,7 @@ mod discovery;
 mod history;
 mod lifecycle;
 mod live;
+mod negentropy;
 mod refusal;
 mod runtime;
 mod status;
@@ -35,7 +36,12 @@ use crate::metrics::SyncMetrics;
 use crate::session::{SessionEvent, SessionKey};
 use crate::status::EngineStatus;
 
+pub(crate) use self::negentropy::JobReport;
 use self::runtime::RelayRuntime;
+use crate::negentropy::{MissingEventRecovery, NegentropyFallbacks};
+
+/// Background history jobs (negentropy rounds) running at once across every relay.
+const HISTORY_JOBS: usize = 8;
 
 /// What the engine handle asks of the actor.
 #[derive(Debug)]
@@ -52,6 +58,7 @@ pub(crate) struct ActorInputs {
     pub(crate) sessions: mpsc::Receiver<(SessionKey, SessionEvent)>,
     pub(crate) dials: mpsc::Receiver<DialReport>,
     pub(crate) feed: mpsc::Receiver<Event>,
+    pub(crate) jobs: mpsc::Receiver<JobReport>,
 }
 
 /// The actor's state.
@@ -63,6 +70,11 @@ pub(crate) struct Actor {
     dialer: Dialer,
     session_tx: mpsc::Sender<(SessionKey, SessionEvent)>,
     metrics: Option<SyncMetrics>,
+    jobs_tx: mpsc::Sender<JobReport>,
+    history_slots: Arc<tokio::sync::Semaphore>,
+    recovery: MissingEventRecovery,
+    fallbacks: NegentropyFallbacks,
+    next_recovery_at: Instant,
 
     repos: RepoSyncIndex,
     relays: RelaySyncIndex,
@@ -97,10 +109,12 @@ impl Actor {
         ingestor: Ingestor,
         dialer: Dialer,
         session_tx: mpsc::Sender<(SessionKey, SessionEvent)>,
+        jobs_tx: mpsc::Sender<JobReport>,
         metrics: Option<SyncMetrics>,
         seed: u64,
     ) -> Self {
         let now = clock.now().into_std();
+        let recovery = MissingEventRecovery::new(config.recovery);
         let mut actor = Self {
             next_batch_at: now + config.batch_window,
             next_purgatory_at: now,
@@ -112,6 +126,11 @@ impl Actor {
             dialer,
             session_tx,
             metrics,
+            jobs_tx,
+            history_slots: Arc::new(tokio::sync::Semaphore::new(HISTORY_JOBS)),
+            recovery,
+            fallbacks: NegentropyFallbacks::new(),
+            next_recovery_at: now,
             repos: RepoSyncIndex::new(AnnouncementLimits::default()),
             relays: RelaySyncIndex::new(),
             pending: PendingSyncIndex::new(),
@@ -154,6 +173,7 @@ impl Actor {
                 },
                 Some((key, event)) = inputs.sessions.recv() => self.handle_session_event(key, event),
                 Some(report) = inputs.dials.recv() => self.handle_dial_report(report),
+                Some(report) = inputs.jobs.recv() => self.handle_job_report(report),
                 event = inputs.feed.recv(), if self.feed_open => match event {
                     Some(event) => self.feed_buffer.push(event),
                     None => {
@@ -183,6 +203,10 @@ impl Actor {
             self.next_purgatory_at = now + self.config.purgatory_interval;
             self.reconcile_purgatory();
         }
+        if now >= self.next_recovery_at {
+            self.next_recovery_at = now + self.config.purgatory_interval;
+            self.drive_recovery();
+        }
         if now >= self.next_tick_at {
             self.next_tick_at = now + self.config.health_tick;
             self.health_tick();
@@ -198,7 +222,8 @@ impl Actor {
         let mut earliest = self
             .next_batch_at
             .min(self.next_purgatory_at)
-            .min(self.next_tick_at);
+            .min(self.next_tick_at)
+            .min(self.next_recovery_at);
         for runtime in self.runtimes.values() {
             for deadline in [
                 runtime.completion_check,

@@ -27,6 +27,16 @@ impl Actor {
                 event,
             } => {
                 self.note_direct_member(&event);
+                let exact_batch = self
+                    .runtimes
+                    .get(&relay)
+                    .and_then(|r| r.session.as_ref())
+                    .and_then(|s| s.transients.get(&subscription_id))
+                    .filter(|t| t.exact)
+                    .map(|t| t.batch);
+                if let Some(batch) = exact_batch {
+                    self.handle_exact_delivery(&relay, batch, event.id);
+                }
                 if let Some(runtime) = self.runtimes.get_mut(&relay) {
                     runtime.stats.events_received += 1;
                     if let Some(transient) = runtime

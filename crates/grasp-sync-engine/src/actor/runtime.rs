@@ -37,6 +37,8 @@ pub(super) struct RelayRuntime {
     pub(super) learned_slots: Option<usize>,
     /// Which direct members this relay covers, and its descendant fallback state.
     pub(super) descendants: super::descendants::DescendantCoverage,
+    /// The negentropy side of pending batches reconciled by NIP-77.
+    pub(super) neg_batches: BTreeMap<BatchId, super::negentropy::NegBatch>,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
@@ -68,6 +70,10 @@ pub(super) struct Session {
     pub(super) gate_wait: Option<Instant>,
     /// REQs sent in this session (the next one's send order).
     pub(super) sent: u64,
+    /// Negentropy rounds waiting for a permit and the gates.
+    pub(super) neg_queue: VecDeque<super::negentropy::NegRound>,
+    /// Negentropy rounds running as background jobs, with their batch and permit.
+    pub(super) neg_in_flight: BTreeMap<SubscriptionId, (BatchId, Permit)>,
 }
 
 impl Session {
@@ -109,6 +115,8 @@ pub(super) struct Transient {
     pub(super) watchdog_closing: bool,
     /// Send order within the session.
     pub(super) sent: u64,
+    /// An exact-ID fetch: never paged; deliveries count for its batch's hydration.
+    pub(super) exact: bool,
 }
 
 /// A transient REQ waiting for a slot and the pacing gates. Its subscription is already
@@ -119,6 +127,8 @@ pub(super) struct QueuedStart {
     pub(super) class: PermitClass,
     pub(super) kind: StartKind,
     pub(super) pagination: GroupedPagination,
+    /// An exact-ID fetch (see [`Transient::exact`]).
+    pub(super) exact: bool,
 }
 
 impl RelayRuntime {
@@ -136,14 +146,15 @@ impl RelayRuntime {
             daily_at: None,
             learned_slots: None,
             descendants: super::descendants::DescendantCoverage::default(),
+            neg_batches: BTreeMap::new(),
         }
     }
 
     /// Subscriptions held on the wire now.
     pub(super) fn held_subscriptions(&self) -> usize {
-        self.session
-            .as_ref()
-            .map_or(0, |s| s.live.len() + s.transients.len())
+        self.session.as_ref().map_or(0, |s| {
+            s.live.len() + s.transients.len() + s.neg_in_flight.len()
+        })
     }
 
     /// Updates the peak of held subscriptions.

@@ -45,6 +45,14 @@ impl Actor {
                         .session
                         .as_ref()
                         .map_or(0, |s| s.transients.len()),
+                    negentropy_rounds: runtime
+                        .session
+                        .as_ref()
+                        .map_or(0, |s| s.neg_in_flight.len()),
+                    queued_starts: runtime
+                        .session
+                        .as_ref()
+                        .map_or(0, |s| s.queue.len() + s.neg_queue.len()),
                     peak_subscriptions: runtime.stats.peak_subscriptions,
                     ledger: ledger_use,
                     pending_batches: self.pending.batches(url).len(),
@@ -71,7 +79,26 @@ impl Actor {
                 },
             );
         }
+        let counts = self.fallbacks.counts(&self.recovery);
+        let negentropy = crate::status::NegentropyStatus {
+            rounds_started: counts.rounds_started,
+            rounds_completed: counts.rounds_completed,
+            fallbacks: crate::negentropy::FallbackReason::ALL
+                .iter()
+                .map(|reason| {
+                    (
+                        reason.metric_label().to_owned(),
+                        counts.fallbacks_for(*reason),
+                    )
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            recovery_pending_ids: counts.recovery_pending_ids,
+            recovered_ids: counts.recovered_ids,
+            expired_ids: counts.expired_ids,
+        };
         EngineStatus {
+            negentropy,
             repos_tracked: self.repos.len(),
             root_events_tracked: self.repos.iter().map(|(_, n)| n.root_events.len()).sum(),
             relays,

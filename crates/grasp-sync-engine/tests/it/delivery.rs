@@ -5,12 +5,24 @@ use std::time::Duration;
 
 use grasp_sync_health::HealthConfig;
 use grasp_sync_testkit::nip34::{RootKind, ThreadTag, reply, root};
-use grasp_sync_testkit::{Nip11Mode, TestRelay, TestRelayConfig};
+use grasp_sync_testkit::{Nip11Mode, StrictLimits, TestRelay, TestRelayConfig};
 use nostr::{Keys, Timestamp};
 
 use crate::support::{
     RepoFixture, SERVICE_URL, TestStore, ids, start_engine, test_config, wait_until,
 };
+
+/// A relay that caps every filter at `limit` results and does not speak NIP-77, so history
+/// arrives only through paged REQ+EOSE.
+fn without_negentropy(limit: usize) -> TestRelayConfig {
+    TestRelayConfig {
+        default_filter_limit: limit,
+        ..TestRelayConfig::strict(StrictLimits {
+            negentropy_enabled: false,
+            ..StrictLimits::default()
+        })
+    }
+}
 
 /// Announcement on the bootstrap relay, thread on `home`; returns the fixture.
 async fn seed_repo(
@@ -97,12 +109,9 @@ async fn history_beyond_the_per_filter_limit_is_paged_through() {
     let bootstrap = TestRelay::start(TestRelayConfig::default())
         .await
         .expect("bootstrap");
-    let home = TestRelay::start(TestRelayConfig {
-        default_filter_limit: 100,
-        ..Default::default()
-    })
-    .await
-    .expect("home");
+    let home = TestRelay::start(without_negentropy(100))
+        .await
+        .expect("home");
     let (_fixture, thread) = seed_repo(&bootstrap, &home, "paged").await;
     let issue = thread.last().expect("issue").clone();
     // 260 replies, several in the same second, so pages end mid-second.
@@ -145,11 +154,13 @@ async fn history_beyond_the_per_filter_limit_is_paged_through() {
     engine.shutdown().await;
 }
 
-/// A home relay limited to `budget` subscriptions holding twelve repositories with 120 issues
-/// each: complete live coverage needs more REQs than the budget allows.
+/// A home relay limited to `budget` subscriptions holding `repos` repositories with `issues`
+/// issues each: complete live coverage needs more REQs than the budget allows.
 async fn crowded_home(
     budget: usize,
     nip11: Nip11Mode,
+    repos: usize,
+    issues: u64,
 ) -> (
     TestRelay,
     TestRelay,
@@ -167,10 +178,10 @@ async fn crowded_home(
     .expect("home");
     let mut expected = std::collections::BTreeSet::new();
     let author = Keys::generate();
-    for n in 0..12 {
+    for n in 0..repos {
         let (fixture, thread) = seed_repo(&bootstrap, &home, &format!("crowded-{n}")).await;
         expected.extend(ids(&thread));
-        let issues: Vec<nostr::Event> = (0..120u64)
+        let issues: Vec<nostr::Event> = (0..issues)
             .map(|i| {
                 root(
                     &author,
@@ -191,7 +202,7 @@ async fn crowded_home(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_advertised_subscription_budget_is_never_exceeded() {
     const BUDGET: usize = 6;
-    let (bootstrap, home, expected) = crowded_home(BUDGET, Nip11Mode::WithLimits).await;
+    let (bootstrap, home, expected) = crowded_home(BUDGET, Nip11Mode::WithLimits, 6, 90).await;
     let store = TestStore::open().await;
     let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
     let complete = wait_until(Duration::from_secs(60), || async {
@@ -218,7 +229,7 @@ async fn a_small_advertised_subscription_budget_is_never_exceeded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hidden_subscription_budget_is_learned_from_one_refusal() {
     const BUDGET: usize = 6;
-    let (bootstrap, home, expected) = crowded_home(BUDGET, Nip11Mode::WithoutLimits).await;
+    let (bootstrap, home, expected) = crowded_home(BUDGET, Nip11Mode::WithoutLimits, 12, 120).await;
     let store = TestStore::open().await;
     let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
     let complete = wait_until(Duration::from_secs(90), || async {
@@ -241,7 +252,7 @@ async fn a_hidden_subscription_budget_is_learned_from_one_refusal() {
         Some(1),
         "{relay:#?}"
     );
-    assert!(relay.subscription_budget <= BUDGET, "{relay:#?}");
+    assert_eq!(relay.subscription_budget, BUDGET, "{relay:#?}");
     assert_eq!(
         relay.connections, 1,
         "learning must not cost a reconnect: {relay:#?}"
@@ -254,12 +265,9 @@ async fn a_relay_killed_mid_sync_is_redialled_and_the_store_ends_complete() {
     let bootstrap = TestRelay::start(TestRelayConfig::default())
         .await
         .expect("bootstrap");
-    let mut home = TestRelay::start(TestRelayConfig {
-        default_filter_limit: 100,
-        ..Default::default()
-    })
-    .await
-    .expect("home");
+    let mut home = TestRelay::start(without_negentropy(100))
+        .await
+        .expect("home");
     let (_fixture, thread) = seed_repo(&bootstrap, &home, "restart").await;
     let issue = thread.last().expect("issue").clone();
     let author = Keys::generate();

@@ -3,6 +3,7 @@
 mod delivery;
 mod discovery;
 mod memory;
+mod negentropy;
 mod reconnect;
 mod support;
 mod sync;

@@ -23,6 +23,23 @@ pub(crate) struct TestStore {
 }
 
 impl TestStore {
+    /// Closes the store and opens it again from the same directory (a daemon restart).
+    pub(crate) async fn reopen(self) -> Self {
+        let Self { store, _dir: dir } = self;
+        drop(store);
+        let store = LmdbStore::open(dir.path(), Self::config())
+            .await
+            .expect("reopen store");
+        Self { store, _dir: dir }
+    }
+
+    fn config() -> StoreConfig {
+        StoreConfig::new(
+            RelayUrl::parse(SERVICE_URL).expect("service url"),
+            "grasp.test",
+        )
+    }
+
     pub(crate) async fn open() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = StoreConfig::new(
@@ -58,7 +75,7 @@ pub(crate) fn test_config(bootstrap: &[String]) -> EngineConfig {
             .map(|u| RelayUrl::parse(u).expect("relay url"))
             .collect(),
         address_policy: AddressPolicy::allow_all(),
-        batch_window: Duration::from_millis(200),
+        batch_window: Duration::from_secs(1),
         purgatory_interval: Duration::from_millis(500),
         health_tick: Duration::from_millis(200),
         completion_recheck: Duration::from_millis(500),
@@ -67,8 +84,17 @@ pub(crate) fn test_config(bootstrap: &[String]) -> EngineConfig {
     }
 }
 
+/// Sends the engine's logs to the test output when `RUST_LOG` asks for them.
+pub(crate) fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
 /// Starts the engine on real relays with `store` as the own store and self feed.
 pub(crate) async fn start_engine(store: &TestStore, config: EngineConfig) -> EngineHandle {
+    init_logs();
     let parts = EngineParts::new(
         Arc::new(SdkConnector::default()),
         Arc::new(store.store.clone()),
