@@ -4,7 +4,10 @@
 //! - `ci`: formatting check, clippy with warnings denied, `tidy`, `test`, rustdoc with warnings
 //!   denied. If it passes locally, CI is green.
 //! - `tidy`: the project's structural rules (see the `tidy` module).
+//! - `bench`: the core crates' criterion benches and `grasp-sync sim` at three sizes, as one
+//!   table and JSON under `target/bench/` (see the `bench` module).
 
+mod bench;
 mod cmd;
 mod tidy;
 
@@ -30,7 +33,7 @@ pub(crate) const CORE_CRATES: &[&str] = &[
     "grasp-sync-health",
 ];
 
-const USAGE: &str = "usage: cargo xtask <test|ci|tidy>";
+const USAGE: &str = "usage: cargo xtask <test|ci|tidy|bench>";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -39,6 +42,7 @@ fn main() -> Result<()> {
         Some("test") => test(&root),
         Some("ci") => ci(&root),
         Some("tidy") => tidy::run(&root),
+        Some("bench") => bench::run(&root),
         Some("help" | "--help" | "-h") => {
             cmd::say(USAGE);
             Ok(())

@@ -1,4 +1,4 @@
-//! The command line: `grasp-sync run` (the daemon) and `grasp-sync demo`, with every
+//! The command line: `grasp-sync run` (the daemon), `grasp-sync demo` and `grasp-sync sim`, with every
 //! configuration key as a flag and a `GRASP_SYNC_*` environment variable. Flags and the
 //! environment are turned into a [`RawConfig`] layer over the configuration file.
 
@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::config::{RawConfig, Settings, parse_bool};
 use crate::error::ConfigError;
+use crate::sim::{Preset, Profiles};
 
 /// GRASP-02 proactive sync for Nostr git relays.
 #[derive(Debug, Parser)]
@@ -27,6 +28,10 @@ pub enum Command {
     /// Start a small local network of seeded relays, sync it into an embedded daemon on a
     /// temporary directory, and check that exactly the expected events arrived.
     Demo(DemoArgs),
+    /// Simulate a network of any size against relays with real relays' limits, measure the
+    /// daemon until convergence beside a naive baseline and the store's raw ingest rate, and
+    /// check the design's targets.
+    Sim(Box<SimArgs>),
 }
 
 /// Flags of `grasp-sync run`. Each overrides the same key of the configuration file; a
@@ -144,4 +149,64 @@ pub struct DemoArgs {
     /// Fail if the store has not converged by then.
     #[arg(long, default_value = "120s", value_name = "DURATION")]
     pub timeout: String,
+}
+
+/// Flags of `grasp-sync sim`. Size flags override the preset's value.
+#[derive(Debug, Clone, Args)]
+pub struct SimArgs {
+    /// Network size.
+    #[arg(long, value_enum, default_value_t = Preset::Small)]
+    pub preset: Preset,
+    /// Seed of the generated network.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// Relays (R).
+    #[arg(long)]
+    pub relays: Option<usize>,
+    /// Repository announcements (N).
+    #[arg(long)]
+    pub repos: Option<usize>,
+    /// Root events in total (M), spread unevenly over the repositories.
+    #[arg(long)]
+    pub roots: Option<usize>,
+    /// Replies and comments per root (K).
+    #[arg(long)]
+    pub replies_per_root: Option<usize>,
+    /// Second-generation descendants per reply.
+    #[arg(long)]
+    pub descendants_per_reply: Option<usize>,
+    /// Comments per repository.
+    #[arg(long)]
+    pub comments_per_repo: Option<usize>,
+    /// Relays each announcement lists.
+    #[arg(long)]
+    pub relays_per_repo: Option<usize>,
+    /// Share of events stored on all of their repository's relays (0 to 1).
+    #[arg(long)]
+    pub share_on_several_relays: Option<f64>,
+    /// Share of announcements not listing the service (0 to 1).
+    #[arg(long)]
+    pub share_not_listing_service: Option<f64>,
+    /// Relay limit profiles, taken in turn.
+    #[arg(long, value_enum, default_value_t = Profiles::Mixed)]
+    pub profiles: Profiles,
+    /// The daemon's self-feed batch window.
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    pub batch_window: String,
+    /// Stop waiting for convergence after this.
+    #[arg(long, default_value = "600s", value_name = "DURATION")]
+    pub timeout: String,
+    /// Skip the naive baseline.
+    #[arg(long)]
+    pub no_baseline: bool,
+    /// Skip the raw ingest measurement.
+    #[arg(long)]
+    pub no_raw_ingest: bool,
+    /// After the run, start an idle daemon process on the synced store and read its memory
+    /// once it settled and idled this long.
+    #[arg(long, value_name = "DURATION")]
+    pub idle_rss: Option<String>,
+    /// Write the report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }

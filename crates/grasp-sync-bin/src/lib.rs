@@ -4,7 +4,7 @@
 //! over the engine's LMDB store and acceptance policy; external: another relay over
 //! WebSocket), the nostr-sdk connector, configuration from a TOML file, `GRASP_SYNC_*`
 //! variables and flags, Prometheus metrics and a JSON status endpoint, signals and graceful
-//! shutdown, and the `demo` command.
+//! shutdown, the `demo` command and the `sim` simulator.
 //!
 //! It deliberately holds no sync logic and no acceptance rules: those are the engine's and the
 //! store's. In external mode the other relay's own policy decides what it keeps.
@@ -21,9 +21,11 @@ pub mod feed;
 mod http;
 pub mod metrics;
 mod relay;
+pub mod sim;
 
-pub use cli::{Cli, Command, DemoArgs, RunArgs};
+pub use cli::{Cli, Command, DemoArgs, RunArgs, SimArgs};
 pub use config::{RawConfig, Settings};
 pub use daemon::{Daemon, run};
 pub use demo::{DemoOptions, DemoSummary, run_demo};
 pub use error::ConfigError;
+pub use sim::{SimOptions, SimReport, run_sim};

@@ -1,4 +1,4 @@
-//! The `grasp-sync` executable: parses the command line, sets up logging, runs `run` or `demo`
+//! The `grasp-sync` executable: parses the command line, sets up logging, runs `run`, `demo` or `sim`
 //! on a tokio runtime, and turns the outcome into an exit code.
 
 use std::io::{IsTerminal, Write};
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use grasp_sync_bin::{Cli, Command, DemoOptions, run, run_demo};
+use grasp_sync_bin::{Cli, Command, DemoOptions, SimOptions, run, run_demo, run_sim};
 use tracing_subscriber::EnvFilter;
 
 /// Exit code for an unusable configuration.
@@ -20,11 +20,16 @@ const RUN_LOG_FILTER: &str =
 const DEMO_LOG_FILTER: &str =
     "info,nostr_relay_pool=warn,nostr_relay_builder=off,nostr_sdk=warn,nostr_lmdb=warn";
 
+/// Log filter of `sim` when `RUST_LOG` is unset: warnings only, the relays silenced.
+const SIM_LOG_FILTER: &str =
+    "warn,nostr_relay_pool=error,nostr_relay_builder=off,nostr_sdk=error,nostr_lmdb=warn";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(match cli.command {
         Command::Run(_) => RUN_LOG_FILTER,
         Command::Demo(_) => DEMO_LOG_FILTER,
+        Command::Sim(_) => SIM_LOG_FILTER,
     });
     match execute(cli) {
         Ok(code) => code,
@@ -55,6 +60,25 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
                 let mut out = std::io::stdout();
                 let summary = run_demo(&options, &mut out).await?;
                 Ok(if summary.passed() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                })
+            })
+        }
+        Command::Sim(args) => {
+            let mut options = SimOptions::try_from(&*args)?;
+            options.exe = std::env::current_exe().ok();
+            runtime.block_on(async {
+                let mut out = std::io::stdout();
+                let report = run_sim(&options, &mut out).await?;
+                if let Some(path) = &args.json {
+                    let json =
+                        serde_json::to_string_pretty(&report).context("encoding the report")?;
+                    std::fs::write(path, json)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                }
+                Ok(if report.converged() {
                     ExitCode::SUCCESS
                 } else {
                     ExitCode::FAILURE

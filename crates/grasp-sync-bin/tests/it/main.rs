@@ -1,8 +1,9 @@
 //! Integration tests of the `grasp-sync` daemon: the command line (the built binary), the
-//! embedded relay's acceptance policy over WebSocket, the demo, and external mode.
+//! embedded relay's acceptance policy over WebSocket, the demo, the sim, and external mode.
 
 mod acceptance;
 mod cli;
 mod demo;
 mod external;
+mod sim;
 mod support;

@@ -1,0 +1,724 @@
+//! `grasp-sync sim`: the demo's generator at any size against relays with mixed strict limit
+//! profiles, measured until convergence, beside a naive nostr-sdk baseline and the store's raw
+//! ingest rate on the same generated network, with the design's targets checked.
+
+mod floor;
+mod idle;
+mod measure;
+mod naive;
+mod raw;
+mod report;
+mod spec;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use grasp_sync_engine::{AddressPolicy, EngineStatus, LmdbStore, RelayStatus, StoreConfig};
+use grasp_sync_model::RelayUrl;
+use grasp_sync_testkit::{GeneratedNetwork, NetworkSpec, RootCount, TestNetwork};
+use nostr::EventId;
+use nostr_database::{DatabaseEventStatus, NostrDatabase};
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+use crate::cli::SimArgs;
+use crate::config::{Settings, parse_duration};
+use crate::daemon::Daemon;
+
+pub use floor::{FamilyFloor, REQ_PAYLOAD_BUDGET, RelayFloor, TargetSet, target_sets};
+pub use idle::IdleDaemon;
+pub use measure::{Memory, RelayCounts, parse_memory};
+pub use naive::{ITEMS_PER_FILTER, NaiveOutcome};
+pub use raw::RawIngest;
+pub use report::write_report;
+pub use spec::{Preset, Profiles};
+
+use measure::{Mark, counts_since};
+
+/// How often the store and the engine are sampled while syncing.
+const SAMPLE_INTERVAL: Duration = Duration::from_millis(500);
+/// How often progress is written.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
+/// Longest wait for the idle daemon to finish its start-up sync before its memory is read.
+const IDLE_SETTLE_LIMIT: Duration = Duration::from_secs(90);
+/// Background starts are paced at one per second per connection.
+const PACING: Duration = Duration::from_secs(1);
+
+/// The sim's knobs. Size fields left `None` take the preset's value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimOptions {
+    /// Network size before overrides.
+    pub preset: Preset,
+    /// Seed of the generated network.
+    pub seed: u64,
+    /// Relays (R).
+    pub relays: Option<usize>,
+    /// Repository announcements (N).
+    pub repos: Option<usize>,
+    /// Root events in total (M).
+    pub roots: Option<usize>,
+    /// Replies per root (K).
+    pub replies_per_root: Option<usize>,
+    /// Second-generation descendants per reply.
+    pub descendants_per_reply: Option<usize>,
+    /// Comments per repository.
+    pub comments_per_repo: Option<usize>,
+    /// Relays each repository lists.
+    pub relays_per_repo: Option<usize>,
+    /// Share of events on all of their repository's relays.
+    pub share_on_several_relays: Option<f64>,
+    /// Share of announcements not listing the service.
+    pub share_not_listing_service: Option<f64>,
+    /// Relay limit profiles.
+    pub profiles: Profiles,
+    /// The daemon's self-feed batch window.
+    pub batch_window: Duration,
+    /// Give up waiting for convergence after this.
+    pub timeout: Duration,
+    /// Run the naive baseline.
+    pub baseline: bool,
+    /// Measure the raw ingest rate.
+    pub raw_ingest: bool,
+    /// Measure an idle daemon process for this long after it settles (needs `exe`).
+    pub idle: Option<Duration>,
+    /// The `grasp-sync` executable, for the idle daemon.
+    pub exe: Option<PathBuf>,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            preset: Preset::Small,
+            seed: 7,
+            relays: None,
+            repos: None,
+            roots: None,
+            replies_per_root: None,
+            descendants_per_reply: None,
+            comments_per_repo: None,
+            relays_per_repo: None,
+            share_on_several_relays: None,
+            share_not_listing_service: None,
+            profiles: Profiles::Mixed,
+            batch_window: Duration::from_secs(1),
+            timeout: Duration::from_secs(600),
+            baseline: true,
+            raw_ingest: true,
+            idle: None,
+            exe: None,
+        }
+    }
+}
+
+impl TryFrom<&SimArgs> for SimOptions {
+    type Error = anyhow::Error;
+
+    fn try_from(args: &SimArgs) -> anyhow::Result<Self> {
+        let duration = |flag: &str, value: &str| {
+            parse_duration(value).map_err(|reason| anyhow::anyhow!("--{flag}: {reason}"))
+        };
+        for (flag, share) in [
+            ("share-on-several-relays", args.share_on_several_relays),
+            ("share-not-listing-service", args.share_not_listing_service),
+        ] {
+            if let Some(share) = share {
+                anyhow::ensure!(
+                    (0.0..=1.0).contains(&share),
+                    "--{flag} must be within 0 and 1"
+                );
+            }
+        }
+        anyhow::ensure!(args.relays != Some(0), "--relays must be at least 1");
+        anyhow::ensure!(
+            args.relays_per_repo != Some(0),
+            "--relays-per-repo must be at least 1"
+        );
+        Ok(SimOptions {
+            preset: args.preset,
+            seed: args.seed,
+            relays: args.relays,
+            repos: args.repos,
+            roots: args.roots,
+            replies_per_root: args.replies_per_root,
+            descendants_per_reply: args.descendants_per_reply,
+            comments_per_repo: args.comments_per_repo,
+            relays_per_repo: args.relays_per_repo,
+            share_on_several_relays: args.share_on_several_relays,
+            share_not_listing_service: args.share_not_listing_service,
+            profiles: args.profiles,
+            batch_window: duration("batch-window", &args.batch_window)?,
+            timeout: duration("timeout", &args.timeout)?,
+            baseline: !args.no_baseline,
+            raw_ingest: !args.no_raw_ingest,
+            idle: args
+                .idle_rss
+                .as_deref()
+                .map(|value| duration("idle-rss", value))
+                .transpose()?,
+            exe: None,
+        })
+    }
+}
+
+impl SimOptions {
+    /// The network spec: the preset with the overrides applied.
+    pub fn spec(&self, service_url: &str) -> NetworkSpec {
+        let mut spec = self.preset.spec(self.seed, service_url);
+        if let Some(relays) = self.relays {
+            spec.relays = relays;
+            spec.relays_per_repo = spec.relays_per_repo.min(relays);
+        }
+        if let Some(repos) = self.repos {
+            spec.repos = repos;
+        }
+        if let Some(roots) = self.roots {
+            spec.roots = RootCount::Total(roots);
+        }
+        let set = |field: &mut usize, value: Option<usize>| {
+            if let Some(value) = value {
+                *field = value;
+            }
+        };
+        set(&mut spec.replies_per_root, self.replies_per_root);
+        set(&mut spec.descendants_per_reply, self.descendants_per_reply);
+        set(&mut spec.comments_per_repo, self.comments_per_repo);
+        set(&mut spec.relays_per_repo, self.relays_per_repo);
+        if let Some(share) = self.share_on_several_relays {
+            spec.share_on_several_relays = share;
+        }
+        if let Some(share) = self.share_not_listing_service {
+            spec.share_not_listing_service = share;
+        }
+        spec
+    }
+}
+
+/// The network a run used.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NetworkShape {
+    /// Relays.
+    pub relays: usize,
+    /// Repositories.
+    pub repos: usize,
+    /// Of those, accepted by the service.
+    pub accepted_repos: usize,
+    /// Root events.
+    pub roots: usize,
+    /// Distinct events on the network.
+    pub events: usize,
+    /// Events seeded, copies counted.
+    pub placements: usize,
+    /// Events a correct sync stores.
+    pub expected: usize,
+    /// Events a correct sync does not store.
+    pub excluded: usize,
+}
+
+/// What the engine itself reported for one relay.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EngineCounts {
+    /// Live REQs sent.
+    pub req_starts_live: u64,
+    /// Historic, pagination and fetch REQs sent.
+    pub req_starts_historic: u64,
+    /// Refusals by category.
+    pub refusals: BTreeMap<String, u64>,
+    /// Most live subscriptions seen held at once (sampled).
+    pub peak_live_subscriptions: usize,
+    /// Most subscriptions held at once (the engine's own peak).
+    pub peak_subscriptions: usize,
+    /// Events delivered.
+    pub events_received: u64,
+}
+
+/// One relay of the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RelayRow {
+    /// Its URL.
+    pub url: String,
+    /// Its limit profile.
+    pub profile: String,
+    /// The byte floor of its live coverage.
+    pub floor: RelayFloor,
+    /// What the relay counted while the daemon synced.
+    pub own: RelayCounts,
+    /// What the engine reported.
+    pub engine: EngineCounts,
+    /// Background (non-live) starts: relay-side starts minus the engine's live REQs.
+    pub background_starts: usize,
+    /// What the relay counted during the naive baseline.
+    pub naive: Option<RelayCounts>,
+}
+
+/// One side's totals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SideTotals {
+    /// Whether the store holds exactly the expected set.
+    pub exact: bool,
+    /// Expected events held.
+    pub expected_present: usize,
+    /// Excluded events held (must be 0).
+    pub excluded_present: usize,
+    /// Time until convergence, or until the end of the wait.
+    pub wall_ms: u64,
+    /// REQ starts (relay-side).
+    pub req_starts: usize,
+    /// NEG-OPEN starts (relay-side).
+    pub neg_opens: usize,
+    /// Refusals (relay-side), by kind.
+    pub refusals: BTreeMap<String, u64>,
+    /// Expected events stored per second of wall time.
+    pub events_per_sec: f64,
+}
+
+impl SideTotals {
+    /// REQ and NEG starts.
+    pub fn starts(&self) -> usize {
+        self.req_starts + self.neg_opens
+    }
+
+    /// Refusals of every kind.
+    pub fn total_refusals(&self) -> u64 {
+        self.refusals.values().sum()
+    }
+}
+
+/// One target of the design, checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetCheck {
+    /// What is checked.
+    pub name: String,
+    /// The target.
+    pub target: String,
+    /// The figure measured.
+    pub actual: String,
+    /// `Some(met)`, or `None` when the run did not measure it.
+    pub met: Option<bool>,
+}
+
+/// Everything a run measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimReport {
+    /// The size preset.
+    pub preset: Preset,
+    /// The seed.
+    pub seed: u64,
+    /// The relay profiles.
+    pub profiles: Profiles,
+    /// The network.
+    pub network: NetworkShape,
+    /// The daemon's sync.
+    pub own: SideTotals,
+    /// The daemon's engine status at the end.
+    pub engine_status: EngineStatus,
+    /// Pacing bound: the most background starts on one relay × 1 s.
+    pub pacing_bound_ms: u64,
+    /// Per relay.
+    pub relays: Vec<RelayRow>,
+    /// The naive baseline, if it ran.
+    pub naive: Option<SideTotals>,
+    /// The naive client's own counters.
+    pub naive_client: Option<NaiveOutcome>,
+    /// Raw ingest into a fresh store, if measured.
+    pub raw: Option<RawIngest>,
+    /// Memory of the sim process (relays, daemon and baseline together).
+    pub process_memory: Memory,
+    /// The idle daemon process, if measured.
+    pub idle: Option<IdleDaemon>,
+    /// The design's targets.
+    pub targets: Vec<TargetCheck>,
+}
+
+impl SimReport {
+    /// Whether the daemon converged to exactly the expected set.
+    pub fn converged(&self) -> bool {
+        self.own.exact
+    }
+}
+
+/// Runs the sim, writing progress and the report to `out`.
+pub async fn run_sim(
+    options: &SimOptions,
+    out: &mut (dyn Write + Send),
+) -> anyhow::Result<SimReport> {
+    let dir = tempfile::tempdir().context("creating a temporary data directory")?;
+    let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .await
+        .context("binding the service relay")?;
+    let service = format!("ws://{}", listener.local_addr().context("service address")?);
+    let service_url = RelayUrl::parse(&service).context("service url")?;
+    let spec = options.spec(&service);
+    anyhow::ensure!(spec.relays >= 1, "--relays must be at least 1");
+    let configs = options.profiles.for_relays(spec.relays);
+    let setup_started = Instant::now();
+    let mut network = TestNetwork::start(&spec, &configs)
+        .await
+        .context("starting the local relay network")?;
+    let urls = network.urls();
+    let shape = shape(&spec, &network.generated);
+    writeln!(
+        out,
+        "grasp-sync sim ({:?}, seed {}, {:?} profiles): {} relays, {} repositories ({} accepted), {} roots, {} events ({} placements), {} expected; network ready in {:.1}s",
+        options.preset,
+        options.seed,
+        options.profiles,
+        shape.relays,
+        shape.repos,
+        shape.accepted_repos,
+        shape.roots,
+        shape.events,
+        shape.placements,
+        shape.expected,
+        setup_started.elapsed().as_secs_f64()
+    )?;
+    out.flush()?;
+    let floors: Vec<RelayFloor> = target_sets(&network.generated)
+        .iter()
+        .map(TargetSet::floor)
+        .collect();
+
+    // The daemon's sync.
+    let marks: Vec<Mark> = network
+        .relays
+        .iter()
+        .map(|r| Mark::of(&r.strict_stats()))
+        .collect();
+    let settings = Settings {
+        listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        data_dir: dir.path().join("daemon"),
+        service_url: Some(service_url.clone()),
+        own_relay: None,
+        bootstrap_relays: vec![RelayUrl::parse(&urls[0]).context("bootstrap url")?],
+        address_policy: AddressPolicy::allow_all(),
+        batch_window: options.batch_window,
+        backoff_base: Duration::from_secs(1),
+        backoff_cap: Duration::from_secs(10),
+        metrics_listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+    };
+    let started = Instant::now();
+    let daemon = Daemon::start_on(&settings, listener).await?;
+    let expected = network.expected().clone();
+    let mut remaining: BTreeSet<EventId> = expected.clone();
+    let mut peak_live: BTreeMap<String, usize> = BTreeMap::new();
+    let mut last_progress = Instant::now();
+    let deadline = started + options.timeout;
+    loop {
+        let mut found = Vec::new();
+        for id in &remaining {
+            if daemon.holds(id).await? {
+                found.push(*id);
+            }
+        }
+        for id in found {
+            remaining.remove(&id);
+        }
+        if let Some(status) = daemon.status().await {
+            for (url, relay) in &status.relays {
+                let peak = peak_live.entry(url.clone()).or_default();
+                *peak = (*peak).max(relay.live_subscriptions);
+            }
+        }
+        if remaining.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        if last_progress.elapsed() >= PROGRESS_INTERVAL {
+            last_progress = Instant::now();
+            let starts: usize = network
+                .relays
+                .iter()
+                .zip(&marks)
+                .map(|(r, m)| counts_since(&r.strict_stats(), m).starts())
+                .sum();
+            writeln!(
+                out,
+                "[{:>6.1}s] stored {}/{} expected events; {} REQ/NEG starts so far",
+                started.elapsed().as_secs_f64(),
+                expected.len() - remaining.len(),
+                expected.len(),
+                starts
+            )?;
+            out.flush()?;
+        }
+        tokio::time::sleep(SAMPLE_INTERVAL).await;
+    }
+    let own_elapsed = started.elapsed();
+    let own_counts: Vec<RelayCounts> = network
+        .relays
+        .iter()
+        .zip(&marks)
+        .map(|(r, m)| counts_since(&r.strict_stats(), m))
+        .collect();
+    let status = daemon.status().await.unwrap_or_default();
+    let mut excluded_present = 0;
+    for id in &network.generated.excluded {
+        if daemon.holds(id).await? {
+            excluded_present += 1;
+        }
+    }
+    daemon.shutdown().await;
+    let own = totals(
+        &own_counts,
+        expected.len() - remaining.len(),
+        excluded_present,
+        expected.len(),
+        own_elapsed,
+    );
+    writeln!(
+        out,
+        "daemon: {} after {:.1}s ({}/{} expected, {} excluded held)",
+        if own.exact {
+            "converged"
+        } else {
+            "NOT converged"
+        },
+        own_elapsed.as_secs_f64(),
+        own.expected_present,
+        expected.len(),
+        excluded_present
+    )?;
+    out.flush()?;
+
+    // The naive baseline on the same network.
+    let domain = service_url.host().to_owned();
+    let (naive, naive_client, naive_counts) = if options.baseline {
+        let marks: Vec<Mark> = network
+            .relays
+            .iter()
+            .map(|r| Mark::of(&r.strict_stats()))
+            .collect();
+        let path = dir.path().join("naive");
+        std::fs::create_dir_all(&path).context("creating the baseline store directory")?;
+        let store = LmdbStore::open(&path, StoreConfig::new(service_url.clone(), domain.clone()))
+            .await
+            .context("opening the baseline store")?;
+        let outcome = naive::run_naive(&network.generated, &urls, &store).await?;
+        let counts: Vec<RelayCounts> = network
+            .relays
+            .iter()
+            .zip(&marks)
+            .map(|(r, m)| counts_since(&r.strict_stats(), m))
+            .collect();
+        let (present, excluded) = held(&store, &network.generated).await?;
+        let totals = totals(
+            &counts,
+            present,
+            excluded,
+            expected.len(),
+            Duration::from_millis(outcome.wall_ms),
+        );
+        writeln!(
+            out,
+            "naive baseline: {} after {:.1}s ({}/{} expected, {} excluded held, {} REQs)",
+            if totals.exact {
+                "complete"
+            } else {
+                "INCOMPLETE"
+            },
+            outcome.wall_ms as f64 / 1000.0,
+            present,
+            expected.len(),
+            excluded,
+            totals.req_starts
+        )?;
+        out.flush()?;
+        (Some(totals), Some(outcome), Some(counts))
+    } else {
+        (None, None, None)
+    };
+
+    // The store's raw ingest rate.
+    let raw = if options.raw_ingest {
+        let path = dir.path().join("raw");
+        std::fs::create_dir_all(&path).context("creating the raw-ingest store directory")?;
+        let store = LmdbStore::open(&path, StoreConfig::new(service_url.clone(), domain))
+            .await
+            .context("opening the raw-ingest store")?;
+        let source = RelayUrl::parse(&urls[0]).context("source url")?;
+        let raw = raw::raw_ingest(&network.generated, &store, &source).await?;
+        writeln!(
+            out,
+            "raw ingest: {} events in {:.2}s ({:.0}/s)",
+            raw.events,
+            raw.wall_ms as f64 / 1000.0,
+            raw.events_per_sec
+        )?;
+        Some(raw)
+    } else {
+        None
+    };
+
+    // An idle daemon process on the synced store.
+    let idle = match (&options.idle, &options.exe) {
+        (Some(idle), Some(exe)) if idle::is_grasp_sync(exe) => {
+            let setup = idle::IdleSetup {
+                exe: exe.clone(),
+                data_dir: settings.data_dir.clone(),
+                service_url: service.clone(),
+                bootstrap: urls[0].clone(),
+                batch_window: format!("{}ms", options.batch_window.as_millis()),
+                settle_limit: options.timeout.min(IDLE_SETTLE_LIMIT),
+                idle: *idle,
+            };
+            let measured = idle::measure_idle(&setup).await?;
+            writeln!(
+                out,
+                "idle daemon: {} repositories tracked, settled {} in {:.1}s, RSS {} MiB ({} MiB anonymous)",
+                measured.repos_tracked,
+                if measured.settled { "yes" } else { "NO" },
+                measured.settled_ms as f64 / 1000.0,
+                measured.memory.rss_kib / 1024,
+                measured.memory.anon_kib / 1024
+            )?;
+            Some(measured)
+        }
+        _ => None,
+    };
+    network.stop().await.context("stopping the network")?;
+    drop(dir);
+
+    let relays = relay_rows(
+        &network,
+        &floors,
+        own_counts,
+        naive_counts,
+        &status,
+        &peak_live,
+    );
+    let pacing_bound_ms = relays
+        .iter()
+        .map(|r| r.background_starts as u64 * u64::try_from(PACING.as_millis()).unwrap_or(1000))
+        .max()
+        .unwrap_or(0);
+    let mut report = SimReport {
+        preset: options.preset,
+        seed: options.seed,
+        profiles: options.profiles,
+        network: shape,
+        own,
+        engine_status: status,
+        pacing_bound_ms,
+        relays,
+        naive,
+        naive_client,
+        raw,
+        process_memory: measure::own_memory(),
+        idle,
+        targets: Vec::new(),
+    };
+    report.targets = report::targets(&report);
+    write_report(out, &report)?;
+    Ok(report)
+}
+
+fn shape(spec: &NetworkSpec, generated: &GeneratedNetwork) -> NetworkShape {
+    NetworkShape {
+        relays: spec.relays,
+        repos: generated.repos.len(),
+        accepted_repos: generated.repos.iter().filter(|r| r.accepted()).count(),
+        roots: generated.repos.iter().map(|r| r.roots.len()).sum(),
+        events: generated.event_count(),
+        placements: generated.placement_count(),
+        expected: generated.expected.len(),
+        excluded: generated.excluded.len(),
+    }
+}
+
+fn totals(
+    counts: &[RelayCounts],
+    expected_present: usize,
+    excluded_present: usize,
+    expected: usize,
+    elapsed: Duration,
+) -> SideTotals {
+    let mut refusals: BTreeMap<String, u64> = BTreeMap::new();
+    for relay in counts {
+        for (kind, count) in &relay.refusals {
+            *refusals.entry(kind.clone()).or_default() += count;
+        }
+    }
+    SideTotals {
+        exact: expected_present == expected && excluded_present == 0,
+        expected_present,
+        excluded_present,
+        wall_ms: naive::millis(elapsed),
+        req_starts: counts.iter().map(|c| c.req_starts).sum(),
+        neg_opens: counts.iter().map(|c| c.neg_opens).sum(),
+        refusals,
+        events_per_sec: raw::rate(expected_present, elapsed),
+    }
+}
+
+/// Expected and excluded events a store holds.
+async fn held(store: &LmdbStore, network: &GeneratedNetwork) -> anyhow::Result<(usize, usize)> {
+    let database = store.database();
+    let count = |ids: &BTreeSet<EventId>| {
+        let database = database.clone();
+        let ids = ids.clone();
+        async move {
+            let mut held = 0;
+            for id in &ids {
+                if database.check_id(id).await? == DatabaseEventStatus::Saved {
+                    held += 1;
+                }
+            }
+            anyhow::Ok(held)
+        }
+    };
+    let expected = count(&network.expected).await?;
+    let excluded = count(&network.excluded).await?;
+    Ok((expected, excluded))
+}
+
+/// The engine's status entry for a relay URL.
+fn engine_entry<'a>(status: &'a EngineStatus, url: &str) -> Option<(&'a String, &'a RelayStatus)> {
+    let want = url.trim_end_matches('/');
+    status
+        .relays
+        .iter()
+        .find(|(key, _)| key.trim_end_matches('/') == want)
+}
+
+fn relay_rows(
+    network: &TestNetwork,
+    floors: &[RelayFloor],
+    own: Vec<RelayCounts>,
+    naive: Option<Vec<RelayCounts>>,
+    status: &EngineStatus,
+    peak_live: &BTreeMap<String, usize>,
+) -> Vec<RelayRow> {
+    let mut naive = naive.map(Vec::into_iter);
+    network
+        .relays
+        .iter()
+        .zip(floors)
+        .zip(own)
+        .map(|((relay, floor), own)| {
+            let url = relay.url();
+            let engine = engine_entry(status, &url)
+                .map(|(key, r)| EngineCounts {
+                    req_starts_live: r.req_starts_live,
+                    req_starts_historic: r.req_starts_historic,
+                    refusals: r.refusals.clone(),
+                    peak_live_subscriptions: peak_live.get(key).copied().unwrap_or(0),
+                    peak_subscriptions: r.peak_subscriptions,
+                    events_received: r.events_received,
+                })
+                .unwrap_or_default();
+            let live = usize::try_from(engine.req_starts_live).unwrap_or(usize::MAX);
+            RelayRow {
+                profile: relay.config().name.clone(),
+                floor: floor.clone(),
+                background_starts: own.starts().saturating_sub(live),
+                naive: naive.as_mut().and_then(Iterator::next),
+                own,
+                engine,
+                url,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,39 @@
+//! The sim at a tiny size: the daemon converges, the naive baseline ends with the same set,
+//! and the report carries every target and serializes.
+
+use std::time::Duration;
+
+use grasp_sync_bin::sim::{Preset, Profiles};
+use grasp_sync_bin::{SimOptions, run_sim};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sim_converges_and_compares_with_the_naive_baseline() {
+    let options = SimOptions {
+        preset: Preset::Small,
+        seed: 3,
+        relays: Some(2),
+        repos: Some(3),
+        roots: Some(3),
+        profiles: Profiles::Mixed,
+        timeout: Duration::from_secs(60),
+        ..SimOptions::default()
+    };
+    let mut out = Vec::new();
+    let report = run_sim(&options, &mut out).await.expect("sim runs");
+    let text = String::from_utf8_lossy(&out);
+    assert!(report.converged(), "{text}");
+    let naive = report.naive.as_ref().expect("the baseline ran");
+    assert!(naive.exact, "{text}");
+    assert_eq!(naive.expected_present, report.own.expected_present);
+    assert_eq!(report.relays.len(), 2);
+    assert!(
+        report
+            .raw
+            .as_ref()
+            .is_some_and(|raw| raw.saved == report.network.expected)
+    );
+    assert_eq!(report.targets.len(), 7, "{text}");
+    assert!(text.contains("targets:"), "{text}");
+    let json = serde_json::to_value(&report).expect("serializes");
+    assert_eq!(json["network"]["expected"], report.network.expected);
+}
