@@ -36,6 +36,14 @@ pub trait EventStore: Send + Sync + 'static {
         &self,
         filter: Filter,
     ) -> Result<Vec<(EventId, Timestamp)>, StoreError>;
+
+    /// Rejected events whose dependency has since arrived but whose full copy the store no
+    /// longer holds: their IDs, by the relay that sent them, for the engine to fetch by exact ID
+    /// (and offer to `ingest` again). Must be cheap: it is called from the sync actor. A store
+    /// without a rejected-events index returns nothing.
+    fn poll_refetch(&self) -> Vec<(RelayUrl, Vec<EventId>)> {
+        Vec::new()
+    }
 }
 
 /// The events the own relay accepted: kinds 30617, 1617, 1618 and 1621 (not 30618).

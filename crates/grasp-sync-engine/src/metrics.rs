@@ -22,6 +22,9 @@ pub struct SyncMetrics {
     pending_batches: Gauge<u64>,
     req_starts: Counter<u64>,
     reconnects: Counter<u64>,
+    negentropy_rounds: Gauge<u64>,
+    negentropy_fallbacks: Gauge<u64>,
+    recovery_ids: Gauge<u64>,
 }
 
 impl SyncMetrics {
@@ -75,6 +78,18 @@ impl SyncMetrics {
             req_starts: meter
                 .u64_counter("grasp_sync_req_starts_total")
                 .with_description("REQ messages sent, by kind (live or historic)")
+                .build(),
+            negentropy_rounds: meter
+                .u64_gauge("grasp_sync_negentropy_rounds")
+                .with_description("NIP-77 rounds since start, by state (started, completed)")
+                .build(),
+            negentropy_fallbacks: meter
+                .u64_gauge("grasp_sync_negentropy_fallbacks")
+                .with_description("fallbacks from NIP-77 to REQ+EOSE since start, by reason")
+                .build(),
+            recovery_ids: meter
+                .u64_gauge("grasp_sync_recovery_ids")
+                .with_description("missing-event recovery: IDs pending now, recovered and expired since start")
                 .build(),
             reconnects: meter
                 .u64_counter("grasp_sync_reconnects_total")
@@ -135,5 +150,27 @@ impl SyncMetrics {
     /// One reconnect of the given kind.
     pub fn record_reconnect(&self, kind: &'static str) {
         self.reconnects.add(1, &[KeyValue::new("kind", kind)]);
+    }
+
+    /// NIP-77 activity since start.
+    pub fn record_negentropy(&self, status: &crate::status::NegentropyStatus) {
+        self.negentropy_rounds
+            .record(status.rounds_started, &[KeyValue::new("state", "started")]);
+        self.negentropy_rounds.record(
+            status.rounds_completed,
+            &[KeyValue::new("state", "completed")],
+        );
+        for (reason, count) in &status.fallbacks {
+            self.negentropy_fallbacks
+                .record(*count, &[KeyValue::new("reason", reason.clone())]);
+        }
+        self.recovery_ids.record(
+            status.recovery_pending_ids,
+            &[KeyValue::new("state", "pending")],
+        );
+        self.recovery_ids
+            .record(status.recovered_ids, &[KeyValue::new("state", "recovered")]);
+        self.recovery_ids
+            .record(status.expired_ids, &[KeyValue::new("state", "expired")]);
     }
 }

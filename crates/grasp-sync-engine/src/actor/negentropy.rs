@@ -488,9 +488,30 @@ impl Actor {
         }
     }
 
-    /// The recovery tick: start due attempts, apply promotions and expiries.
+    /// The recovery tick: start due attempts, apply promotions and expiries, and fetch rejected
+    /// events the store released (their dependency arrived) from the relays that sent them.
     pub(super) fn drive_recovery(&mut self) {
         let now = self.now();
+        for (relay, ids) in self.ingestor.store().poll_refetch() {
+            let connected = self
+                .runtimes
+                .get(&relay)
+                .is_some_and(|r| r.session.is_some());
+            if !connected || ids.is_empty() {
+                continue; // the store reports them again later
+            }
+            let batch =
+                self.pending
+                    .open_batch(&relay, PendingItems::default(), SyncMethod::ReqEose);
+            self.queue_exact_fetch(
+                &relay,
+                batch,
+                &ids,
+                PermitClass::ExactIdFetch,
+                StartKind::Dependency,
+            );
+            self.drive_queue(&relay);
+        }
         while let Some(attempt) = self.recovery.poll_attempt(now) {
             let relay = attempt.relay.clone();
             let connected = self

@@ -79,24 +79,7 @@ impl Actor {
                 },
             );
         }
-        let counts = self.fallbacks.counts(&self.recovery);
-        let negentropy = crate::status::NegentropyStatus {
-            rounds_started: counts.rounds_started,
-            rounds_completed: counts.rounds_completed,
-            fallbacks: crate::negentropy::FallbackReason::ALL
-                .iter()
-                .map(|reason| {
-                    (
-                        reason.metric_label().to_owned(),
-                        counts.fallbacks_for(*reason),
-                    )
-                })
-                .filter(|(_, n)| *n > 0)
-                .collect(),
-            recovery_pending_ids: counts.recovery_pending_ids,
-            recovered_ids: counts.recovered_ids,
-            expired_ids: counts.expired_ids,
-        };
+        let negentropy = self.negentropy_status();
         EngineStatus {
             negentropy,
             repos_tracked: self.repos.len(),
@@ -147,6 +130,7 @@ impl Actor {
             .keys()
             .map(|r| self.pending.batches(r).len())
             .sum();
+        metrics.record_negentropy(&self.negentropy_status());
         metrics.record_totals(self.runtimes.len() as u64, connected, dead, pending as u64);
     }
 }
@@ -158,5 +142,29 @@ fn connection_name(status: ConnectionStatus) -> &'static str {
         ConnectionStatus::Syncing => "syncing",
         ConnectionStatus::Connected => "connected",
         ConnectionStatus::ConnectedHistoricSyncFailures => "connected_historic_sync_failures",
+    }
+}
+
+impl Actor {
+    /// NIP-77 activity since start.
+    fn negentropy_status(&self) -> crate::status::NegentropyStatus {
+        let counts = self.fallbacks.counts(&self.recovery);
+        crate::status::NegentropyStatus {
+            rounds_started: counts.rounds_started,
+            rounds_completed: counts.rounds_completed,
+            fallbacks: crate::negentropy::FallbackReason::ALL
+                .iter()
+                .map(|reason| {
+                    (
+                        reason.metric_label().to_owned(),
+                        counts.fallbacks_for(*reason),
+                    )
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            recovery_pending_ids: counts.recovery_pending_ids,
+            recovered_ids: counts.recovered_ids,
+            expired_ids: counts.expired_ids,
+        }
     }
 }

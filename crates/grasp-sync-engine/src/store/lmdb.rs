@@ -97,6 +97,13 @@ impl LmdbStore {
 
 #[async_trait]
 impl EventStore for LmdbStore {
+    fn poll_refetch(&self) -> Vec<(RelayUrl, Vec<EventId>)> {
+        self.core.poll_refetch().unwrap_or_else(|error| {
+            tracing::warn!(%error, "the rejected-events index could not be read");
+            Vec::new()
+        })
+    }
+
     async fn ingest(&self, event: Event, source: &RelayUrl) -> Result<IngestOutcome, StoreError> {
         self.core.ingest(&event, Some(source)).await
     }
