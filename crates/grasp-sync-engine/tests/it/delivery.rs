@@ -9,7 +9,7 @@ use grasp_sync_testkit::{Nip11Mode, StrictLimits, TestRelay, TestRelayConfig};
 use nostr::{Keys, Timestamp};
 
 use crate::support::{
-    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, test_config, wait_until,
+    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, test_config, wait_for_store, wait_until,
 };
 
 /// A relay that caps every filter at `limit` results and does not speak NIP-77, so history
@@ -133,17 +133,7 @@ async fn history_beyond_the_per_filter_limit_is_paged_through() {
     let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
     let mut expected = ids(&thread);
     expected.extend(ids(&replies));
-    let complete = wait_until(Duration::from_secs(60), || async {
-        store.count_stored(&expected).await == expected.len()
-    })
-    .await;
-    let status = engine.status().await.expect("status");
-    assert!(
-        complete,
-        "stored {} of {}: {status:#?}",
-        store.count_stored(&expected).await,
-        expected.len()
-    );
+    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(60)).await;
     let home_key = grasp_sync_model::RelayUrl::parse(&home.url())
         .expect("url")
         .to_string();
@@ -205,21 +195,11 @@ async fn a_small_advertised_subscription_budget_is_never_exceeded() {
     let (bootstrap, home, expected) = crowded_home(BUDGET, Nip11Mode::WithLimits, 6, 90).await;
     let store = TestStore::open().await;
     let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
-    let complete = wait_until(Duration::from_secs(60), || async {
-        store.count_stored(&expected).await == expected.len()
-    })
-    .await;
-    let status = engine.status().await.expect("status");
+    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(60)).await;
     let home_key = grasp_sync_model::RelayUrl::parse(&home.url())
         .expect("url")
         .to_string();
     let relay = &status.relays[&home_key];
-    assert!(
-        complete,
-        "stored {} of {}: {status:#?}",
-        store.count_stored(&expected).await,
-        expected.len()
-    );
     assert_eq!(relay.subscription_budget, BUDGET, "{relay:#?}");
     assert!(relay.peak_subscriptions <= BUDGET, "{relay:#?}");
     assert_eq!(status.total_refusals(), 0, "{status:#?}");
@@ -232,21 +212,11 @@ async fn a_hidden_subscription_budget_is_learned_from_one_refusal() {
     let (bootstrap, home, expected) = crowded_home(BUDGET, Nip11Mode::WithoutLimits, 12, 120).await;
     let store = TestStore::open().await;
     let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
-    let complete = wait_until(Duration::from_secs(90), || async {
-        store.count_stored(&expected).await == expected.len()
-    })
-    .await;
-    let status = engine.status().await.expect("status");
+    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(90)).await;
     let home_key = grasp_sync_model::RelayUrl::parse(&home.url())
         .expect("url")
         .to_string();
     let relay = &status.relays[&home_key];
-    assert!(
-        complete,
-        "stored {} of {}: {status:#?}",
-        store.count_stored(&expected).await,
-        expected.len()
-    );
     assert_eq!(
         relay.refusals.get("too_many_subscriptions").copied(),
         Some(1),
@@ -311,20 +281,10 @@ async fn a_relay_killed_mid_sync_is_redialled_and_the_store_ends_complete() {
 
     let mut expected = ids(&thread);
     expected.extend(reply_ids);
-    let complete = wait_until(Duration::from_secs(60), || async {
-        store.count_stored(&expected).await == expected.len()
-    })
-    .await;
-    let status = engine.status().await.expect("status");
+    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(60)).await;
     let home_key = grasp_sync_model::RelayUrl::parse(&home.url())
         .expect("url")
         .to_string();
-    assert!(
-        complete,
-        "stored {} of {}: {status:#?}",
-        store.count_stored(&expected).await,
-        expected.len()
-    );
     assert!(status.relays[&home_key].connections >= 2, "{status:#?}");
     engine.shutdown().await;
 }

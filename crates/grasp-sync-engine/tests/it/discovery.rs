@@ -6,7 +6,7 @@ use std::time::Duration;
 use grasp_sync_testkit::{TestRelay, TestRelayConfig};
 
 use crate::support::{
-    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, test_config, wait_until,
+    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, test_config, wait_for_store, wait_until,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,17 +31,7 @@ async fn announcement_listing_us_leads_to_its_relay_and_every_tag_style_lands() 
     let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
     let mut expected = ids(&thread);
     expected.insert(announcement.id);
-    let complete = wait_until(Duration::from_secs(30), || async {
-        store.count_stored(&expected).await == expected.len()
-    })
-    .await;
-    let status = engine.status().await.expect("status");
-    assert!(
-        complete,
-        "stored {} of {}: {status:#?}",
-        store.count_stored(&expected).await,
-        expected.len()
-    );
+    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(30)).await;
     assert!(relay_b.websocket_connections_accepted() >= 1);
     assert_eq!(status.total_refusals(), 0, "{status:#?}");
     engine.shutdown().await;

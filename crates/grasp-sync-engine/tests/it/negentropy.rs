@@ -11,7 +11,7 @@ use grasp_sync_testkit::{ServeById, StrictLimits, TestRelay, TestRelayConfig};
 use nostr::{Event, Keys, Timestamp};
 
 use crate::support::{
-    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, test_config, wait_until,
+    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, test_config, wait_for_store, wait_until,
 };
 
 /// A passthrough strict relay (counts what it sends) with NIP-77 on or off.
@@ -78,17 +78,7 @@ async fn sync_with_store_holding(negentropy: bool, total: u64, held: usize) -> u
     let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
     let mut expected = ids(&thread);
     expected.extend(ids(&many));
-    let complete = wait_until(Duration::from_secs(90), || async {
-        store.count_stored(&expected).await == expected.len()
-    })
-    .await;
-    let status = engine.status().await.expect("status");
-    assert!(
-        complete,
-        "stored {} of {}: {status:#?}",
-        store.count_stored(&expected).await,
-        expected.len()
-    );
+    wait_for_store(&store, &engine, &expected, Duration::from_secs(90)).await;
     let home_key = source.to_string();
     assert!(
         wait_until(Duration::from_secs(30), || async {
@@ -168,17 +158,7 @@ async fn a_relay_advertising_ids_it_cannot_serve_gets_the_semantic_fallback() {
     let (bootstrap, _home, store, expected) = home_serving(ServeById::new(0), 40).await;
     let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
     // By ID nothing arrives, ever: only the semantic REQ+EOSE fallback can complete the store.
-    let complete = wait_until(Duration::from_secs(60), || async {
-        store.count_stored(&expected).await == expected.len()
-    })
-    .await;
-    let status = engine.status().await.expect("status");
-    assert!(
-        complete,
-        "stored {} of {}: {status:#?}",
-        store.count_stored(&expected).await,
-        expected.len()
-    );
+    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(60)).await;
     assert_eq!(status.negentropy.recovery_pending_ids, 0, "{status:#?}");
     engine.shutdown().await;
 }

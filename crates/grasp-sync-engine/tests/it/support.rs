@@ -105,6 +105,28 @@ pub(crate) async fn start_engine(store: &TestStore, config: EngineConfig) -> Eng
         .expect("engine starts")
 }
 
+/// Waits until the store holds every event of `expected`; fails the test with the engine's
+/// status if it does not within `deadline`. Returns the status at that moment.
+pub(crate) async fn wait_for_store(
+    store: &TestStore,
+    engine: &EngineHandle,
+    expected: &BTreeSet<EventId>,
+    deadline: Duration,
+) -> grasp_sync_engine::EngineStatus {
+    let complete = wait_until(deadline, || async {
+        store.count_stored(expected).await == expected.len()
+    })
+    .await;
+    let status = engine.status().await.expect("status");
+    assert!(
+        complete,
+        "stored {} of {}: {status:#?}",
+        store.count_stored(expected).await,
+        expected.len()
+    );
+    status
+}
+
 /// Polls `check` until it returns true or `deadline` passes; returns whether it became true.
 pub(crate) async fn wait_until<F, Fut>(deadline: Duration, mut check: F) -> bool
 where
