@@ -312,6 +312,16 @@ fn neg_open_subscription(text: &str) -> Option<String> {
 /// Runs one diff against a scripted relay with `deadline`, checks the error, and returns the
 /// relay for further checks.
 async fn check(script: Script, deadline: Duration, expected: NegentropyError) -> ScriptedRelay {
+    check_keeping_session(script, deadline, expected).await.0
+}
+
+/// Like [`check`], but hands back the session too, so a test can keep it open (dropping it
+/// disconnects, which could cut off a NEG-CLOSE that was queued but not yet written).
+async fn check_keeping_session(
+    script: Script,
+    deadline: Duration,
+    expected: NegentropyError,
+) -> (ScriptedRelay, super::RelayConnection) {
     let relay = ScriptedRelay::start(script).await;
     let connection = connect(&relay.url).await;
     let keys = keys();
@@ -328,7 +338,7 @@ async fn check(script: Script, deadline: Duration, expected: NegentropyError) ->
         elapsed < deadline + Duration::from_secs(2),
         "round took {elapsed:?}"
     );
-    relay
+    (relay, connection)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -345,7 +355,7 @@ async fn relay_that_never_answers_times_out_by_the_deadline() {
 async fn relay_that_stalls_mid_exchange_times_out_by_the_deadline() {
     // A valid first answer: one range up to infinity with a fingerprint that cannot match, so
     // the client answers and then waits for a reply that never comes.
-    let relay = check(
+    let (relay, _session) = check_keeping_session(
         Script::Reply(r#"["NEG-MSG","{sub}","61000001ffffffffffffffffffffffffffffffff"]"#),
         // Long enough that a loaded machine still reads the relay's answer (and learns the
         // round's ID) before the deadline, which is what makes NEG-CLOSE possible.
