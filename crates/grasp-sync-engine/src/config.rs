@@ -37,7 +37,16 @@ pub struct EngineConfig {
     pub rng_seed: Option<u64>,
     /// Missing-event recovery timing (30 s doubling to 15 min, 300 IDs, 12 attempts).
     pub recovery: crate::negentropy::RecoveryConfig,
+    /// Core live subscriptions allowed above the irreducible baseline of the complete live
+    /// set before live coverage is consolidated (70).
+    pub consolidation_margin: usize,
+    /// Interval of the paced historic catch-up for coverage a relay's byte cap keeps out of
+    /// the live set (5 min; each query overlaps the previous by 1 min).
+    pub catch_up_interval: Duration,
 }
+
+/// Core live subscriptions allowed above the irreducible live baseline before consolidation.
+pub const CONSOLIDATION_MARGIN: usize = 70;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -55,6 +64,8 @@ impl Default for EngineConfig {
             session_inbox: 8192,
             rng_seed: None,
             recovery: crate::negentropy::RecoveryConfig::default(),
+            consolidation_margin: CONSOLIDATION_MARGIN,
+            catch_up_interval: grasp_sync_ledger::CATCH_UP_INTERVAL,
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod error;
 mod ingest;
 pub mod metrics;
 pub mod negentropy;
+mod refused;
 mod session;
 pub mod status;
 pub mod store;

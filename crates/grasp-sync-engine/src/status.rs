@@ -64,8 +64,10 @@ pub struct RelayStatus {
     pub bootstrap: bool,
     /// Subscription budget of the current session (0 when disconnected).
     pub subscription_budget: usize,
-    /// Live subscriptions held now.
+    /// Live subscriptions held now (core and auxiliary).
     pub live_subscriptions: usize,
+    /// Of those, auxiliary (descendant) live subscriptions.
+    pub auxiliary_subscriptions: usize,
     /// Transient subscriptions held now.
     pub transient_subscriptions: usize,
     /// Negentropy rounds running now.
@@ -106,6 +108,14 @@ pub struct RelayStatus {
     pub long_reconnects: u64,
     /// Daily reconciliations run.
     pub daily_reconciliations: u64,
+    /// Live coverage rebuilds that bounded fragmentation (consolidations).
+    pub consolidations: u64,
+    /// Refused filters paused by policy, waiting for their recovery probe.
+    pub paused_filters: usize,
+    /// Filters left out of the live set by the relay's byte cap, fetched by paced catch-up.
+    pub catch_up_filters: usize,
+    /// Catch-up queries started.
+    pub catch_ups: u64,
     /// The last error or refusal text, if any.
     pub last_error: Option<String>,
 }

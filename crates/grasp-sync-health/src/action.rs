@@ -17,6 +17,13 @@ pub enum RefusalScope {
         /// How many filters the refused request carried.
         filters: u32,
     },
+    /// Like [`RefusalScope::Request`], for a caller that pauses refused coverage on its own: a
+    /// policy refusal (other than `auth-required:`, which concerns the whole connection) then
+    /// pauses only that coverage ([`RefusalAction::CoveragePaused`]), not the relay.
+    Coverage {
+        /// How many filters the refused request carried.
+        filters: u32,
+    },
     /// A CLOSED for a subscription already retired: counted, never acted on.
     Retired,
     /// A refused participant mailbox fetch.
@@ -60,6 +67,12 @@ pub enum RefusalAction {
         /// Its unchanged deadline.
         until: Instant,
     },
+    /// A policy refusal of coverage the caller pauses on its own until `until` (the policy
+    /// pause); the relay's other coverage goes on.
+    CoveragePaused {
+        /// When the refused coverage may be probed again.
+        until: Instant,
+    },
     /// A multi-filter request exceeded the relay's filter count: regroup it smaller
     /// (session-local), no pause.
     Regroup {
@@ -90,6 +103,7 @@ pub struct RecoveryProbe {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Decision {
     Pause(PauseKind),
+    PauseCoverage,
     Regroup,
     ByteCap,
     Ignore,
@@ -106,6 +120,14 @@ pub(crate) fn decide(refusal: &Refusal, scope: RefusalScope) -> Decision {
         RefusalScope::Identity => return Decision::Pause(PauseKind::Identity),
         RefusalScope::Notice => (refusal.submitted_filters, false),
         RefusalScope::Request { filters } => (Some(filters), true),
+        RefusalScope::Coverage { filters } => {
+            let decision = decide(refusal, RefusalScope::Request { filters });
+            let relay_wide = refusal.category == C::AuthRequired;
+            return match decision {
+                Decision::Pause(PauseKind::Policy) if !relay_wide => Decision::PauseCoverage,
+                other => other,
+            };
+        }
     };
     match refusal.category {
         C::RateLimited => Decision::Pause(PauseKind::RateLimit),

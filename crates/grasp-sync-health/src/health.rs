@@ -172,6 +172,9 @@ impl RelayHealth {
         self.refusals.record(refusal.category);
         match decide(refusal, scope) {
             Decision::Pause(kind) => self.pause(kind, now),
+            Decision::PauseCoverage => RefusalAction::CoveragePaused {
+                until: now.checked_add(self.config.policy_pause).unwrap_or(now),
+            },
             Decision::Regroup => RefusalAction::Regroup {
                 submitted_filters: refusal.submitted_filters,
             },

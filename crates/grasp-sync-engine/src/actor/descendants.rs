@@ -43,6 +43,18 @@ pub(super) struct DescendantCoverage {
     in_flight: Option<(BatchId, Timestamp)>,
 }
 
+impl DescendantCoverage {
+    /// Whether descendant coverage runs on the paced fallback.
+    pub(super) fn is_constrained(&self) -> bool {
+        self.constrained
+    }
+
+    /// Moves descendant coverage to the paced fallback.
+    pub(super) fn set_constrained(&mut self) {
+        self.constrained = true;
+    }
+}
+
 impl Actor {
     /// Remembers `event` as a direct member if it tags one of our roots.
     pub(super) fn note_direct_member(&mut self, event: &Event) {

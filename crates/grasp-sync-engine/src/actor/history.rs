@@ -17,6 +17,7 @@ use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 
 use super::Actor;
 use super::runtime::{QueuedStart, Transient};
+use crate::refused::Admission;
 use crate::session::Outbound;
 
 /// Shortest wait before failed coverage is derived again.
@@ -100,6 +101,14 @@ impl Actor {
         items: PendingItems,
         filters: Vec<Filter>,
     ) -> Option<BatchId> {
+        // Coverage refused by policy is settled by REQs, where a refusal names its filters.
+        let refused = self
+            .runtimes
+            .get(relay)
+            .is_some_and(|r| !r.refused.is_empty());
+        if refused {
+            return self.open_historic_batch(relay, items, filters);
+        }
         match self.open_negentropy_batch(relay, items.clone(), filters.clone()) {
             Some(batch) => Some(batch),
             None => self.open_historic_batch(relay, items, filters),
@@ -118,18 +127,37 @@ impl Actor {
             return false;
         };
         let limits = runtime.learned.pack_limits(PackLimits::default());
+        // Coverage refused by policy is left out; suspects go one filter per REQ.
+        let mut together = Vec::new();
+        let mut alone = Vec::new();
+        for admission in runtime.refused.admit(self.now(), filters) {
+            match admission {
+                Admission::Send(filter) => together.push(filter),
+                Admission::Alone(filter) => alone.push(filter),
+            }
+        }
         // History ignores live tiers: one tier lets every family share REQs.
-        let tiered = filters
-            .into_iter()
-            .map(|f| TieredFilter::new(f, CoverageTier::HistoricOnly))
-            .collect();
-        let groups = match pack_requests(tiered, &limits) {
+        let tiered = |filters: Vec<Filter>| {
+            filters
+                .into_iter()
+                .map(|f| TieredFilter::new(f, CoverageTier::HistoricOnly))
+                .collect::<Vec<_>>()
+        };
+        let mut groups = match pack_requests(tiered(together), &limits) {
             Ok(groups) => groups,
             Err(error) => {
                 tracing::warn!(%relay, %error, "historic filters could not be packed");
                 return false;
             }
         };
+        for filter in alone {
+            match pack_requests(tiered(vec![filter]), &limits) {
+                Ok(single) => groups.extend(single),
+                Err(error) => {
+                    tracing::warn!(%relay, %error, "a suspect filter could not be packed")
+                }
+            }
+        }
         let mut queued = Vec::with_capacity(groups.len());
         for group in groups {
             let subscription_id = self.next_subscription_id("hist");
@@ -279,6 +307,10 @@ impl Actor {
         if let Some(permit) = transient.permit.take() {
             let _ = ledger.handle_release(now, &permit, ReleaseReason::EoseCloseEnqueued);
         }
+        let settled = !runtime.refused.is_empty()
+            && runtime
+                .refused
+                .handle_success(&transient.pagination.current_filters());
         let step = if transient.exact {
             PageStep::Complete {
                 truncated: Vec::new(),
@@ -315,6 +347,10 @@ impl Actor {
                 self.batch_drained(relay, resolved.batch_id);
             }
         }
+        if settled {
+            // Suspect coverage proved innocent: it may be live again.
+            self.repair_live(relay);
+        }
         self.drive_queue(relay);
     }
 
@@ -338,6 +374,7 @@ impl Actor {
             }
         }
         self.handle_descendant_batch_done(relay, batch, true);
+        self.handle_catch_up_batch_done(relay, batch, true);
         if outcome.relay_idle {
             self.check_idle(relay);
         }
@@ -377,6 +414,7 @@ impl Actor {
         self.forget_negentropy_batch(relay, batch);
         self.recovery.handle_unrelated_failure(relay);
         self.handle_descendant_batch_done(relay, batch, false);
+        self.handle_catch_up_batch_done(relay, batch, false);
         if self.pending.abandon_batch(relay, batch).is_some() {
             self.relays.register(relay).batch_failed = true;
             tracing::info!(%relay, %why, "historic batch failed; it will be retried");

@@ -78,6 +78,17 @@ impl Actor {
         self.record_metrics();
     }
 
+    /// Refused coverage whose policy pause ended: fetched once by history, one filter per REQ;
+    /// completing makes it live again, a second refusal pauses it again.
+    fn probe_refused_coverage(&mut self, relay: &RelayUrl, probes: Vec<nostr::Filter>) {
+        tracing::info!(%relay, filters = probes.len(), "probing coverage refused by policy");
+        // One filter per REQ, so a refusal names exactly the filter it refuses.
+        for filter in probes {
+            self.open_historic_batch(relay, PendingItems::default(), vec![filter]);
+        }
+        self.drive_queue(relay);
+    }
+
     /// A relay nobody references any more: close it and forget it (bootstrap relays never).
     fn retire(&mut self, relay: &RelayUrl) {
         let Some(runtime) = self.runtimes.get(relay) else {
@@ -213,6 +224,10 @@ impl Actor {
         }
         tracing::info!(%relay, budget = budget.slots(), "connected");
         self.reset_descendant_mode(relay);
+        self.reset_catch_up(relay);
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.consolidation_queued = false;
+        }
         self.fallbacks.handle_session_started(relay);
         self.recovery.handle_connected(relay);
         self.arm_daily(relay);
@@ -423,6 +438,15 @@ impl Actor {
     /// daily reconciliation.
     pub(super) fn handle_relay_timeouts(&mut self, relay: &RelayUrl, now: Instant) {
         self.handle_watchdog(relay, now);
+        let probes = self
+            .runtimes
+            .get_mut(relay)
+            .filter(|r| r.session.is_some())
+            .map(|r| r.refused.poll_probes(now))
+            .unwrap_or_default();
+        if !probes.is_empty() {
+            self.probe_refused_coverage(relay, probes);
+        }
         if self
             .runtimes
             .get(relay)
@@ -484,6 +508,7 @@ impl Actor {
         if self.pending.has_pending(relay) {
             return;
         }
+        self.run_queued_consolidation(relay);
         let at = self.now() + self.config.completion_recheck;
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             if runtime.session.is_some() && runtime.completion_check.is_none() {

@@ -18,6 +18,7 @@ impl Actor {
         relay: &RelayUrl,
         incoming: Vec<TieredFilter>,
     ) -> Vec<CoverageTier> {
+        let incoming = self.without_refused(relay, incoming);
         if incoming.is_empty() {
             return Vec::new();
         }
@@ -30,8 +31,32 @@ impl Actor {
             .filter(|d| d.reason != DeferReason::HistoricOnly)
             .map(|d| d.tier)
             .collect();
+        self.note_catch_up(relay, &plan);
         self.apply_live_plan(relay, plan);
+        self.check_consolidation(relay);
         deferred
+    }
+
+    /// `incoming` without coverage the relay refused by policy (paused or still suspect).
+    fn without_refused(&self, relay: &RelayUrl, incoming: Vec<TieredFilter>) -> Vec<TieredFilter> {
+        let Some(runtime) = self.runtimes.get(relay) else {
+            return incoming;
+        };
+        if runtime.refused.is_empty() {
+            return incoming;
+        }
+        let now = self.now();
+        incoming
+            .into_iter()
+            .flat_map(|f| {
+                let tier = f.tier;
+                runtime
+                    .refused
+                    .live(now, vec![f.filter])
+                    .into_iter()
+                    .map(move |filter| TieredFilter::new(filter, tier))
+            })
+            .collect()
     }
 
     /// Closes the plan's retired groups and opens its new ones atomically, restoring the
@@ -149,6 +174,13 @@ impl Actor {
     /// Re-derives complete live coverage for the relay's confirmed and pending items plus
     /// Layer 1, and opens whatever is not already held (after a live group was closed).
     pub(super) fn repair_live(&mut self, relay: &RelayUrl) {
+        let filters = self.complete_live_filters(relay);
+        let _ = self.open_live(relay, filters);
+    }
+
+    /// The complete core live set the relay should hold: Layer 1 plus the confirmed and
+    /// pending items the current index still wants.
+    fn complete_live_filters(&self, relay: &RelayUrl) -> Vec<TieredFilter> {
         let mut items = self.pending.pending_items(relay);
         if let Some(state) = self.relays.get(relay) {
             for (coordinate, level) in &state.repos {
@@ -196,6 +228,140 @@ impl Actor {
             Ok(more) => filters.extend(more),
             Err(error) => tracing::warn!(%relay, %error, "live filters could not be built"),
         }
-        let _ = self.open_live(relay, filters);
+        filters
+    }
+
+    /// Closes every auxiliary (descendant) live group; descendants fall back to paced history
+    /// until the next session re-derives the mode.
+    pub(super) fn retire_auxiliary(&mut self, relay: &RelayUrl) {
+        let now = self.now();
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
+        else {
+            return;
+        };
+        let auxiliary: Vec<SubscriptionId> = session
+            .live
+            .iter()
+            .filter(|(_, g)| g.is_auxiliary())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &auxiliary {
+            if let Some(held) = session.live.remove(id) {
+                let _ = ledger.handle_release(now, &held.permit, ReleaseReason::LiveRetired);
+                session.handle.send(Outbound::Close(id.clone()));
+            }
+        }
+        if !auxiliary.is_empty() || !runtime.descendants.is_constrained() {
+            tracing::debug!(%relay, closed = auxiliary.len(), "descendant coverage moves to paced history");
+        }
+        runtime.descendants.set_constrained();
+    }
+
+    /// Consolidation is due when core live groups exceed the irreducible baseline of the
+    /// complete live set by more than the margin. It is queued and runs once no batch is
+    /// pending, when the baseline covers everything the relay syncs.
+    fn check_consolidation(&mut self, relay: &RelayUrl) {
+        let margin = self.config.consolidation_margin;
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let Some(session) = runtime.session.as_ref() else {
+            return;
+        };
+        // The baseline is at least one group, so nothing at or under the margin can exceed it.
+        if session.core_live() > margin && !runtime.consolidation_queued {
+            runtime.consolidation_queued = true;
+        }
+    }
+
+    /// Groups the complete live set needs when packed from scratch.
+    fn live_baseline(&self, relay: &RelayUrl) -> Option<usize> {
+        let filters = self.complete_live_filters(relay);
+        let filters = self.without_refused(relay, filters);
+        let plan = self.plan_from_scratch(relay, filters)?;
+        Some(plan.open.len())
+    }
+
+    fn plan_from_scratch(&self, relay: &RelayUrl, incoming: Vec<TieredFilter>) -> Option<LivePlan> {
+        let runtime = self.runtimes.get(relay)?;
+        let ledger = runtime.ledger.as_ref()?;
+        let budget = LiveBudget::new(&ledger.budget(), &runtime.learned, PackLimits::default());
+        plan_live(&[], incoming, &budget).ok()
+    }
+
+    /// Runs a queued consolidation once the relay has no pending batch, if core live groups
+    /// still exceed the baseline by more than the margin.
+    pub(super) fn run_queued_consolidation(&mut self, relay: &RelayUrl) {
+        let queued = self
+            .runtimes
+            .get(relay)
+            .is_some_and(|r| r.consolidation_queued);
+        if !queued || self.pending.has_pending(relay) {
+            return;
+        }
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.consolidation_queued = false;
+        }
+        let core = self
+            .runtimes
+            .get(relay)
+            .and_then(|r| r.session.as_ref())
+            .map_or(0, |s| s.core_live());
+        let Some(baseline) = self.live_baseline(relay) else {
+            return;
+        };
+        let margin = self.config.consolidation_margin;
+        if core > baseline + margin {
+            tracing::info!(%relay, core, baseline, margin, "live coverage is fragmented; consolidating");
+            self.consolidate(relay);
+        }
+    }
+
+    /// Scenario 4: rebuilds live coverage from confirmed state (no historic sync), then the
+    /// diff adds whatever is new.
+    fn consolidate(&mut self, relay: &RelayUrl) {
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.stats.consolidations += 1;
+        }
+        self.pending.clear_relay(relay);
+        self.rebuild_live(relay);
+        self.recompute(relay);
+        self.drive_queue(relay);
+    }
+
+    /// Replaces the whole core live set with the complete set packed from scratch under the
+    /// current budgets (a consolidation, or after a learned byte cap). Auxiliary groups are
+    /// retired first and never enter the rollback; if admission fails the old groups are
+    /// restored.
+    pub(super) fn rebuild_live(&mut self, relay: &RelayUrl) {
+        self.retire_auxiliary(relay);
+        let filters = self.complete_live_filters(relay);
+        let filters = self.without_refused(relay, filters);
+        let Some(mut plan) = self.plan_from_scratch(relay, filters) else {
+            tracing::warn!(%relay, "live coverage could not be planned; keeping the groups held");
+            return;
+        };
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let Some(session) = runtime.session.as_ref() else {
+            return;
+        };
+        let held: Vec<HeldGroup> = session
+            .live
+            .iter()
+            .map(|(id, live)| HeldGroup {
+                subscription_id: id.clone(),
+                group: live.group.clone(),
+            })
+            .collect();
+        plan.close = held.iter().map(|h| h.subscription_id.clone()).collect();
+        plan.rollback.reopen = held;
+        runtime.catch_up.clear_filters();
+        self.note_catch_up(relay, &plan);
+        self.apply_live_plan(relay, plan);
     }
 }

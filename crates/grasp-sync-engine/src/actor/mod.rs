@@ -7,6 +7,7 @@
 //! never waits on the network or on a pacing gate: sends are queued to session tasks, dials to
 //! the dial workers, and gates answer with an instant to come back at.
 
+mod catch_up;
 mod descendants;
 mod discovery;
 mod history;
@@ -198,6 +199,10 @@ impl Actor {
             self.next_batch_at = now + self.config.batch_window;
             self.process_feed_batch();
             self.sync_descendants();
+            let relays: Vec<RelayUrl> = self.runtimes.keys().cloned().collect();
+            for relay in relays {
+                self.run_catch_up(&relay);
+            }
         }
         if now >= self.next_purgatory_at {
             self.next_purgatory_at = now + self.config.purgatory_interval;
@@ -231,6 +236,10 @@ impl Actor {
                 runtime.daily_at,
                 runtime.session.as_ref().and_then(|s| s.gate_wait),
                 runtime.ledger.as_ref().and_then(|l| l.poll_timeout()),
+                runtime
+                    .session
+                    .as_ref()
+                    .and_then(|_| runtime.refused.poll_timeout()),
             ]
             .into_iter()
             .flatten()

@@ -407,7 +407,12 @@ impl Actor {
     }
 
     /// The rounds of `batch` still queued fall back (a gate refused NIP-77).
-    fn fall_back_rounds(&mut self, relay: &RelayUrl, batch: BatchId, reason: FallbackReason) {
+    pub(super) fn fall_back_rounds(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        reason: FallbackReason,
+    ) {
         if self.fallbacks.handle_fallback(relay, reason) {
             tracing::warn!(%relay, "negentropy disabled for this session; falling back to REQ+EOSE");
         }

@@ -90,7 +90,7 @@ impl Actor {
             .get(subscription_id)
             .map(|g| g.group.filters.len());
         let scope = match (transient, live_filters) {
-            (Some((_, filters, false)), _) | (None, Some(filters)) => RefusalScope::Request {
+            (Some((_, filters, false)), _) | (None, Some(filters)) => RefusalScope::Coverage {
                 filters: u32::try_from(filters).unwrap_or(u32::MAX),
             },
             _ => RefusalScope::Retired,
@@ -105,6 +105,21 @@ impl Actor {
             }
             return;
         }
+        let refused_filters = session
+            .transients
+            .get(subscription_id)
+            .map(|t| t.pagination.current_filters())
+            .or_else(|| {
+                session
+                    .live
+                    .get(subscription_id)
+                    .map(|g| g.group.to_filters())
+            })
+            .unwrap_or_default();
+        let auxiliary = session
+            .live
+            .get(subscription_id)
+            .is_some_and(|g| g.is_auxiliary());
         self.count_refusal(relay, &refusal, message);
         // A subscription-count refusal teaches the budget; the learned budget is the remedy,
         // so no pause: every subscription is re-derived under it at once.
@@ -118,18 +133,86 @@ impl Actor {
             .get_mut(relay)
             .map(|r| r.health.handle_refusal(now, &refusal, scope));
         self.apply_learned_limits(relay, &refusal, action);
+        if let Some(RefusalAction::CoveragePaused { until }) = action {
+            self.pause_refused_coverage(relay, &refused_filters, until, message);
+        }
 
         if let Some((batch, _, _)) = transient {
             self.release_transient(relay, subscription_id, ReleaseReason::Closed);
+            if matches!(action, Some(RefusalAction::ByteCap { .. })) {
+                // Whatever was refused, the live set must now fit the learned cap with one
+                // transient REQ beside it.
+                self.rebuild_live(relay);
+            }
             self.fail_batch(relay, batch, message);
+        } else if auxiliary {
+            // Descendant coverage is auxiliary: its CLOSED retires the rest of it and falls
+            // back to paced history, leaving healthy core coverage alone.
+            self.retire_live_group(relay, subscription_id);
+            self.retire_auxiliary(relay);
         } else if live_filters.is_some() {
             self.retire_live_group(relay, subscription_id);
+            if matches!(action, Some(RefusalAction::ByteCap { .. })) {
+                // The relay holds less than we sent: rebuild every persistent group within the
+                // learned cap; what does not fit gets the paced catch-up.
+                self.rebuild_live(relay);
+                return;
+            }
+            if let (Some(RefusalAction::CoveragePaused { .. }), [_, _, ..]) =
+                (action, refused_filters.as_slice())
+            {
+                // Suspects are settled one filter per REQ through history.
+                let filters = refused_filters
+                    .iter()
+                    .map(|f| {
+                        let mut f = f.clone();
+                        f.since = None;
+                        f.limit = None;
+                        f
+                    })
+                    .collect();
+                self.open_historic_batch(relay, grasp_sync_model::PendingItems::default(), filters);
+            }
+            // Restoration retires auxiliary coverage first, so it cannot take core slots.
+            self.retire_auxiliary(relay);
             // Replacement coverage is derived from the current index once any pause ends.
             if let Some(runtime) = self.runtimes.get_mut(relay) {
                 let pause_end = runtime.health.sync_paused_until(now).unwrap_or(now);
                 runtime.retry_at = Some(pause_end.max(now));
             }
             self.repair_live(relay);
+        }
+    }
+
+    /// A policy refusal of `filters`: one filter is paused until `until`; several become
+    /// suspects that later work sends one per REQ. Refused live coverage is settled by history:
+    /// its filters are queued as a historic batch of their own.
+    fn pause_refused_coverage(
+        &mut self,
+        relay: &RelayUrl,
+        filters: &[nostr::Filter],
+        until: std::time::Instant,
+        message: &str,
+    ) {
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let paused = runtime.refused.handle_refusal(filters, until);
+        // Rounds queued before the refusal would send refused coverage by NIP-77, where a
+        // refusal does not name its filter: their batches go to REQs, which are admitted.
+        let queued: std::collections::BTreeSet<grasp_sync_model::BatchId> = runtime
+            .session
+            .as_ref()
+            .map(|s| s.neg_queue.iter().map(|round| round.batch).collect())
+            .unwrap_or_default();
+        for batch in queued {
+            self.fall_back_rounds(relay, batch, crate::negentropy::FallbackReason::Refused);
+        }
+        if paused {
+            tracing::info!(%relay, reason = %message, "refused coverage paused for the policy pause; the rest goes on");
+        } else {
+            tracing::info!(%relay, reason = %message, filters = filters.len(),
+                "a multi-filter request was refused by policy; its filters will be tried one per request");
         }
     }
 
@@ -212,6 +295,13 @@ impl Actor {
             Some(RefusalAction::ByteCap { bytes }) => {
                 if let Some(bytes) = bytes.and_then(|b| usize::try_from(b).ok()) {
                     runtime.learned.handle_retained_bytes_refusal(now, bytes);
+                    tracing::info!(%relay, bytes, "learned the relay's retained-subscription byte cap");
+                    // Transient REQs are serialised so the relay's occupancy cannot overdraw the
+                    // one transient REQ the cap reserves.
+                    let cap = runtime.learned.transient_req_cap();
+                    if let Some(ledger) = runtime.ledger.as_mut() {
+                        ledger.handle_transient_req_cap(now, cap);
+                    }
                 }
             }
             _ => {}

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use grasp_sync_filters::{FilterGroup, GroupedPagination, RelayPageSession};
+use grasp_sync_filters::{CoverageTier, FilterGroup, GroupedPagination, RelayPageSession};
 use grasp_sync_health::RelayHealth;
 use grasp_sync_ledger::{
     BackgroundGate, LearnedLimits, Permit, PermitClass, ReactiveGate, StartKind, SubscriptionLedger,
@@ -39,6 +39,14 @@ pub(super) struct RelayRuntime {
     pub(super) descendants: super::descendants::DescendantCoverage,
     /// The negentropy side of pending batches reconciled by NIP-77.
     pub(super) neg_batches: BTreeMap<BatchId, super::negentropy::NegBatch>,
+    /// Coverage this relay refused by policy, paused on its own; kept across sessions.
+    pub(super) refused: crate::refused::RefusedCoverage,
+    /// Core live groups passed the consolidation margin: once no batch is pending, compare
+    /// them with the baseline of the complete live set and consolidate if they exceed it by
+    /// more than the margin.
+    pub(super) consolidation_queued: bool,
+    /// Coverage left out of the live set by the learned byte cap, and its paced catch-up.
+    pub(super) catch_up: super::catch_up::CatchUp,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
@@ -54,6 +62,8 @@ pub(super) struct RelayStats {
     pub(super) quick_reconnects: u64,
     pub(super) long_reconnects: u64,
     pub(super) daily_reconciliations: u64,
+    pub(super) consolidations: u64,
+    pub(super) catch_ups: u64,
     pub(super) last_error: Option<String>,
 }
 
@@ -98,12 +108,30 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Live groups carrying core coverage (not descendants).
+    pub(super) fn core_live(&self) -> usize {
+        self.live.values().filter(|g| !g.is_auxiliary()).count()
+    }
+}
+
 /// A persistent live group.
 pub(super) struct LiveGroup {
     pub(super) group: FilterGroup,
     pub(super) permit: Permit,
     /// Send order within the session.
     pub(super) sent: u64,
+}
+
+impl LiveGroup {
+    /// Whether the group carries descendant coverage: auxiliary, retired before core coverage
+    /// is rebuilt and never part of its rollback.
+    pub(super) fn is_auxiliary(&self) -> bool {
+        matches!(
+            self.group.tier(),
+            Some(CoverageTier::DescendantCanonical | CoverageTier::DescendantQuote)
+        )
+    }
 }
 
 /// A transient REQ+EOSE subscription in flight.
@@ -147,6 +175,9 @@ impl RelayRuntime {
             learned_slots: None,
             descendants: super::descendants::DescendantCoverage::default(),
             neg_batches: BTreeMap::new(),
+            refused: crate::refused::RefusedCoverage::default(),
+            consolidation_queued: false,
+            catch_up: super::catch_up::CatchUp::default(),
         }
     }
 

@@ -41,6 +41,10 @@ impl Actor {
                     bootstrap: runtime.health.is_bootstrap(),
                     subscription_budget: budget,
                     live_subscriptions: runtime.session.as_ref().map_or(0, |s| s.live.len()),
+                    auxiliary_subscriptions: runtime
+                        .session
+                        .as_ref()
+                        .map_or(0, |s| s.live.len() - s.core_live()),
                     transient_subscriptions: runtime
                         .session
                         .as_ref()
@@ -75,6 +79,10 @@ impl Actor {
                     quick_reconnects: runtime.stats.quick_reconnects,
                     long_reconnects: runtime.stats.long_reconnects,
                     daily_reconciliations: runtime.stats.daily_reconciliations,
+                    consolidations: runtime.stats.consolidations,
+                    paused_filters: runtime.refused.paused_filters(),
+                    catch_up_filters: runtime.catch_up.len(),
+                    catch_ups: runtime.stats.catch_ups,
                     last_error: runtime.stats.last_error.clone(),
                 },
             );

@@ -864,3 +864,56 @@ fn invalid_configuration_is_an_error() {
         },
     );
 }
+
+#[test]
+fn coverage_scoped_policy_refusal_pauses_only_that_coverage() {
+    for text in [
+        "blocked: no quotes",
+        "restricted: members only",
+        "ERROR: bad req: filter item too large",
+    ] {
+        let (mut h, t0) = relay();
+        connect(&mut h, t0);
+        let action = h.handle_refusal(t0, &classify(text), RefusalScope::Coverage { filters: 3 });
+        assert_eq!(
+            action,
+            RefusalAction::CoveragePaused {
+                until: t0 + secs(DAY)
+            },
+            "{text}"
+        );
+        assert_eq!(h.sync_paused_until(t0), None, "{text}");
+        assert_eq!(h.state(t0), HealthState::Healthy, "{text}");
+    }
+}
+
+#[test]
+fn auth_required_pauses_the_relay_even_for_coverage_scope() {
+    let (mut h, t0) = relay();
+    connect(&mut h, t0);
+    let action = h.handle_refusal(
+        t0,
+        &classify("auth-required: you must auth"),
+        RefusalScope::Coverage { filters: 1 },
+    );
+    assert_eq!(pause_length(action, t0), secs(DAY));
+    assert!(h.is_paused(PauseKind::Policy, t0));
+}
+
+#[test]
+fn coverage_scope_keeps_every_other_decision_of_request_scope() {
+    for text in [
+        "rate-limited: too many queries",
+        "blocked: too many filters",
+        "rate-limited: active subscriptions exceed max size 262144 bytes",
+        "error: shutting down",
+    ] {
+        let (mut a, t0) = relay();
+        let (mut b, _) = relay();
+        connect(&mut a, t0);
+        connect(&mut b, t0);
+        let request = a.handle_refusal(t0, &classify(text), RefusalScope::Request { filters: 3 });
+        let coverage = b.handle_refusal(t0, &classify(text), RefusalScope::Coverage { filters: 3 });
+        assert_eq!(request, coverage, "{text}");
+    }
+}

@@ -45,7 +45,7 @@ fn event() -> impl Strategy<Value = Event> {
         2 => Just(Event::ConnectFailed),
         2 => Just(Event::Connected),
         1 => Just(Event::Disconnected),
-        3 => (0..TEXTS.len(), 0u8..5).prop_map(|(t, s)| Event::Refusal(t, s)),
+        3 => (0..TEXTS.len(), 0u8..6).prop_map(|(t, s)| Event::Refusal(t, s)),
         1 => (0u8..5).prop_map(Event::Failure),
         1 => any::<bool>().prop_map(Event::Success),
         1 => Just(Event::ProbeSucceeded),
@@ -60,6 +60,7 @@ fn scope(n: u8) -> RefusalScope {
         1 => RefusalScope::Request { filters: 1 },
         2 => RefusalScope::Request { filters: 6 },
         3 => RefusalScope::Mailbox,
+        4 => RefusalScope::Coverage { filters: 3 },
         _ => RefusalScope::Retired,
     }
 }
@@ -74,6 +75,13 @@ fn cap(config: &HealthConfig, kind: PauseKind) -> Duration {
 }
 
 fn check_action(config: &HealthConfig, action: RefusalAction, now: Instant) {
+    if let RefusalAction::CoveragePaused { until } = action {
+        assert!(until > now, "coverage pause ends in the past");
+        assert!(
+            until - now <= config.policy_pause,
+            "coverage pause above its cap"
+        );
+    }
     if let RefusalAction::Paused { kind, until } = action {
         assert!(until > now, "{kind:?} pause ends in the past");
         assert!(

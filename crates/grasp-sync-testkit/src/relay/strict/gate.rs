@@ -5,7 +5,6 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
 
 use nostr::{ClientMessage, Filter, JsonUtil};
 use serde_json::Value;
@@ -14,9 +13,6 @@ use tokio::time::Instant;
 use super::ServeById;
 use super::texts::{self, Reply};
 use super::{RefusalKind, StartKind, StrictLimits};
-
-/// The span of the query allowance.
-const QUERY_WINDOW: Duration = Duration::from_secs(60);
 
 /// What to do with one client message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +65,7 @@ pub(crate) struct Gate {
     negentropy: HashSet<String>,
     /// Sum of `subscriptions` values.
     retained_bytes: usize,
-    /// Accepted query starts within the last `QUERY_WINDOW`.
+    /// Accepted query starts within the last `query_window`.
     window: VecDeque<Instant>,
     /// Client text messages read.
     messages: u64,
@@ -322,17 +318,18 @@ impl Gate {
 
     /// Takes one query start from the allowance at `now`; false when it is used up.
     fn take_query(&mut self, now: Instant) -> bool {
-        let Some(per_minute) = self.limits.queries_per_minute else {
+        let Some(allowance) = self.limits.queries_per_minute else {
             return true;
         };
+        let span = self.limits.query_window;
         while self
             .window
             .front()
-            .is_some_and(|first| now.saturating_duration_since(*first) >= QUERY_WINDOW)
+            .is_some_and(|first| now.saturating_duration_since(*first) >= span)
         {
             self.window.pop_front();
         }
-        if self.window.len() >= per_minute as usize {
+        if self.window.len() >= allowance as usize {
             return false;
         }
         self.window.push_back(now);

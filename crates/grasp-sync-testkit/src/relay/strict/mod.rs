@@ -12,12 +12,16 @@ mod texts;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use nostr::{Filter, Kind};
 
 pub use stats::{ConnectionStats, QueryStart, RefusalKind, StartKind, StrictStats};
 
 pub(crate) use stats::Recorder;
+
+/// The rust-nostr relay builder's query window, [`StrictLimits::query_window`]'s default.
+const DEFAULT_QUERY_WINDOW: Duration = Duration::from_secs(60);
 
 /// Limits the proxy enforces on each client connection. Build it with struct update syntax
 /// from `Default`, which enforces nothing.
@@ -37,13 +41,18 @@ pub struct StrictLimits {
     /// "rate-limited: active subscriptions exceed max size N bytes"`. Never advertised:
     /// NIP-11 has no field for it.
     pub retained_req_bytes: Option<usize>,
-    /// REQ and NEG-OPEN starts allowed in any 60-second window per connection, as the
-    /// rust-nostr relay builder's query allowance. A REQ past it gets `CLOSED
-    /// "rate-limited: too many queries"`, a NEG-OPEN `NEG-ERR` with the same text. A
-    /// start refused by this check does not use the allowance; one refused by a later check
-    /// does, as in the rust-nostr relay builder. Never advertised. The window runs on the
-    /// tokio clock, so paused time moves it.
+    /// REQ and NEG-OPEN starts allowed in any [`query_window`](Self::query_window) per
+    /// connection (a minute unless changed, hence the name), as the rust-nostr relay builder's
+    /// query allowance. A REQ past it gets `CLOSED "rate-limited: too many queries"`, a
+    /// NEG-OPEN `NEG-ERR` with the same text. A start refused by this check does not use the
+    /// allowance; one refused by a later check does, as in the rust-nostr relay builder. Never
+    /// advertised. The window runs on the tokio clock, so paused time moves it.
     pub queries_per_minute: Option<u32>,
+    /// The sliding window [`queries_per_minute`](Self::queries_per_minute) counts starts in
+    /// (default 60 s, the rust-nostr relay builder's). Each accepted start leaves the window
+    /// this long after it was read, freeing one start. A shorter window lets an end-to-end test
+    /// reach the allowance and see it refill in seconds.
+    pub query_window: Duration,
     /// Negentropy sessions open at once per connection. One more NEG-OPEN gets strfry's
     /// `NOTICE "ERROR: too many concurrent NEG requests"`. Never advertised.
     pub concurrent_negentropy: Option<usize>,
@@ -72,6 +81,7 @@ impl Default for StrictLimits {
             filters_per_req: None,
             retained_req_bytes: None,
             queries_per_minute: None,
+            query_window: DEFAULT_QUERY_WINDOW,
             concurrent_negentropy: None,
             negentropy_enabled: true,
             policies: Vec::new(),

@@ -96,6 +96,42 @@ fn query_allowance_refills_sixty_seconds_after_each_start() {
 }
 
 #[test]
+fn a_shorter_query_window_refills_the_allowance_that_much_sooner() {
+    let limits = StrictLimits {
+        queries_per_minute: Some(2),
+        query_window: Duration::from_secs(5),
+        ..StrictLimits::default()
+    };
+    let refused = |id: &str| json!(["CLOSED", id, "rate-limited: too many queries"]).to_string();
+    check(
+        limits,
+        &[
+            (0, &format!("> {}", req("a", 1)), "forward"),
+            (3, &format!("> {}", req("b", 1)), "forward"),
+            (4, &format!("> {}", req("c", 1)), &refused("c")),
+            // `a` leaves the window exactly 5 s after it was read, `b` at 8 s.
+            (5, &format!("> {}", req("d", 1)), "forward"),
+            (7, &format!("> {}", req("e", 1)), &refused("e")),
+            (8, &format!("> {}", req("e", 1)), "forward"),
+            (
+                9,
+                &format!("> {}", neg_open("n")),
+                &json!(["NEG-ERR", "n", "rate-limited: too many queries"]).to_string(),
+            ),
+            (13, &format!("> {}", neg_open("n")), "forward"),
+        ],
+    );
+}
+
+#[test]
+fn the_query_window_defaults_to_the_rust_nostr_relay_builders_minute() {
+    assert_eq!(
+        StrictLimits::default().query_window,
+        Duration::from_secs(60)
+    );
+}
+
+#[test]
 fn eose_keeps_a_slot_and_close_or_closed_frees_it() {
     let refused = |id: &str| json!(["CLOSED", id, "rate-limited: too many REQs"]).to_string();
     check(

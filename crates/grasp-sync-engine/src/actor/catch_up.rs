@@ -1,0 +1,149 @@
+//! The paced catch-up for coverage a relay's learned byte cap keeps out of the live set: one
+//! EOSE-closing query over all of it every catch-up interval (5 min), each from the start of the
+//! previous successful one minus one minute of overlap, through the ordinary historic queue.
+//! The mode is re-derived by each session's live planning; the cursor is in memory only.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use grasp_sync_ledger::{CATCH_UP_OVERLAP, DeferReason, LivePlan};
+use grasp_sync_model::{BatchId, PendingItems, RelayUrl};
+use nostr::{Filter, Timestamp};
+
+use super::Actor;
+
+/// One relay's catch-up: the coverage it holds, the cursor and the query in flight.
+#[derive(Debug, Default)]
+pub(super) struct CatchUp {
+    filters: BTreeSet<Filter>,
+    /// Start of the last successful query (the next one reaches back to it minus the overlap).
+    cursor: Option<Timestamp>,
+    in_flight: Option<(BatchId, Timestamp)>,
+    next_at: Option<Instant>,
+}
+
+impl CatchUp {
+    /// Filters the catch-up covers.
+    pub(super) fn len(&self) -> usize {
+        self.filters.len()
+    }
+
+    /// Forgets the covered filters (the live set is being re-planned); the cursor stays.
+    pub(super) fn clear_filters(&mut self) {
+        self.filters.clear();
+    }
+}
+
+impl Actor {
+    /// Records the coverage `plan` left out of the live set for the byte cap (and the lower
+    /// tiers deferred behind it), so the catch-up fetches it.
+    pub(super) fn note_catch_up(&mut self, relay: &RelayUrl, plan: &LivePlan) {
+        if !plan.needs_catch_up() {
+            return;
+        }
+        let now = self.now();
+        let unix = self.clock.unix_now();
+        let interval = self.config.catch_up_interval;
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let catch_up = &mut runtime.catch_up;
+        let before = catch_up.filters.len();
+        for deferred in &plan.deferred {
+            if matches!(
+                deferred.reason,
+                DeferReason::ByteBudget | DeferReason::HigherTierDeferred
+            ) {
+                // Live filters carry `limit: 0`; the catch-up wants every match.
+                catch_up.filters.extend(deferred.filters.iter().map(|f| {
+                    let mut filter = f.filter.clone();
+                    filter.limit = None;
+                    filter.since = None;
+                    filter
+                }));
+            }
+        }
+        if catch_up.filters.len() > before {
+            // History up to now is fetched by the batch that brought the coverage.
+            catch_up.cursor.get_or_insert(unix);
+            catch_up.next_at.get_or_insert(now + interval);
+            tracing::info!(%relay, filters = catch_up.filters.len(),
+                "coverage beyond the relay's byte cap gets a paced catch-up");
+        }
+    }
+
+    /// Starts the catch-up query when it is due and none is in flight.
+    pub(super) fn run_catch_up(&mut self, relay: &RelayUrl) {
+        let now = self.now();
+        let unix = self.clock.unix_now();
+        let interval = self.config.catch_up_interval;
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let catch_up = &mut runtime.catch_up;
+        if runtime.session.is_none()
+            || catch_up.filters.is_empty()
+            || catch_up.in_flight.is_some()
+            || catch_up.next_at.is_some_and(|at| now < at)
+        {
+            return;
+        }
+        catch_up.next_at = Some(now + interval);
+        let since = catch_up
+            .cursor
+            .map(|c| Timestamp::from_secs(c.as_secs().saturating_sub(CATCH_UP_OVERLAP.as_secs())));
+        let filters: Vec<Filter> = catch_up
+            .filters
+            .iter()
+            .map(|f| {
+                let mut f = f.clone();
+                f.since = since;
+                f
+            })
+            .collect();
+        runtime.stats.catch_ups += 1;
+        if let Some(batch) = self.open_historic_batch(relay, PendingItems::default(), filters) {
+            let queued = self
+                .pending
+                .batches(relay)
+                .iter()
+                .any(|b| b.batch_id == batch);
+            if let Some(runtime) = self.runtimes.get_mut(relay) {
+                if queued {
+                    runtime.catch_up.in_flight = Some((batch, unix));
+                } else {
+                    runtime.catch_up.cursor = Some(unix);
+                }
+            }
+            self.drive_queue(relay);
+        }
+    }
+
+    /// A batch finished: advance the cursor if it was the catch-up and it succeeded; a failure
+    /// keeps the cursor, so the next query reaches as far back.
+    pub(super) fn handle_catch_up_batch_done(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        success: bool,
+    ) {
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            let catch_up = &mut runtime.catch_up;
+            if let Some((in_flight, started)) = catch_up.in_flight {
+                if in_flight == batch {
+                    catch_up.in_flight = None;
+                    if success {
+                        catch_up.cursor = Some(started);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A new session re-derives the mode from its own live planning.
+    pub(super) fn reset_catch_up(&mut self, relay: &RelayUrl) {
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.catch_up = CatchUp::default();
+        }
+    }
+}

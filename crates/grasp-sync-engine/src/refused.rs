@@ -1,0 +1,325 @@
+//! Coverage a relay refused by policy (`blocked:`, `restricted:`, an invalid filter): paused
+//! on its own for the policy pause (24 h) while the rest of the relay's coverage goes on, then
+//! retried once as a recovery probe.
+//!
+//! Coverage is tracked as *atoms*: one value of a filter's single value list (`ids` or one
+//! `#x` tag) together with the rest of the filter (its *shape*, time bounds and limit removed),
+//! so a paused atom stays paused however later work is chunked. A filter with no value list,
+//! or with several, is one atom.
+//!
+//! A multi-filter REQ refused by policy does not say which filter was refused, so its filters
+//! become *suspects*: later work sends each suspect filter in a REQ of its own. A suspect refused
+//! alone is paused; one that completes alone is cleared. A policy often concerns a kind of
+//! filter rather than its values (say, every `#q` filter): once a filter is refused alone, new
+//! filters of its shape are sent alone too, and a second refusal of that shape pauses the whole
+//! shape; a completed filter of the shape clears it. Pure state: time comes in as an argument.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use nostr::{Filter, JsonUtil};
+use serde_json::{Map, Value};
+
+#[cfg(test)]
+mod tests;
+
+/// One unit of coverage: a filter shape and, if the filter has one value list, one value.
+type Atom = (String, Option<String>);
+
+/// A filter split into its shape and the values of its one value list.
+struct Split {
+    /// The filter's JSON object, time bounds and limit included.
+    object: Map<String, Value>,
+    /// The value list's key (`ids` or `#x`), if the filter has exactly one.
+    list: Option<String>,
+    /// The atoms, in value order.
+    atoms: Vec<Atom>,
+}
+
+fn split(filter: &Filter) -> Option<Split> {
+    let Ok(Value::Object(object)) = serde_json::from_str::<Value>(&filter.as_json()) else {
+        return None;
+    };
+    let mut shape = object.clone();
+    for bound in ["since", "until", "limit"] {
+        shape.remove(bound);
+    }
+    let lists: Vec<String> = shape
+        .iter()
+        .filter(|(key, value)| (*key == "ids" || key.starts_with('#')) && value.is_array())
+        .map(|(key, _)| key.clone())
+        .collect();
+    let [list] = lists.as_slice() else {
+        let whole = Value::Object(shape).to_string();
+        return Some(Split {
+            object,
+            list: None,
+            atoms: vec![(whole, None)],
+        });
+    };
+    let values: Vec<String> = shape
+        .get(list)
+        .and_then(Value::as_array)
+        .map(|values| {
+            values
+                .iter()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    shape.insert(list.clone(), Value::Array(Vec::new()));
+    let shape = Value::Object(shape).to_string();
+    Some(Split {
+        object,
+        list: Some(list.clone()),
+        atoms: values
+            .into_iter()
+            .map(|value| (shape.clone(), Some(value)))
+            .collect(),
+    })
+}
+
+/// A refused filter paused until its probe is due.
+#[derive(Debug, Clone)]
+struct Paused {
+    /// The filter without time bounds or limit.
+    filter: Filter,
+    until: Instant,
+    /// The probe was handed out and has not completed.
+    probing: bool,
+}
+
+/// What to do with one filter of new work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Send it as usual.
+    Send(Filter),
+    /// Send it in a REQ of its own: it may hold refused coverage.
+    Alone(Filter),
+}
+
+/// One relay's refused coverage. It outlives sessions, as a policy does.
+#[derive(Debug, Default)]
+pub(crate) struct RefusedCoverage {
+    paused: Vec<Paused>,
+    paused_atoms: BTreeMap<Atom, Instant>,
+    suspect_atoms: BTreeMap<Atom, ()>,
+    /// Shapes refused alone: how often, and until when the latest refusal pauses them.
+    shapes: BTreeMap<String, (u32, Instant)>,
+}
+
+/// Refusals of one shape, each of a filter sent alone, after which the whole shape is paused.
+const SHAPE_REFUSALS: u32 = 2;
+
+impl RefusedCoverage {
+    /// The relay refused a request carrying `filters` by policy at `now`; pause until `until`.
+    /// One filter is paused; several become suspects. Returns whether anything was paused.
+    pub(crate) fn handle_refusal(&mut self, filters: &[Filter], until: Instant) -> bool {
+        match filters {
+            [] => false,
+            [filter] => {
+                let Some(split) = split(filter) else {
+                    return false;
+                };
+                if let Some((shape, _)) = split.atoms.first() {
+                    let entry = self.shapes.entry(shape.clone()).or_insert((0, until));
+                    entry.0 += 1;
+                    entry.1 = until;
+                }
+                for atom in split.atoms {
+                    self.suspect_atoms.remove(&atom);
+                    self.paused_atoms.insert(atom, until);
+                }
+                let filter = without_bounds(filter);
+                match self.paused.iter_mut().find(|p| p.filter == filter) {
+                    Some(known) => {
+                        known.until = until;
+                        known.probing = false;
+                    }
+                    None => self.paused.push(Paused {
+                        filter,
+                        until,
+                        probing: false,
+                    }),
+                }
+                true
+            }
+            several => {
+                for filter in several {
+                    if let Some(split) = split(filter) {
+                        for atom in split.atoms {
+                            if !self.paused_atoms.contains_key(&atom) {
+                                self.suspect_atoms.insert(atom, ());
+                            }
+                        }
+                    }
+                }
+                false
+            }
+        }
+    }
+
+    /// A request carrying `filters` completed: the suspects among them are innocent. Returns
+    /// whether any suspect was cleared.
+    pub(crate) fn handle_success(&mut self, filters: &[Filter]) -> bool {
+        let mut cleared = false;
+        let completed: Vec<Filter> = filters.iter().map(without_bounds).collect();
+        self.paused
+            .retain(|p| !(p.probing && completed.contains(&p.filter)));
+        for filter in filters {
+            if let Some(split) = split(filter) {
+                if let Some((shape, _)) = split.atoms.first() {
+                    cleared |= self.shapes.remove(shape).is_some();
+                }
+                for atom in split.atoms {
+                    cleared |= self.suspect_atoms.remove(&atom).is_some();
+                }
+            }
+        }
+        cleared
+    }
+
+    /// Whether nothing is paused or suspect.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.paused_atoms.is_empty() && self.suspect_atoms.is_empty() && self.shapes.is_empty()
+    }
+
+    /// New work at `now`: paused values are removed (a filter left with none is dropped), and
+    /// filters holding a suspect value are to be sent alone.
+    pub(crate) fn admit(&self, now: Instant, filters: Vec<Filter>) -> Vec<Admission> {
+        if self.is_empty() {
+            return filters.into_iter().map(Admission::Send).collect();
+        }
+        filters
+            .into_iter()
+            .filter_map(|filter| self.admit_one(now, filter))
+            .collect()
+    }
+
+    /// Filters for live coverage at `now`: neither paused nor suspect values (suspects are
+    /// settled by history first).
+    pub(crate) fn live(&self, now: Instant, filters: Vec<Filter>) -> Vec<Filter> {
+        if self.is_empty() {
+            return filters;
+        }
+        filters
+            .into_iter()
+            .filter_map(|filter| match self.admit_one(now, filter)? {
+                Admission::Send(filter) => Some(filter),
+                Admission::Alone(filter) => {
+                    let refused_shape = split(&filter)
+                        .and_then(|s| s.atoms.first().map(|(shape, _)| shape.clone()))
+                        .is_some_and(|shape| self.shapes.contains_key(&shape));
+                    if refused_shape {
+                        return None;
+                    }
+                    self.without(&filter, |atom| {
+                        self.suspect_atoms.contains_key(atom)
+                            || self.paused_atoms.contains_key(atom)
+                    })
+                }
+            })
+            .collect()
+    }
+
+    fn admit_one(&self, now: Instant, filter: Filter) -> Option<Admission> {
+        let paused = |atom: &Atom| {
+            self.paused_atoms
+                .get(atom)
+                .is_some_and(|until| *until > now)
+        };
+        let filter = self.without(&filter, paused)?;
+        let split = split(&filter)?;
+        let shape = split
+            .atoms
+            .first()
+            .and_then(|(shape, _)| self.shapes.get(shape));
+        if shape.is_some_and(|(refusals, until)| *refusals >= SHAPE_REFUSALS && *until > now) {
+            return None;
+        }
+        // A pause that ended but whose probe has not run yet is as good as a suspect: only the
+        // probe, alone, may send it. So is a filter of a shape refused before.
+        let suspect = shape.is_some()
+            || split.atoms.iter().any(|atom| {
+                self.suspect_atoms.contains_key(atom) || self.paused_atoms.contains_key(atom)
+            });
+        Some(if suspect {
+            Admission::Alone(filter)
+        } else {
+            Admission::Send(filter)
+        })
+    }
+
+    /// `filter` without the values whose atom `drop` selects; `None` if nothing is left.
+    fn without(&self, filter: &Filter, drop: impl Fn(&Atom) -> bool) -> Option<Filter> {
+        let Some(split) = split(filter) else {
+            return Some(filter.clone());
+        };
+        let Some(list) = split.list else {
+            return (!split.atoms.iter().any(&drop)).then(|| filter.clone());
+        };
+        if !split.atoms.iter().any(&drop) {
+            return Some(filter.clone());
+        }
+        let mut object = split.object;
+        let values = object.get(&list).and_then(Value::as_array)?;
+        let kept: Vec<Value> = values
+            .iter()
+            .zip(&split.atoms)
+            .filter(|(_, atom)| !drop(atom))
+            .map(|(value, _)| value.clone())
+            .collect();
+        if kept.is_empty() {
+            return None;
+        }
+        object.insert(list, Value::Array(kept));
+        Filter::from_json(Value::Object(object).to_string()).ok()
+    }
+
+    /// Refused filters whose pause has ended by `now`: each is handed out once, to be tried
+    /// again alone as the recovery probe. Their coverage becomes suspect: kept out of the live
+    /// set until the probe completes, and paused again if the probe is refused.
+    pub(crate) fn poll_probes(&mut self, now: Instant) -> Vec<Filter> {
+        let mut due = Vec::new();
+        for paused in &mut self.paused {
+            if !paused.probing && paused.until <= now {
+                paused.probing = true;
+                due.push(paused.filter.clone());
+            }
+        }
+        self.paused_atoms.retain(|_, until| *until > now);
+        for filter in &due {
+            if let Some(split) = split(filter) {
+                for atom in split.atoms {
+                    if !self.paused_atoms.contains_key(&atom) {
+                        self.suspect_atoms.insert(atom, ());
+                    }
+                }
+            }
+        }
+        due
+    }
+
+    /// When the next probe is due.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.paused
+            .iter()
+            .filter(|p| !p.probing)
+            .map(|p| p.until)
+            .min()
+    }
+
+    /// How many refused filters are paused or being probed.
+    pub(crate) fn paused_filters(&self) -> usize {
+        self.paused.len()
+    }
+}
+
+/// `filter` without `since`, `until` and `limit`: a probe looks at all of history.
+fn without_bounds(filter: &Filter) -> Filter {
+    let mut filter = filter.clone();
+    filter.since = None;
+    filter.until = None;
+    filter.limit = None;
+    filter
+}

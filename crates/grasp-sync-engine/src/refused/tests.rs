@@ -1,0 +1,188 @@
+//! Refused coverage: pausing by atom, suspects settled one filter at a time, one probe each.
+
+use std::time::{Duration, Instant};
+
+use nostr::{Alphabet, EventId, Filter, Kind, SingleLetterTag, Timestamp};
+
+use super::{Admission, RefusedCoverage};
+
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+fn id(n: u8) -> EventId {
+    EventId::from_byte_array([n; 32])
+}
+
+fn tagged(letter: Alphabet, ids: &[u8]) -> Filter {
+    Filter::new().custom_tags(
+        SingleLetterTag::lowercase(letter),
+        ids.iter().map(|n| id(*n).to_hex()),
+    )
+}
+
+fn quotes(ids: &[u8]) -> Filter {
+    tagged(Alphabet::Q, ids)
+}
+
+fn replies(ids: &[u8]) -> Filter {
+    tagged(Alphabet::E, ids)
+}
+
+#[test]
+fn a_single_refused_filter_is_paused_and_the_rest_is_sent() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    assert!(refused.handle_refusal(&[quotes(&[1, 2])], now + DAY));
+    let admitted = refused.admit(now, vec![quotes(&[1, 2]), replies(&[1, 2])]);
+    assert_eq!(admitted, vec![Admission::Send(replies(&[1, 2]))]);
+}
+
+#[test]
+fn a_paused_value_stays_paused_however_work_is_chunked() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    refused.handle_refusal(&[quotes(&[1, 2])], now + DAY);
+    let admitted = refused.admit(now, vec![quotes(&[2, 3, 4])]);
+    assert_eq!(admitted, vec![Admission::Alone(quotes(&[3, 4]))]);
+}
+
+#[test]
+fn time_bounds_do_not_change_what_is_paused() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    let paged = quotes(&[1]).until(Timestamp::from_secs(500)).limit(100);
+    refused.handle_refusal(&[paged], now + DAY);
+    let later = quotes(&[1]).since(Timestamp::from_secs(900));
+    assert!(refused.admit(now, vec![later]).is_empty());
+}
+
+#[test]
+fn a_filter_without_a_value_list_is_one_atom() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    let announcements = Filter::new().kind(Kind::GitRepoAnnouncement);
+    refused.handle_refusal(std::slice::from_ref(&announcements), now + DAY);
+    assert!(refused.admit(now, vec![announcements]).is_empty());
+    let other = Filter::new().kind(Kind::TextNote);
+    assert_eq!(
+        refused.admit(now, vec![other.clone()]),
+        vec![Admission::Send(other)]
+    );
+}
+
+#[test]
+fn a_refused_multi_filter_request_makes_its_filters_suspects_sent_alone() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    assert!(!refused.handle_refusal(&[replies(&[1]), quotes(&[1])], now + DAY));
+    let admitted = refused.admit(now, vec![replies(&[1]), quotes(&[1]), replies(&[9])]);
+    assert_eq!(
+        admitted,
+        vec![
+            Admission::Alone(replies(&[1])),
+            Admission::Alone(quotes(&[1])),
+            Admission::Send(replies(&[9])),
+        ]
+    );
+    // Suspects stay out of live coverage until history settles them.
+    assert_eq!(
+        refused.live(now, vec![replies(&[1, 9]), quotes(&[1])]),
+        vec![replies(&[9])]
+    );
+}
+
+#[test]
+fn a_suspect_refused_alone_is_paused_and_one_completed_alone_is_cleared() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    refused.handle_refusal(&[replies(&[1]), quotes(&[1])], now + DAY);
+    assert!(refused.handle_success(&[replies(&[1])]));
+    assert!(refused.handle_refusal(&[quotes(&[1])], now + DAY));
+    assert_eq!(
+        refused.admit(now, vec![replies(&[1]), quotes(&[1])]),
+        vec![Admission::Send(replies(&[1]))]
+    );
+    assert_eq!(refused.live(now, vec![replies(&[1])]), vec![replies(&[1])]);
+}
+
+#[test]
+fn an_ended_pause_yields_exactly_one_probe_without_time_bounds() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    let paged = quotes(&[1]).until(Timestamp::from_secs(500));
+    refused.handle_refusal(&[paged], now + DAY);
+    assert_eq!(refused.poll_timeout(), Some(now + DAY));
+    assert!(
+        refused
+            .poll_probes(now + DAY - Duration::from_secs(1))
+            .is_empty()
+    );
+    // Ended but not yet probed: only the probe may send it, and not live.
+    assert!(refused.live(now + DAY, vec![quotes(&[1])]).is_empty());
+    assert_eq!(refused.poll_probes(now + DAY), vec![quotes(&[1])]);
+    assert_eq!(
+        refused.paused_filters(),
+        1,
+        "a filter being probed is still known"
+    );
+    assert!(refused.poll_probes(now + DAY).is_empty());
+    assert_eq!(refused.poll_timeout(), None);
+    // After the pause the coverage is tried again alone, and kept out of live coverage until
+    // the probe completes.
+    assert_eq!(
+        refused.admit(now + DAY, vec![quotes(&[1])]),
+        vec![Admission::Alone(quotes(&[1]))]
+    );
+    assert!(refused.live(now + DAY, vec![quotes(&[1])]).is_empty());
+    assert!(refused.handle_success(&[quotes(&[1])]));
+    assert_eq!(
+        refused.live(now + DAY, vec![quotes(&[1])]),
+        vec![quotes(&[1])]
+    );
+    assert_eq!(refused.paused_filters(), 0);
+}
+
+#[test]
+fn nothing_refused_admits_everything_unchanged() {
+    let now = Instant::now();
+    let refused = RefusedCoverage::default();
+    let filters = vec![quotes(&[1]), replies(&[2])];
+    assert_eq!(
+        refused.admit(now, filters.clone()),
+        filters.into_iter().map(Admission::Send).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_probe_refused_again_is_paused_again_without_a_second_entry() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    refused.handle_refusal(&[quotes(&[1])], now + DAY);
+    assert_eq!(refused.poll_probes(now + DAY).len(), 1);
+    refused.handle_refusal(&[quotes(&[1])], now + DAY + DAY);
+    assert_eq!(refused.paused_filters(), 1);
+    assert_eq!(refused.poll_timeout(), Some(now + DAY + DAY));
+    assert!(refused.admit(now + DAY, vec![quotes(&[1])]).is_empty());
+}
+
+#[test]
+fn a_shape_refused_alone_sends_new_filters_of_it_alone_and_twice_pauses_it() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    refused.handle_refusal(&[quotes(&[1])], now + DAY);
+    assert_eq!(
+        refused.admit(now, vec![quotes(&[2]), replies(&[2])]),
+        vec![
+            Admission::Alone(quotes(&[2])),
+            Admission::Send(replies(&[2]))
+        ]
+    );
+    assert!(refused.live(now, vec![quotes(&[2])]).is_empty());
+    refused.handle_refusal(&[quotes(&[2])], now + DAY);
+    assert!(refused.admit(now, vec![quotes(&[3])]).is_empty());
+    // A completed filter of the shape clears it.
+    refused.handle_success(&[quotes(&[4])]);
+    assert_eq!(
+        refused.admit(now, vec![quotes(&[3])]),
+        vec![Admission::Send(quotes(&[3]))]
+    );
+}
