@@ -1,9 +1,12 @@
 //! NIP-77 historic sync: each filter of a fresh-start batch is reconciled in a dry-run round
-//! (a background job holding a negentropy permit from the ledger and passing both gates);
-//! the IDs the relay has and the store lacks are then fetched by exact-ID REQs registered in
-//! the same pending batch. A failed, unsupported or stalled round falls back to grouped
-//! REQ+EOSE for that batch; a relay that advertises IDs it cannot serve gets the semantic
-//! fallback; what stays missing goes to the missing-event recovery index.
+//! (a background job holding a negentropy permit from the ledger, a global history slot, and
+//! passing both gates); the IDs the relay has and the store lacks are then fetched by exact-ID
+//! REQs registered in the same pending batch. A round's "have" set is read from the store by a
+//! preparation job while the round waits in the queue, and the slot is taken at the pacing
+//! decision, so the NEG-OPEN is handed to the transport at the instant the gate counted. A
+//! failed, unsupported or stalled round, or a failed store read, falls back to grouped REQ+EOSE
+//! for that batch; a relay that advertises IDs it cannot serve gets the semantic fallback; what
+//! stays missing goes to the missing-event recovery index.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -13,19 +16,35 @@ use grasp_sync_ledger::{
     NEGENTROPY_ROUND_CAP, PermitClass, ReleaseReason, StartDecision, StartKind,
 };
 use grasp_sync_model::{BatchId, PaginationState, PendingItems, RelayUrl, SyncMethod};
-use nostr::{EventId, Filter, SubscriptionId};
-use tokio::sync::Semaphore;
+use nostr::{EventId, Filter, SubscriptionId, Timestamp};
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::Actor;
-use super::runtime::QueuedStart;
+use super::runtime::{QueuedStart, Session};
 use crate::boundary::EventStore;
+use crate::error::StoreError;
 use crate::negentropy::{FallbackReason, HydrationOutcome, HydrationPass};
 use crate::session::SessionKey;
 use crate::transport::{NEGENTROPY_DEADLINE, NegentropyError, RelaySession};
 
+/// Queued rounds per session whose "have" set is read ahead of their turn: the head of the
+/// queue and the one behind it. Enough that the head is ready when the gate next opens (rounds
+/// start at most one per second, a read takes milliseconds); few enough that a long queue
+/// holds at most two "have" sets per relay.
+const PREPARED_AHEAD: usize = 2;
+
+/// The (id, `created_at`) items of a filter in the own store: a round's "have" set.
+type HaveSet = Vec<(EventId, Timestamp)>;
+
 /// What a background job reports to the actor.
 #[derive(Debug)]
 pub(crate) enum JobReport {
+    /// A queued round's "have" set was read from the store, or the read failed.
+    NegentropyPrepared {
+        key: SessionKey,
+        subscription_id: SubscriptionId,
+        have: Result<HaveSet, StoreError>,
+    },
     /// A negentropy round ended: the IDs the relay holds that the store neither holds nor
     /// rejected, or why there is no diff.
     NegentropyRound {
@@ -35,11 +54,22 @@ pub(crate) enum JobReport {
     },
 }
 
-/// A negentropy round waiting for a permit and the gates.
+/// A negentropy round waiting for its "have" set, a permit, a history slot and the gates.
 pub(super) struct NegRound {
     pub(super) subscription_id: SubscriptionId,
     pub(super) batch: BatchId,
     pub(super) filter: Filter,
+    have: Preparation,
+}
+
+/// How far a queued round's "have" set is.
+enum Preparation {
+    /// Not asked for yet (the round is further back than [`PREPARED_AHEAD`]).
+    Unread,
+    /// A preparation job is reading it.
+    Reading,
+    /// Read: the round may start when a slot and the gates allow.
+    Read(HaveSet),
 }
 
 /// The negentropy side of a pending batch.
@@ -96,6 +126,7 @@ impl Actor {
                 subscription_id,
                 batch,
                 filter: filter.clone(),
+                have: Preparation::Unread,
             });
         }
         let runtime = self.runtimes.get_mut(relay)?;
@@ -109,11 +140,30 @@ impl Actor {
             },
         );
         runtime.session.as_mut()?.neg_queue.extend(rounds);
+        self.prepare_rounds(relay);
         Some(batch)
     }
 
-    /// Starts queued negentropy rounds while a round permit is free and both gates allow.
+    /// Starts the store reads of the rounds at the head of the queue that have none yet.
+    fn prepare_rounds(&mut self, relay: &RelayUrl) {
+        let store = self.ingestor.store();
+        if let Some(session) = self
+            .runtimes
+            .get_mut(relay)
+            .and_then(|r| r.session.as_mut())
+        {
+            prepare_ahead(session, &store, &self.jobs_tx);
+        }
+    }
+
+    /// Starts queued negentropy rounds while the head's "have" set is read, a round permit and
+    /// a history slot are free, and both gates allow. The rounds keep their queue order: a head
+    /// still being read holds back the ones behind it (its report wakes the actor). The slot is
+    /// taken before the gates are asked, so a gate never counts a start that then waits; when
+    /// none is free the round waits for a running round's report, which frees its slot before
+    /// it is sent, and the level-triggered drive after every input tries again.
     pub(super) fn drive_negentropy(&mut self, relay: &RelayUrl) {
+        self.prepare_rounds(relay);
         let now = self.now();
         let store = self.ingestor.store();
         let jobs = self.jobs_tx.clone();
@@ -133,11 +183,18 @@ impl Actor {
             return;
         };
         while let Some(front) = session.neg_queue.front() {
+            if !matches!(front.have, Preparation::Read(_)) {
+                break; // its read reports to the actor
+            }
             let counts = ledger.counts();
             let cap = NEGENTROPY_ROUND_CAP.min(ledger.residual() + counts.negentropy_rounds());
             if ledger.residual() == 0 || counts.negentropy_rounds() >= cap {
                 break;
             }
+            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                tracing::debug!(%relay, "negentropy round waits for a history slot");
+                break;
+            };
             let kind = StartKind::NegentropyRound;
             let decision = match session.background.poll_start(now, kind) {
                 StartDecision::Ready => session.reactive.poll_start(now, kind),
@@ -151,6 +208,7 @@ impl Actor {
                 }
                 StartDecision::Rejected(_) => {
                     // NIP-77 is off or a cooldown is on: the rounds left become REQ+EOSE.
+                    drop(slot);
                     let batch = front.batch;
                     self.fallbacks.handle_query_rate_refusal(relay);
                     let relay = relay.clone();
@@ -159,48 +217,138 @@ impl Actor {
                     return;
                 }
             }
-            let Some(round) = session.neg_queue.pop_front() else {
+            let Some(NegRound {
+                subscription_id,
+                batch,
+                filter,
+                have,
+            }) = session.neg_queue.pop_front()
+            else {
                 break;
+            };
+            let have = match have {
+                Preparation::Read(have) => have,
+                // The head was checked to be read above; nothing in between changes it.
+                unread => {
+                    session.neg_queue.push_front(NegRound {
+                        subscription_id,
+                        batch,
+                        filter,
+                        have: unread,
+                    });
+                    break;
+                }
             };
             let permit = match ledger.acquire(
                 now,
                 ledger.generation(),
                 PermitClass::NegentropyRound,
-                round.subscription_id.clone(),
+                subscription_id.clone(),
             ) {
                 Ok(permit) => permit,
                 Err(error) => {
                     tracing::warn!(%relay, %error, "negentropy round could not take a permit");
-                    session.neg_queue.push_front(round);
+                    session.neg_queue.push_front(NegRound {
+                        subscription_id,
+                        batch,
+                        filter,
+                        have: Preparation::Read(have),
+                    });
                     break;
                 }
             };
             self.fallbacks.handle_round_started();
-            tracing::debug!(%relay, batch = round.batch.0, "negentropy round starts");
-            let key = session.handle.key.clone();
+            tracing::debug!(%relay, batch = batch.0, "negentropy round starts");
+            // The reads for the rounds now at the head go first: a task spawned last runs
+            // first on this worker, and a store that reads synchronously must not hold up
+            // this round's NEG-OPEN.
+            prepare_ahead(session, &store, &jobs);
             tokio::spawn(run_round(
-                key,
-                round.subscription_id.clone(),
-                round.filter,
+                session.handle.key.clone(),
+                subscription_id.clone(),
+                filter,
+                have,
                 Arc::clone(&store),
                 session.handle.session(),
-                Arc::clone(&slots),
+                slot,
                 jobs.clone(),
             ));
             session
                 .neg_in_flight
-                .insert(round.subscription_id, (round.batch, permit));
+                .insert(subscription_id, (batch, permit));
         }
         runtime.note_peak();
     }
 
     /// A background job finished.
     pub(super) fn handle_job_report(&mut self, report: JobReport) {
-        let JobReport::NegentropyRound {
-            key,
-            subscription_id,
-            result,
-        } = report;
+        match report {
+            JobReport::NegentropyPrepared {
+                key,
+                subscription_id,
+                have,
+            } => self.handle_have_set(&key, &subscription_id, have),
+            JobReport::NegentropyRound {
+                key,
+                subscription_id,
+                result,
+            } => self.handle_round_report(&key, &subscription_id, result),
+        }
+    }
+
+    /// A queued round's "have" set was read. Ignored when the round is no longer queued in
+    /// that session (the session was replaced, the batch fell back or was abandoned); a failed
+    /// read ends the round as a failed round, so its batch falls back to REQ+EOSE.
+    fn handle_have_set(
+        &mut self,
+        key: &SessionKey,
+        subscription_id: &SubscriptionId,
+        have: Result<HaveSet, StoreError>,
+    ) {
+        let relay = key.relay.clone();
+        let Some(session) = self
+            .runtimes
+            .get_mut(&relay)
+            .and_then(|r| r.session.as_mut())
+        else {
+            return;
+        };
+        if session.handle.key != *key {
+            return;
+        }
+        let Some(index) = session
+            .neg_queue
+            .iter()
+            .position(|round| round.subscription_id == *subscription_id)
+        else {
+            return;
+        };
+        match have {
+            Ok(items) => {
+                if let Some(round) = session.neg_queue.get_mut(index) {
+                    if matches!(round.have, Preparation::Reading) {
+                        round.have = Preparation::Read(items);
+                    }
+                }
+                self.drive_queue(&relay);
+            }
+            Err(error) => {
+                let Some(round) = session.neg_queue.remove(index) else {
+                    return;
+                };
+                let error = NegentropyError::Protocol(format!("store: {error}"));
+                self.round_ended(&relay, round.batch, subscription_id, Err(error));
+            }
+        }
+    }
+
+    /// A round job reported: release its permit and record its outcome.
+    fn handle_round_report(
+        &mut self,
+        key: &SessionKey,
+        subscription_id: &SubscriptionId,
+        result: Result<Vec<EventId>, NegentropyError>,
+    ) {
         let relay = key.relay.clone();
         let now = self.now();
         let Some(runtime) = self.runtimes.get_mut(&relay) else {
@@ -210,13 +358,29 @@ impl Actor {
         else {
             return;
         };
-        if session.handle.key != key {
+        if session.handle.key != *key {
             return; // the session it belonged to is gone, and its permit with it
         }
-        let Some((batch, permit)) = session.neg_in_flight.remove(&subscription_id) else {
+        let Some((batch, permit)) = session.neg_in_flight.remove(subscription_id) else {
             return;
         };
         let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
+        self.round_ended(&relay, batch, subscription_id, result);
+    }
+
+    /// A round of `batch` ended with `result`: keep its diff, or mark the batch for the
+    /// REQ+EOSE fallback; then resolve its subscription.
+    fn round_ended(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        subscription_id: &SubscriptionId,
+        result: Result<Vec<EventId>, NegentropyError>,
+    ) {
+        let now = self.now();
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
         match result {
             Ok(missing) => {
                 self.fallbacks.handle_round_completed();
@@ -226,11 +390,13 @@ impl Actor {
             }
             Err(error) => {
                 if let NegentropyError::RateLimited(_) = error {
-                    session.reactive.handle_query_rate_refusal(now);
-                    self.fallbacks.handle_query_rate_refusal(&relay);
+                    if let Some(session) = runtime.session.as_mut() {
+                        session.reactive.handle_query_rate_refusal(now);
+                    }
+                    self.fallbacks.handle_query_rate_refusal(relay);
                 }
                 if let Some(reason) = FallbackReason::from_error(&error) {
-                    if self.fallbacks.handle_fallback(&relay, reason) {
+                    if self.fallbacks.handle_fallback(relay, reason) {
                         tracing::warn!(%relay, %error, "negentropy unavailable; falling back to REQ+EOSE");
                     }
                 }
@@ -239,12 +405,12 @@ impl Actor {
                 }
             }
         }
-        if let Some(resolved) = self.pending.resolve_subscription(&relay, &subscription_id) {
+        if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id) {
             if resolved.batch_complete {
-                self.negentropy_rounds_done(&relay, batch);
+                self.negentropy_rounds_done(relay, batch);
             }
         }
-        self.drive_queue(&relay);
+        self.drive_queue(relay);
     }
 
     /// Every round of a batch ended: fall back, confirm, or hydrate what is missing.
@@ -605,26 +771,62 @@ fn neg_shell(filters: Vec<Filter>) -> NegBatch {
     }
 }
 
-/// One dry-run round: the store's items for the filter, the diff, and the IDs neither stored
-/// nor rejected. Runs outside the actor, at most eight at once across relays.
-async fn run_round(
+/// Spawns the store reads of the first [`PREPARED_AHEAD`] queued rounds that have none yet.
+fn prepare_ahead(
+    session: &mut Session,
+    store: &Arc<dyn EventStore>,
+    jobs: &tokio::sync::mpsc::Sender<JobReport>,
+) {
+    let key = &session.handle.key;
+    for round in session.neg_queue.iter_mut().take(PREPARED_AHEAD) {
+        if matches!(round.have, Preparation::Unread) {
+            round.have = Preparation::Reading;
+            tokio::spawn(read_have_set(
+                key.clone(),
+                round.subscription_id.clone(),
+                round.filter.clone(),
+                Arc::clone(store),
+                jobs.clone(),
+            ));
+        }
+    }
+}
+
+/// Reads a queued round's "have" set and reports it.
+async fn read_have_set(
     key: SessionKey,
     subscription_id: SubscriptionId,
     filter: Filter,
     store: Arc<dyn EventStore>,
+    jobs: tokio::sync::mpsc::Sender<JobReport>,
+) {
+    let have = store.negentropy_items(filter).await;
+    // The actor may have stopped; then nobody needs the result.
+    let _ = jobs
+        .send(JobReport::NegentropyPrepared {
+            key,
+            subscription_id,
+            have,
+        })
+        .await;
+}
+
+/// One dry-run round over a "have" set read beforehand: the NEG-OPEN goes out at once, then
+/// the diff, and the IDs neither stored nor rejected (an event stored since the read is
+/// dropped here). Holds one of the global history slots, taken by the actor at its pacing
+/// decision, and frees it before reporting.
+#[allow(clippy::too_many_arguments)]
+async fn run_round(
+    key: SessionKey,
+    subscription_id: SubscriptionId,
+    filter: Filter,
+    have: HaveSet,
+    store: Arc<dyn EventStore>,
     session: Arc<dyn RelaySession>,
-    slots: Arc<Semaphore>,
+    slot: OwnedSemaphorePermit,
     jobs: tokio::sync::mpsc::Sender<JobReport>,
 ) {
     let result = async {
-        let _slot = slots
-            .acquire_owned()
-            .await
-            .map_err(|_| NegentropyError::NotConnected)?;
-        let have = store
-            .negentropy_items(filter.clone())
-            .await
-            .map_err(|error| NegentropyError::Protocol(format!("store: {error}")))?;
         let diff = session
             .negentropy_diff(filter, have, NEGENTROPY_DEADLINE)
             .await?;
@@ -637,6 +839,8 @@ async fn run_round(
         Ok(unknown)
     }
     .await;
+    // Freed before the report, so the drive that follows the report finds the slot free.
+    drop(slot);
     // The actor may have stopped; then nobody needs the result.
     let _ = jobs
         .send(JobReport::NegentropyRound {

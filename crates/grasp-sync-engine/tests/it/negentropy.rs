@@ -1,13 +1,18 @@
 //! NIP-77 historic sync against real relays: only the difference crosses the wire, the
-//! fallbacks when a relay cannot serve what it advertises, and rejected IDs never fetched
-//! twice.
+//! fallbacks when a relay cannot serve what it advertises, rejected IDs never fetched twice,
+//! and the store's "have" sets read before a round's pacing decision.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use grasp_sync_engine::{EventStore, negentropy::RecoveryConfig};
+use grasp_sync_engine::{
+    EngineParts, EventStore, SdkConnector, StoreError, SyncEngine, negentropy::RecoveryConfig,
+};
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{ThreadTag, reply};
-use grasp_sync_testkit::{ServeById, StrictLimits, TestRelay, TestRelayConfig};
+use grasp_sync_testkit::{
+    QueryStart, ServeById, StartKind, StrictLimits, TestRelay, TestRelayConfig,
+};
 use nostr::{Event, Keys, Timestamp};
 
 use crate::support::{
@@ -273,4 +278,151 @@ async fn rejected_ids_are_never_fetched_twice_across_reconciliations() {
         second_pass, 0,
         "the second reconciliation fetched {second_pass} events again"
     );
+}
+
+/// The own store, except that building a negentropy "have" set takes `delay` (on the tokio
+/// clock), like a large store on a loaded disk, and fails when `fail` is set.
+struct HaveSets {
+    inner: grasp_sync_engine::LmdbStore,
+    delay: Duration,
+    fail: bool,
+}
+
+#[async_trait::async_trait]
+impl EventStore for HaveSets {
+    async fn ingest(
+        &self,
+        event: Event,
+        source: &RelayUrl,
+    ) -> Result<grasp_sync_engine::IngestOutcome, StoreError> {
+        self.inner.ingest(event, source).await
+    }
+
+    async fn contains(&self, id: &nostr::EventId) -> Result<bool, StoreError> {
+        self.inner.contains(id).await
+    }
+
+    async fn negentropy_items(
+        &self,
+        filter: nostr::Filter,
+    ) -> Result<Vec<(nostr::EventId, Timestamp)>, StoreError> {
+        tokio::time::sleep(self.delay).await;
+        if self.fail {
+            return Err(StoreError::Backend("have sets unavailable".to_owned()));
+        }
+        self.inner.negentropy_items(filter).await
+    }
+
+    fn poll_refetch(&self) -> Vec<(RelayUrl, Vec<nostr::EventId>)> {
+        EventStore::poll_refetch(&self.inner)
+    }
+}
+
+/// A counted bootstrap relay with an announcement listing a counted home relay that holds its
+/// thread; the engine syncs them into a store whose "have" sets take `delay` (and fail when
+/// `fail` is set). Returns once the thread is stored and the home relay's historic sync
+/// confirmed, with the status of that moment (the engine is shut down).
+async fn sync_through(
+    delay: Duration,
+    fail: bool,
+) -> (TestRelay, TestRelay, grasp_sync_engine::EngineStatus) {
+    let bootstrap = TestRelay::start(counted(true, None))
+        .await
+        .expect("bootstrap");
+    let home = TestRelay::start(counted(true, None)).await.expect("home");
+    let fixture = RepoFixture::new("paced");
+    let announcement = fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
+    bootstrap
+        .seed([announcement.clone()])
+        .await
+        .expect("seed bootstrap");
+    let thread = fixture.thread(1_700_000_100);
+    home.seed(thread.iter().cloned()).await.expect("seed home");
+
+    let store = TestStore::open().await;
+    let have_sets = HaveSets {
+        inner: store.store.clone(),
+        delay,
+        fail,
+    };
+    crate::support::init_logs();
+    let parts = EngineParts::new(
+        Arc::new(SdkConnector::default()),
+        Arc::new(have_sets),
+        Arc::new(store.store.feed()),
+    );
+    let engine = SyncEngine::start(test_config(&[bootstrap.url()]), parts)
+        .await
+        .expect("engine starts");
+    wait_for_store(&store, &engine, &ids(&thread), Duration::from_secs(60)).await;
+    let home_key = RelayUrl::parse(&home.url()).expect("url").to_string();
+    let settled = wait_until(Duration::from_secs(30), || async {
+        engine.status().await.is_some_and(|s| {
+            s.relays
+                .get(&home_key)
+                .is_some_and(|r| r.connection == "connected")
+        })
+    })
+    .await;
+    let status = engine.status().await.expect("status");
+    engine.shutdown().await;
+    assert!(settled, "{status:#?}");
+    (bootstrap, home, status)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_have_set_read_does_not_delay_neg_open_past_its_pacing_decision() {
+    let (bootstrap, home, status) = sync_through(Duration::from_millis(300), false).await;
+    assert!(status.negentropy.rounds_completed >= 2, "{status:#?}");
+    let background = |start: &QueryStart| {
+        start.kind == StartKind::NegOpen || !start.subscription_id.starts_with("gs-live-")
+    };
+    for (name, relay) in [("bootstrap", &bootstrap), ("home", &home)] {
+        let stats = relay.strict_stats();
+        let mut starts: Vec<_> = stats.starts.iter().filter(|s| background(s)).collect();
+        starts.sort_by_key(|s| (s.connection, s.at));
+        let gaps: Vec<_> = starts
+            .windows(2)
+            .filter(|w| w[0].connection == w[1].connection)
+            .map(|w| (w[0].kind, w[1].kind, w[1].at.duration_since(w[0].at)))
+            .collect();
+        // The read happens before the pacing decision, so a NEG-OPEN goes out at its decision
+        // and the next background start a full interval later. Read after the decision, the
+        // NEG-OPEN would trail it by the 300 ms read and come 700 ms before the next start. The
+        // allowance is the transport's, as in the conformance suite.
+        assert!(
+            stats.most_starts_within_by(Duration::from_millis(900), background) <= 1,
+            "{name}: background starts closer than 900 ms: {gaps:?}"
+        );
+        // Not vacuous: a NEG-OPEN was followed on its connection by another background start.
+        assert!(
+            gaps.iter()
+                .any(|(first, _, _)| *first == StartKind::NegOpen),
+            "{name}: no background start followed a NEG-OPEN: {gaps:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_have_set_read_falls_back_to_req_eose() {
+    let (bootstrap, home, status) = sync_through(Duration::ZERO, true).await;
+    // No round ever started: every batch went to REQ+EOSE, counted as a protocol fallback.
+    assert_eq!(status.negentropy.rounds_started, 0, "{status:#?}");
+    assert!(
+        status
+            .negentropy
+            .fallbacks
+            .get("protocol")
+            .is_some_and(|n| *n > 0),
+        "{status:#?}"
+    );
+    for relay in [&bootstrap, &home] {
+        let stats = relay.strict_stats();
+        assert_eq!(stats.neg_opens(), 0);
+        assert!(
+            stats
+                .req_starts()
+                .any(|s| !s.subscription_id.starts_with("gs-live-"))
+        );
+    }
 }
