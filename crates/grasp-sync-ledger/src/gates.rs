@@ -138,8 +138,17 @@ impl ReactiveGate {
         *self = ReactiveGate::new(now);
     }
 
-    /// The relay refused a query for its query rate ("too many queries").
+    /// The relay refused a query for its query rate ("too many queries"): a cooldown of
+    /// [`REACTIVE_COOLDOWN`].
     pub fn handle_query_rate_refusal(&mut self, now: Instant) {
+        let until = now.checked_add(REACTIVE_COOLDOWN).unwrap_or(now);
+        self.handle_query_rate_refusal_until(now, until);
+    }
+
+    /// [`handle_query_rate_refusal`](Self::handle_query_rate_refusal) with the cooldown ending
+    /// at `until`, for a caller whose health state decides the cooldown (it escalates on failed
+    /// recovery probes).
+    pub fn handle_query_rate_refusal_until(&mut self, now: Instant, until: Instant) {
         self.nip77_disabled = true;
         self.advance(now);
         let interval = match &self.state {
@@ -150,8 +159,10 @@ impl ReactiveGate {
             }
         };
         self.episodes = self.episodes.saturating_add(1);
-        let until = now.checked_add(REACTIVE_COOLDOWN).unwrap_or(now);
-        self.state = Reactive::Cooldown { until, interval };
+        self.state = Reactive::Cooldown {
+            until: until.max(now),
+            interval,
+        };
     }
 
     /// May a start of `kind` happen at `now`? `Ready` counts it.

@@ -68,6 +68,12 @@ impl LearnedLimits {
         self.filter_ceiling = self.initial_ceiling;
     }
 
+    /// The relay advertises `max_filters` (NIP-11 `limitation.max_filters`) for this session:
+    /// the ceiling drops to it (never below one filter), and never rises for it.
+    pub fn handle_advertised_filter_limit(&mut self, max_filters: usize) {
+        self.filter_ceiling = self.filter_ceiling.min(max_filters.max(1));
+    }
+
     /// The current filter-count ceiling (filters per REQ).
     pub fn filter_ceiling(&self) -> usize {
         self.filter_ceiling

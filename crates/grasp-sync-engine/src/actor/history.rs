@@ -204,11 +204,12 @@ impl Actor {
             return;
         };
         session.gate_wait = None;
+        session.drive_live(now, relay, &mut runtime.stats, self.metrics.as_ref());
         let mut rejected: Vec<BatchId> = Vec::new();
         while let Some(front) = session.queue.front() {
             if let Some(until) = paused_until {
                 tracing::debug!(%relay, "queue waits for a health pause");
-                session.gate_wait = Some(until);
+                session.gate_wait = Some(session.gate_wait.map_or(until, |w| w.min(until)));
                 break;
             }
             let counts = ledger.counts();
@@ -227,7 +228,7 @@ impl Actor {
                 StartDecision::Ready => {}
                 StartDecision::NotBefore(at) => {
                     tracing::debug!(%relay, wait_ms = at.saturating_duration_since(now).as_millis() as u64, "queue waits for a gate");
-                    session.gate_wait = Some(at);
+                    session.gate_wait = Some(session.gate_wait.map_or(at, |w| w.min(at)));
                     break;
                 }
                 StartDecision::Rejected(reason) => {

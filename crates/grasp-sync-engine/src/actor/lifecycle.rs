@@ -181,6 +181,13 @@ impl Actor {
         };
         runtime.health.handle_connected(now);
         runtime.learned.new_session(now);
+        if let Some(max_filters) = info
+            .as_ref()
+            .and_then(|i| i.max_filters)
+            .and_then(|n| usize::try_from(n).ok())
+        {
+            runtime.learned.handle_advertised_filter_limit(max_filters);
+        }
         let budget = session_budget(
             info.as_ref().and_then(|i| i.max_subscriptions),
             runtime.learned_slots,
@@ -213,6 +220,8 @@ impl Actor {
             queue: VecDeque::new(),
             gate_wait: None,
             sent: 0,
+            live_queue: VecDeque::new(),
+            live_repair_at: None,
             neg_queue: VecDeque::new(),
             neg_in_flight: BTreeMap::new(),
         });
@@ -280,8 +289,11 @@ impl Actor {
         else {
             return;
         };
-        for id in std::mem::take(&mut session.live).into_keys() {
-            session.handle.send(Outbound::Close(id));
+        session.live_queue.clear();
+        for (id, group) in std::mem::take(&mut session.live) {
+            if group.was_sent() {
+                session.handle.send(Outbound::Close(id));
+            }
         }
         let advertised = ledger.budget().slots();
         let budget = session_budget(
@@ -468,6 +480,16 @@ impl Actor {
                 }
             }
         }
+        let live_repair = self
+            .runtimes
+            .get_mut(relay)
+            .and_then(|r| r.session.as_mut())
+            .filter(|s| s.live_repair_at.is_some_and(|at| now >= at))
+            .map(|s| s.live_repair_at = None)
+            .is_some();
+        if live_repair {
+            self.repair_live(relay);
+        }
         // Level-triggered: whenever starts are queued and no gate asked to wait, try them. A
         // start blocked on a slot is retried after every input, so no release can be missed.
         let drive = self
@@ -475,7 +497,7 @@ impl Actor {
             .get(relay)
             .and_then(|r| r.session.as_ref())
             .is_some_and(|s| {
-                (!s.queue.is_empty() || !s.neg_queue.is_empty())
+                (!s.queue.is_empty() || !s.neg_queue.is_empty() || !s.live_queue.is_empty())
                     && s.gate_wait.is_none_or(|at| now >= at)
             });
         if drive {

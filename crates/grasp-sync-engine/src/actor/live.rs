@@ -7,7 +7,7 @@ use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
 use super::Actor;
-use super::runtime::LiveGroup;
+use super::runtime::{LiveGroup, UNSENT};
 use crate::session::Outbound;
 
 impl Actor {
@@ -60,7 +60,9 @@ impl Actor {
     }
 
     /// Closes the plan's retired groups and opens its new ones atomically, restoring the
-    /// retired groups if admission fails.
+    /// retired groups if admission fails. New groups are admitted at once and their REQs sent
+    /// through the reactive gate (at once unless a query-rate episode spaces starts). During a
+    /// query-rate cooldown nothing changes: live coverage is re-derived when it ends.
     fn apply_live_plan(&mut self, relay: &RelayUrl, plan: LivePlan) {
         for deferred in &plan.deferred {
             tracing::debug!(%relay, tier = ?deferred.tier, reason = ?deferred.reason,
@@ -82,35 +84,27 @@ impl Actor {
         else {
             return;
         };
+        if let Some(until) = session.reactive.poll_timeout().filter(|until| *until > now) {
+            tracing::debug!(%relay, "live planning waits for the query-rate cooldown");
+            session.live_repair_at = Some(session.live_repair_at.map_or(until, |at| at.min(until)));
+            return;
+        }
         for id in &plan.close {
             if let Some(held) = session.live.remove(id) {
                 // Releasing our own live permit cannot be refused; a stale one is a no-op.
                 let _ = ledger.handle_release(now, &held.permit, ReleaseReason::LiveRetired);
-                session.handle.send(Outbound::Close(id.clone()));
-            }
-        }
-        match ledger.admit_live(now, ledger.generation(), ids.clone()) {
-            Ok(permits) => {
-                for ((id, group), permit) in ids.into_iter().zip(plan.open).zip(permits) {
-                    session.handle.send(Outbound::Req {
-                        subscription_id: id.clone(),
-                        filters: group.to_filters(),
-                    });
-                    runtime.stats.req_starts_live += 1;
-                    if let Some(metrics) = &self.metrics {
-                        metrics.record_req("live");
-                    }
-                    let sent = session.next_sent();
-                    session.live.insert(
-                        id,
-                        LiveGroup {
-                            group,
-                            permit,
-                            sent,
-                        },
-                    );
+                if held.was_sent() {
+                    session.handle.send(Outbound::Close(id.clone()));
                 }
             }
+        }
+        let admitted: Vec<(SubscriptionId, FilterGroup)> = ids.into_iter().zip(plan.open).collect();
+        let admitted = match ledger.admit_live(
+            now,
+            ledger.generation(),
+            admitted.iter().map(|(id, _)| id.clone()).collect(),
+        ) {
+            Ok(permits) => Some((admitted, permits)),
             Err(error) => {
                 tracing::warn!(%relay, %error, "live admission refused; restoring retired groups");
                 let reopen: Vec<(SubscriptionId, FilterGroup)> = plan
@@ -121,25 +115,26 @@ impl Actor {
                     .collect();
                 let reopen_ids: Vec<SubscriptionId> =
                     reopen.iter().map(|(id, _)| id.clone()).collect();
-                if let Ok(permits) = ledger.admit_live(now, ledger.generation(), reopen_ids) {
-                    for ((id, group), permit) in reopen.into_iter().zip(permits) {
-                        session.handle.send(Outbound::Req {
-                            subscription_id: id.clone(),
-                            filters: group.to_filters(),
-                        });
-                        let sent = session.next_sent();
-                        session.live.insert(
-                            id,
-                            LiveGroup {
-                                group,
-                                permit,
-                                sent,
-                            },
-                        );
-                    }
-                }
+                ledger
+                    .admit_live(now, ledger.generation(), reopen_ids)
+                    .ok()
+                    .map(|permits| (reopen, permits))
+            }
+        };
+        if let Some((groups, permits)) = admitted {
+            for ((id, group), permit) in groups.into_iter().zip(permits) {
+                session.live_queue.push_back(id.clone());
+                session.live.insert(
+                    id,
+                    LiveGroup {
+                        group,
+                        permit,
+                        sent: UNSENT,
+                    },
+                );
             }
         }
+        session.drive_live(now, relay, &mut runtime.stats, self.metrics.as_ref());
         runtime.note_peak();
     }
 
@@ -251,7 +246,9 @@ impl Actor {
         for id in &auxiliary {
             if let Some(held) = session.live.remove(id) {
                 let _ = ledger.handle_release(now, &held.permit, ReleaseReason::LiveRetired);
-                session.handle.send(Outbound::Close(id.clone()));
+                if held.was_sent() {
+                    session.handle.send(Outbound::Close(id.clone()));
+                }
             }
         }
         if !auxiliary.is_empty() || !runtime.descendants.is_constrained() {

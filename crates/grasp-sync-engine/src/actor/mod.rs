@@ -235,6 +235,7 @@ impl Actor {
                 runtime.retry_at,
                 runtime.daily_at,
                 runtime.session.as_ref().and_then(|s| s.gate_wait),
+                runtime.session.as_ref().and_then(|s| s.live_repair_at),
                 runtime.ledger.as_ref().and_then(|l| l.poll_timeout()),
                 runtime
                     .session
@@ -258,7 +259,12 @@ impl Actor {
     async fn shutdown(&mut self) {
         for runtime in self.runtimes.values_mut() {
             if let Some(session) = runtime.session.take() {
-                for id in session.live.keys().chain(session.transients.keys()) {
+                let sent_live = session
+                    .live
+                    .iter()
+                    .filter(|(_, g)| g.was_sent())
+                    .map(|(id, _)| id);
+                for id in sent_live.chain(session.transients.keys()) {
                     session
                         .handle
                         .send(crate::session::Outbound::Close(id.clone()));

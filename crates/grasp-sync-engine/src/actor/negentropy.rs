@@ -377,10 +377,10 @@ impl Actor {
         subscription_id: &SubscriptionId,
         result: Result<Vec<EventId>, NegentropyError>,
     ) {
-        let now = self.now();
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
+        let mut rate_refusal = None;
         match result {
             Ok(missing) => {
                 self.fallbacks.handle_round_completed();
@@ -389,10 +389,8 @@ impl Actor {
                 }
             }
             Err(error) => {
-                if let NegentropyError::RateLimited(_) = error {
-                    if let Some(session) = runtime.session.as_mut() {
-                        session.reactive.handle_query_rate_refusal(now);
-                    }
+                if let NegentropyError::RateLimited(text) = &error {
+                    rate_refusal = Some(text.clone());
                     self.fallbacks.handle_query_rate_refusal(relay);
                 }
                 if let Some(reason) = FallbackReason::from_error(&error) {
@@ -404,6 +402,10 @@ impl Actor {
                     neg.fell_back = true;
                 }
             }
+        }
+        if let Some(text) = rate_refusal {
+            // Counted, a rate-limit pause and the reactive cooldown, as for a refused REQ.
+            self.handle_rate_refusal(relay, &text);
         }
         if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id) {
             if resolved.batch_complete {

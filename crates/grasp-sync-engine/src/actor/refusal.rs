@@ -260,6 +260,19 @@ impl Actor {
         self.apply_learned_limits(relay, &refusal, action);
     }
 
+    /// A query-rate refusal of a negentropy round (NEG-ERR): counted, a rate-limit pause,
+    /// and the reactive gate's cooldown, as for a refused REQ.
+    pub(super) fn handle_rate_refusal(&mut self, relay: &RelayUrl, text: &str) {
+        let now = self.now();
+        let refusal = classify(text);
+        self.count_refusal(relay, &refusal, text);
+        let action = self.runtimes.get_mut(relay).map(|r| {
+            r.health
+                .handle_refusal(now, &refusal, RefusalScope::Request { filters: 1 })
+        });
+        self.apply_learned_limits(relay, &refusal, action);
+    }
+
     fn count_refusal(&mut self, relay: &RelayUrl, refusal: &Refusal, text: &str) {
         let label = refusal.category.metric_label();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
@@ -307,8 +320,13 @@ impl Actor {
             _ => {}
         }
         if refusal.category == RefusalCategory::RateLimited {
+            // The reactive cooldown ends with health's rate-limit pause, which escalates.
+            let until = runtime
+                .health
+                .paused_until(grasp_sync_health::PauseKind::RateLimit, now)
+                .unwrap_or_else(|| now + runtime.health.config().rate_limit_cooldown);
             if let Some(session) = runtime.session.as_mut() {
-                session.reactive.handle_query_rate_refusal(now);
+                session.reactive.handle_query_rate_refusal_until(now, until);
             }
         }
     }

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, VecDeque};
 use grasp_sync_filters::{CoverageTier, FilterGroup, GroupedPagination, RelayPageSession};
 use grasp_sync_health::RelayHealth;
 use grasp_sync_ledger::{
-    BackgroundGate, LearnedLimits, Permit, PermitClass, ReactiveGate, StartKind, SubscriptionLedger,
+    BackgroundGate, GateRejection, LearnedLimits, Permit, PermitClass, ReactiveGate, StartDecision,
+    StartKind, SubscriptionLedger,
 };
 use grasp_sync_model::BatchId;
 use nostr::SubscriptionId;
@@ -80,6 +81,11 @@ pub(super) struct Session {
     pub(super) gate_wait: Option<Instant>,
     /// REQs sent in this session (the next one's send order).
     pub(super) sent: u64,
+    /// Live groups admitted by the ledger whose REQ waits for the reactive gate (only while
+    /// a query-rate episode spaces starts; otherwise they are sent at once).
+    pub(super) live_queue: VecDeque<SubscriptionId>,
+    /// Live planning waits for a query-rate cooldown: re-derive live coverage then.
+    pub(super) live_repair_at: Option<Instant>,
     /// Negentropy rounds waiting for a permit and the gates.
     pub(super) neg_queue: VecDeque<super::negentropy::NegRound>,
     /// Negentropy rounds running as background jobs, with their batch and permit.
@@ -109,6 +115,51 @@ impl Session {
 }
 
 impl Session {
+    /// Sends queued live REQs while the reactive gate allows; a gate that asks to wait sets
+    /// [`Session::gate_wait`]. Live starts never pass the background gate.
+    pub(super) fn drive_live(
+        &mut self,
+        now: Instant,
+        relay: &grasp_sync_model::RelayUrl,
+        stats: &mut RelayStats,
+        metrics: Option<&crate::metrics::SyncMetrics>,
+    ) {
+        while let Some(id) = self.live_queue.front().cloned() {
+            if !self.live.contains_key(&id) {
+                self.live_queue.pop_front(); // retired before it was sent
+                continue;
+            }
+            let wait = match self.reactive.poll_start(now, StartKind::Live) {
+                StartDecision::Ready => None,
+                StartDecision::NotBefore(at) => Some(at),
+                StartDecision::Rejected(GateRejection::Cooldown { until }) => Some(until),
+                StartDecision::Rejected(reason) => {
+                    tracing::warn!(%relay, ?reason, "live start rejected");
+                    break;
+                }
+            };
+            if let Some(at) = wait {
+                tracing::debug!(%relay, "live start waits for the reactive gate");
+                self.gate_wait = Some(self.gate_wait.map_or(at, |w| w.min(at)));
+                break;
+            }
+            self.live_queue.pop_front();
+            let sent = self.next_sent();
+            let Some(group) = self.live.get_mut(&id) else {
+                continue;
+            };
+            group.sent = sent;
+            self.handle.send(crate::session::Outbound::Req {
+                subscription_id: id,
+                filters: group.group.to_filters(),
+            });
+            stats.req_starts_live += 1;
+            if let Some(metrics) = metrics {
+                metrics.record_req("live");
+            }
+        }
+    }
+
     /// Live groups carrying core coverage (not descendants).
     pub(super) fn core_live(&self) -> usize {
         self.live.values().filter(|g| !g.is_auxiliary()).count()
@@ -119,11 +170,19 @@ impl Session {
 pub(super) struct LiveGroup {
     pub(super) group: FilterGroup,
     pub(super) permit: Permit,
-    /// Send order within the session.
+    /// Send order within the session; [`UNSENT`] while its REQ waits in the live queue.
     pub(super) sent: u64,
 }
 
+/// The send order of a live group whose REQ has not been sent: after every real one.
+pub(super) const UNSENT: u64 = u64::MAX;
+
 impl LiveGroup {
+    /// Whether its REQ was sent (a CLOSE is due when it is retired).
+    pub(super) fn was_sent(&self) -> bool {
+        self.sent != UNSENT
+    }
+
     /// Whether the group carries descendant coverage: auxiliary, retired before core coverage
     /// is rebuilt and never part of its rollback.
     pub(super) fn is_auxiliary(&self) -> bool {

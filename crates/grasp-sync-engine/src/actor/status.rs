@@ -53,10 +53,9 @@ impl Actor {
                         .session
                         .as_ref()
                         .map_or(0, |s| s.neg_in_flight.len()),
-                    queued_starts: runtime
-                        .session
-                        .as_ref()
-                        .map_or(0, |s| s.queue.len() + s.neg_queue.len()),
+                    queued_starts: runtime.session.as_ref().map_or(0, |s| {
+                        s.queue.len() + s.neg_queue.len() + s.live_queue.len()
+                    }),
                     peak_subscriptions: runtime.stats.peak_subscriptions,
                     ledger: ledger_use,
                     pending_batches: self.pending.batches(url).len(),

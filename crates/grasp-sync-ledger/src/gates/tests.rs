@@ -222,3 +222,22 @@ fn both_gates_reset_with_a_new_session() {
     );
     assert_eq!((reactive.interval(), reactive.episodes()), (None, 0));
 }
+
+#[test]
+fn reactive_cooldown_can_end_when_the_caller_says() {
+    let start = Instant::now();
+    let mut gate = ReactiveGate::new(start);
+    let until = start + Duration::from_secs(3);
+    gate.handle_query_rate_refusal_until(start, until);
+    assert_eq!(gate.poll_timeout(), Some(until));
+    assert!(!gate.nip77_allowed());
+    assert_eq!(
+        gate.poll_start(until - Duration::from_millis(1), StartKind::Live),
+        StartDecision::Rejected(GateRejection::Cooldown { until })
+    );
+    assert_eq!(
+        gate.poll_start(until, StartKind::Live),
+        StartDecision::Ready
+    );
+    assert_eq!(gate.interval(), Some(REACTIVE_INITIAL_INTERVAL));
+}

@@ -125,3 +125,17 @@ fn retained_bytes_refusal_text_is_parsed() {
         assert_eq!(parse_retained_bytes_refusal(text), expected, "{text:?}");
     }
 }
+
+#[test]
+fn an_advertised_filter_limit_lowers_the_session_ceiling_and_never_raises_it() {
+    let now = Instant::now();
+    let mut limits = LearnedLimits::new();
+    limits.handle_advertised_filter_limit(3);
+    assert_eq!(limits.filter_ceiling(), 3);
+    limits.handle_advertised_filter_limit(50);
+    assert_eq!(limits.filter_ceiling(), 3);
+    limits.handle_advertised_filter_limit(0);
+    assert_eq!(limits.filter_ceiling(), 1);
+    limits.new_session(now);
+    assert_eq!(limits.filter_ceiling(), INITIAL_FILTER_CEILING);
+}
