@@ -340,3 +340,113 @@ async fn fragmented_live_coverage_is_consolidated() {
     );
     engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_auxiliary_closed_moves_descendants_to_history_and_leaves_core_coverage_alone() {
+    // The relay holds the repository's thread, a reply that is a direct member of its issue,
+    // and closes any live subscription to that member's descendants.
+    let fixture = RepoFixture::new("threaded");
+    let author = Keys::generate();
+    let thread = fixture.thread(1_700_000_100);
+    let issue = thread.last().expect("issue").clone();
+    let member = reply(
+        &author,
+        &issue,
+        ThreadTag::LowerE,
+        "member",
+        Timestamp::from_secs(1_700_000_500),
+    )
+    .expect("member");
+    let member_hex = member.id.to_hex();
+    let closes_descendants = FilterPredicate::custom(move |filter| {
+        filter.limit == Some(0)
+            && filter
+                .generic_tags
+                .values()
+                .any(|values| values.contains(&member_hex))
+    });
+    let home = TestRelay::start(TestRelayConfig::strict(StrictLimits {
+        policies: vec![PolicyRule::new(
+            closes_descendants,
+            "error: descendant subscriptions are not kept",
+        )],
+        ..StrictLimits::default()
+    }))
+    .await
+    .expect("home");
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let announcement = fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
+    bootstrap
+        .seed([announcement.clone()])
+        .await
+        .expect("seed bootstrap");
+    home.seed(thread.iter().cloned().chain([announcement, member.clone()]))
+        .await
+        .expect("seed home");
+    let key = RelayUrl::parse(&home.url()).expect("url").to_string();
+    let store = TestStore::open().await;
+    let mut config = test_config(&[bootstrap.url()]);
+    config.health.request_pause_base = Duration::from_secs(1);
+    config.health.request_pause_max = Duration::from_secs(2);
+    let engine = start_engine(&store, config).await;
+    let mut expected = ids(&thread);
+    expected.insert(member.id);
+    wait_for_store(&store, &engine, &expected, Duration::from_secs(60)).await;
+    // The descendant live group was refused and closed.
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            home.strict_stats().refusals_of(RefusalKind::Policy) >= 1
+        })
+        .await,
+        "the descendant subscription was never opened"
+    );
+    let closed_at = tokio::time::Instant::now();
+    // A new descendant of the member arrives through the paced history fallback.
+    let descendant = reply(
+        &author,
+        &member,
+        ThreadTag::LowerE,
+        "descendant",
+        Timestamp::now(),
+    )
+    .expect("descendant");
+    home.publish(descendant.clone()).await.expect("publish");
+    let status = wait_for_store(
+        &store,
+        &engine,
+        &ids(&[descendant]),
+        Duration::from_secs(30),
+    )
+    .await;
+    let status = status.relays.get(&key).cloned().expect("home status");
+    assert_eq!(status.auxiliary_subscriptions, 0, "{status:#?}");
+    let stats = home.strict_stats();
+    // Core coverage was not rebuilt: no live REQ after the auxiliary one was closed.
+    let live_after: Vec<_> = stats
+        .starts
+        .iter()
+        .filter(|s| s.at > closed_at && s.subscription_id.starts_with("gs-live-"))
+        .map(|s| s.subscription_id.clone())
+        .collect();
+    assert!(
+        live_after.is_empty(),
+        "live REQs after the auxiliary CLOSED: {live_after:?}"
+    );
+    // Only the descendant live groups sent together were refused, and none was sent again.
+    let refused: Vec<_> = stats
+        .starts
+        .iter()
+        .filter(|s| s.refused.is_some())
+        .map(|s| (s.at, s.subscription_id.clone()))
+        .collect();
+    assert!(
+        refused
+            .iter()
+            .all(|(at, id)| *at <= closed_at && id.starts_with("gs-live-")),
+        "{refused:?}"
+    );
+    assert_eq!(stats.connections(), 1);
+    engine.shutdown().await;
+}
