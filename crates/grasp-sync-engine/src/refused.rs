@@ -184,70 +184,181 @@ impl RefusedCoverage {
         self.paused_atoms.is_empty() && self.suspect_atoms.is_empty() && self.shapes.is_empty()
     }
 
-    /// New work at `now`: paused values are removed (a filter left with none is dropped), and
-    /// filters holding a suspect value are to be sent alone.
-    pub(crate) fn admit(&self, now: Instant, filters: Vec<Filter>) -> Vec<Admission> {
+    /// Whether any of `filters` touches refused coverage (paused or suspect values, or a
+    /// shape refused before): such work goes by REQ, where a refusal names its filters.
+    pub(crate) fn affects(&self, filters: &[Filter]) -> bool {
+        !self.is_empty()
+            && filters.iter().any(|filter| {
+                split(filter).is_some_and(|split| {
+                    split
+                        .atoms
+                        .first()
+                        .is_some_and(|(shape, _)| self.shapes.contains_key(shape))
+                        || split.atoms.iter().any(|atom| {
+                            self.paused_atoms.contains_key(atom)
+                                || self.suspect_atoms.contains_key(atom)
+                        })
+                })
+            })
+    }
+
+    /// New historic work at `now`: paused values are removed (a filter left with none is
+    /// dropped), and filters holding a suspect value, or of a shape refused before, are to be
+    /// sent alone. What is removed is remembered as paused coverage, so its probe fetches it
+    /// once the pause ends even though the work it came with completes without it.
+    pub(crate) fn admit(&mut self, now: Instant, filters: Vec<Filter>) -> Vec<Admission> {
         if self.is_empty() {
             return filters.into_iter().map(Admission::Send).collect();
         }
-        filters
-            .into_iter()
-            .filter_map(|filter| self.admit_one(now, filter))
-            .collect()
+        let mut admitted = Vec::with_capacity(filters.len());
+        for filter in filters {
+            let (admission, removed) = self.admit_one(now, filter);
+            if let Some((removed, until)) = removed {
+                self.remember(removed, until);
+            }
+            admitted.extend(admission);
+        }
+        admitted
     }
 
-    /// Filters for live coverage at `now`: neither paused nor suspect values (suspects are
-    /// settled by history first).
-    pub(crate) fn live(&self, now: Instant, filters: Vec<Filter>) -> Vec<Filter> {
+    /// Filters for live coverage: without paused or suspect values (suspects are
+    /// settled by history first), and without shapes refused [`SHAPE_REFUSALS`] times until a
+    /// filter of the shape completes.
+    pub(crate) fn live(&self, filters: Vec<Filter>) -> Vec<Filter> {
         if self.is_empty() {
             return filters;
         }
         filters
             .into_iter()
-            .filter_map(|filter| match self.admit_one(now, filter)? {
-                Admission::Send(filter) => Some(filter),
-                Admission::Alone(filter) => {
-                    let refused_shape = split(&filter)
-                        .and_then(|s| s.atoms.first().map(|(shape, _)| shape.clone()))
-                        .is_some_and(|shape| self.shapes.contains_key(&shape));
-                    if refused_shape {
-                        return None;
-                    }
-                    self.without(&filter, |atom| {
-                        self.suspect_atoms.contains_key(atom)
-                            || self.paused_atoms.contains_key(atom)
-                    })
+            .filter_map(|filter| {
+                let split = split(&filter)?;
+                let paused_shape = split.atoms.first().is_some_and(|(shape, _)| {
+                    self.shapes
+                        .get(shape)
+                        .is_some_and(|(refusals, _)| *refusals >= SHAPE_REFUSALS)
+                });
+                if paused_shape {
+                    return None;
                 }
+                self.without(&filter, |atom| {
+                    self.suspect_atoms.contains_key(atom) || self.paused_atoms.contains_key(atom)
+                })
             })
             .collect()
     }
 
-    fn admit_one(&self, now: Instant, filter: Filter) -> Option<Admission> {
+    /// One filter of historic work: what to send, and what was removed with the instant its
+    /// pause ends.
+    fn admit_one(
+        &self,
+        now: Instant,
+        filter: Filter,
+    ) -> (Option<Admission>, Option<(Filter, Instant)>) {
+        let Some(whole) = split(&filter) else {
+            return (Some(Admission::Send(filter)), None);
+        };
+        let shape = whole
+            .atoms
+            .first()
+            .and_then(|(shape, _)| self.shapes.get(shape));
+        if let Some((refusals, until)) = shape {
+            if *refusals >= SHAPE_REFUSALS && *until > now {
+                return (None, Some((filter, *until)));
+            }
+        }
         let paused = |atom: &Atom| {
             self.paused_atoms
                 .get(atom)
                 .is_some_and(|until| *until > now)
         };
-        let filter = self.without(&filter, paused)?;
-        let split = split(&filter)?;
-        let shape = split
+        let removed = whole
             .atoms
-            .first()
-            .and_then(|(shape, _)| self.shapes.get(shape));
-        if shape.is_some_and(|(refusals, until)| *refusals >= SHAPE_REFUSALS && *until > now) {
-            return None;
-        }
+            .iter()
+            .filter_map(|atom| self.paused_atoms.get(atom).filter(|until| **until > now))
+            .max()
+            .and_then(|until| Some((self.only(&filter, paused)?, *until)));
+        let Some(kept) = self.without(&filter, paused) else {
+            return (None, removed);
+        };
         // A pause that ended but whose probe has not run yet is as good as a suspect: only the
         // probe, alone, may send it. So is a filter of a shape refused before.
         let suspect = shape.is_some()
-            || split.atoms.iter().any(|atom| {
-                self.suspect_atoms.contains_key(atom) || self.paused_atoms.contains_key(atom)
+            || split(&kept).is_some_and(|split| {
+                split.atoms.iter().any(|atom| {
+                    self.suspect_atoms.contains_key(atom) || self.paused_atoms.contains_key(atom)
+                })
             });
-        Some(if suspect {
-            Admission::Alone(filter)
+        let admission = if suspect {
+            Admission::Alone(kept)
         } else {
-            Admission::Send(filter)
+            Admission::Send(kept)
+        };
+        (Some(admission), removed)
+    }
+
+    /// Remembers `filter` as paused coverage until `until`, unless it is already.
+    fn remember(&mut self, filter: Filter, until: Instant) {
+        let filter = without_bounds(&filter);
+        if !self.paused.iter().any(|p| p.filter == filter) {
+            self.paused.push(Paused {
+                filter,
+                until,
+                probing: false,
+            });
+        }
+    }
+
+    /// `filter` with only the values whose atom `keep` selects; `None` if none is.
+    fn only(&self, filter: &Filter, keep: impl Fn(&Atom) -> bool) -> Option<Filter> {
+        self.without(filter, |atom| !keep(atom))
+    }
+
+    /// Whether a request carrying `filters`, admitted earlier, now holds coverage paused at
+    /// `now` (a refusal came in while it waited): it must not be sent.
+    pub(crate) fn blocks(&self, now: Instant, filters: &[Filter]) -> bool {
+        !self.is_empty()
+            && filters.iter().any(|filter| {
+                split(filter).is_some_and(|split| {
+                    let shape_paused = split.atoms.first().is_some_and(|(shape, _)| {
+                        self.shapes.get(shape).is_some_and(|(refusals, until)| {
+                            *refusals >= SHAPE_REFUSALS && *until > now
+                        })
+                    });
+                    shape_paused
+                        || split.atoms.iter().any(|atom| {
+                            self.paused_atoms
+                                .get(atom)
+                                .is_some_and(|until| *until > now)
+                        })
+                })
+            })
+    }
+
+    /// Whether `filter`'s coverage is paused at `now` (a policy refusal re-paused it).
+    pub(crate) fn is_paused(&self, now: Instant, filter: &Filter) -> bool {
+        split(filter).is_some_and(|split| {
+            split.atoms.iter().any(|atom| {
+                self.paused_atoms
+                    .get(atom)
+                    .is_some_and(|until| *until > now)
+            })
         })
+    }
+
+    /// The probes handed out will not complete (their session or batch ended): they are due
+    /// again at once.
+    pub(crate) fn handle_probes_lost(&mut self) {
+        for paused in &mut self.paused {
+            paused.probing = false;
+        }
+    }
+
+    /// The probe of `filter` will not complete: it is due again at once.
+    pub(crate) fn handle_probe_lost(&mut self, filter: &Filter) {
+        let filter = without_bounds(filter);
+        for paused in self.paused.iter_mut().filter(|p| p.filter == filter) {
+            paused.probing = false;
+        }
     }
 
     /// `filter` without the values whose atom `drop` selects; `None` if nothing is left.

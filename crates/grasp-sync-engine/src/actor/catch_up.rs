@@ -28,6 +28,11 @@ impl CatchUp {
         self.filters.len()
     }
 
+    /// The relay's pending batches were dropped: the query in flight will never finish.
+    pub(super) fn handle_pending_cleared(&mut self) {
+        self.in_flight = None;
+    }
+
     /// Forgets the covered filters (the live set is being re-planned); the cursor stays.
     pub(super) fn clear_filters(&mut self) {
         self.filters.clear();

@@ -49,6 +49,12 @@ impl DescendantCoverage {
         self.constrained
     }
 
+    /// The relay's pending batches were dropped: the fallback query in flight will never
+    /// finish (its cursor stays where it was).
+    pub(super) fn handle_pending_cleared(&mut self) {
+        self.in_flight = None;
+    }
+
     /// Moves descendant coverage to the paced fallback.
     pub(super) fn set_constrained(&mut self) {
         self.constrained = true;

@@ -94,6 +94,22 @@ impl Actor {
         Some(batch)
     }
 
+    /// The recovery probe of a filter refused by policy: one REQ of its own, sent whatever the
+    /// refused coverage says (the probe is what may send it). Returns the batch if it is
+    /// pending.
+    pub(super) fn open_probe_batch(&mut self, relay: &RelayUrl, filter: Filter) -> Option<BatchId> {
+        self.runtimes.get(relay)?.session.as_ref()?;
+        let batch = self
+            .pending
+            .open_batch(relay, PendingItems::default(), SyncMethod::ReqEose);
+        if self.queue_packed(relay, batch, Vec::new(), vec![filter]) {
+            Some(batch)
+        } else {
+            self.confirm(relay, batch);
+            None
+        }
+    }
+
     /// Historic sync for a fresh start: NIP-77 when the session allows it, else REQ+EOSE.
     pub(super) fn open_reconciled_batch(
         &mut self,
@@ -105,7 +121,7 @@ impl Actor {
         let refused = self
             .runtimes
             .get(relay)
-            .is_some_and(|r| !r.refused.is_empty());
+            .is_some_and(|r| r.refused.affects(&filters));
         if refused {
             return self.open_historic_batch(relay, items, filters);
         }
@@ -123,19 +139,35 @@ impl Actor {
         batch: BatchId,
         filters: Vec<Filter>,
     ) -> bool {
-        let Some(runtime) = self.runtimes.get(relay) else {
+        let now = self.now();
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
             return false;
         };
-        let limits = runtime.learned.pack_limits(PackLimits::default());
         // Coverage refused by policy is left out; suspects go one filter per REQ.
         let mut together = Vec::new();
         let mut alone = Vec::new();
-        for admission in runtime.refused.admit(self.now(), filters) {
+        for admission in runtime.refused.admit(now, filters) {
             match admission {
                 Admission::Send(filter) => together.push(filter),
                 Admission::Alone(filter) => alone.push(filter),
             }
         }
+        self.queue_packed(relay, batch, together, alone)
+    }
+
+    /// Queues `together` packed into REQ groups and each of `alone` in a REQ of its own, in
+    /// `batch`, registering every subscription first. Returns whether anything was queued.
+    fn queue_packed(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        together: Vec<Filter>,
+        alone: Vec<Filter>,
+    ) -> bool {
+        let Some(runtime) = self.runtimes.get(relay) else {
+            return false;
+        };
+        let limits = runtime.learned.pack_limits(PackLimits::default());
         // History ignores live tiers: one tier lets every family share REQs.
         let tiered = |filters: Vec<Filter>| {
             filters
@@ -242,6 +274,17 @@ impl Actor {
             let Some(start) = session.queue.pop_front() else {
                 break;
             };
+            if runtime
+                .refused
+                .blocks(now, &start.pagination.current_filters())
+            {
+                // A policy refusal paused its coverage while it waited: re-derive the batch.
+                tracing::debug!(%relay, "queued start holds coverage paused since; its batch will be re-derived");
+                let batch = start.batch;
+                session.queue.retain(|q| q.batch != batch);
+                rejected.push(batch);
+                continue;
+            }
             let permit = match ledger.acquire(
                 now,
                 ledger.generation(),
@@ -376,6 +419,7 @@ impl Actor {
         }
         self.handle_descendant_batch_done(relay, batch, true);
         self.handle_catch_up_batch_done(relay, batch, true);
+        self.handle_probe_batch_done(relay, batch, true);
         if outcome.relay_idle {
             self.check_idle(relay);
         }
@@ -416,6 +460,7 @@ impl Actor {
         self.recovery.handle_unrelated_failure(relay);
         self.handle_descendant_batch_done(relay, batch, false);
         self.handle_catch_up_batch_done(relay, batch, false);
+        self.handle_probe_batch_done(relay, batch, false);
         if self.pending.abandon_batch(relay, batch).is_some() {
             self.relays.register(relay).batch_failed = true;
             tracing::info!(%relay, %why, "historic batch failed; it will be retried");

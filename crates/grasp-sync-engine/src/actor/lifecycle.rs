@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use grasp_sync_filters::{RelayPageSession, Window, announcement_filter};
 use grasp_sync_ledger::{BackgroundGate, ReactiveGate, SessionBudget, SubscriptionLedger};
-use grasp_sync_model::{ConnectionStatus, PendingItems, RelaySyncNeeds, RelayUrl};
+use grasp_sync_model::{BatchId, ConnectionStatus, PendingItems, RelaySyncNeeds, RelayUrl};
 use nostr::Timestamp;
 
 use super::Actor;
@@ -84,9 +84,50 @@ impl Actor {
         tracing::info!(%relay, filters = probes.len(), "probing coverage refused by policy");
         // One filter per REQ, so a refusal names exactly the filter it refuses.
         for filter in probes {
-            self.open_historic_batch(relay, PendingItems::default(), vec![filter]);
+            match self.open_probe_batch(relay, filter.clone()) {
+                Some(batch) => {
+                    if let Some(runtime) = self.runtimes.get_mut(relay) {
+                        runtime.probe_batches.insert(batch, filter);
+                    }
+                }
+                None => {
+                    if let Some(runtime) = self.runtimes.get_mut(relay) {
+                        runtime.refused.handle_probe_lost(&filter);
+                    }
+                }
+            }
         }
         self.drive_queue(relay);
+    }
+
+    /// A probe batch ended: if it failed for any reason but a new policy refusal (which
+    /// re-pauses the filter), the probe is due again.
+    pub(super) fn handle_probe_batch_done(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        success: bool,
+    ) {
+        let now = self.now();
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            if let Some(filter) = runtime.probe_batches.remove(&batch) {
+                if !success && !runtime.refused.is_paused(now, &filter) {
+                    runtime.refused.handle_probe_lost(&filter);
+                }
+            }
+        }
+    }
+
+    /// Drops the relay's pending batches and everything that waited on one of them: the
+    /// catch-up and descendant fallback queries and the recovery probes in flight.
+    pub(super) fn forget_pending(&mut self, relay: &RelayUrl) {
+        self.pending.clear_relay(relay);
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.catch_up.handle_pending_cleared();
+            runtime.descendants.handle_pending_cleared();
+            runtime.probe_batches.clear();
+            runtime.refused.handle_probes_lost();
+        }
     }
 
     /// A relay nobody references any more: close it and forget it (bootstrap relays never).
@@ -102,7 +143,7 @@ impl Actor {
                 session.handle.send(Outbound::Disconnect);
             }
         }
-        self.pending.clear_relay(relay);
+        self.forget_pending(relay);
         self.relays.remove(relay);
         tracing::info!(%relay, "retired relay: no repository lists it any more");
     }
@@ -222,6 +263,7 @@ impl Actor {
             sent: 0,
             live_queue: VecDeque::new(),
             live_repair_at: None,
+            rebuild_pending: false,
             neg_queue: VecDeque::new(),
             neg_in_flight: BTreeMap::new(),
         });
@@ -318,7 +360,7 @@ impl Actor {
     /// diff adds whatever is new.
     pub(super) fn quick_reconnect(&mut self, relay: &RelayUrl, since: Timestamp) {
         let unix = self.clock.unix_now();
-        self.pending.clear_relay(relay);
+        self.forget_pending(relay);
         let state = self.relays.register(relay);
         let announcements_synced = state.announcements_synced;
         state.mark_syncing(unix);
@@ -398,7 +440,7 @@ impl Actor {
     fn fresh_start(&mut self, relay: &RelayUrl) {
         let unix = self.clock.unix_now();
         self.abandon_transients(relay);
-        self.pending.clear_relay(relay);
+        self.forget_pending(relay);
         let state = self.relays.register(relay);
         state.clear_sync_state();
         state.announcements_synced = false;
@@ -441,7 +483,7 @@ impl Actor {
         }
         runtime.stats.last_error = Some(reason.to_owned());
         self.recovery.handle_disconnected(relay);
-        self.pending.clear_relay(relay);
+        self.forget_pending(relay);
         self.relays.register(relay).mark_disconnected(unix);
         tracing::info!(%relay, %reason, "disconnected");
     }
@@ -485,10 +527,14 @@ impl Actor {
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
             .filter(|s| s.live_repair_at.is_some_and(|at| now >= at))
-            .map(|s| s.live_repair_at = None)
-            .is_some();
-        if live_repair {
-            self.repair_live(relay);
+            .map(|s| {
+                s.live_repair_at = None;
+                std::mem::take(&mut s.rebuild_pending)
+            });
+        match live_repair {
+            Some(true) => self.rebuild_live(relay),
+            Some(false) => self.repair_live(relay),
+            None => {}
         }
         // Level-triggered: whenever starts are queued and no gate asked to wait, try them. A
         // start blocked on a slot is retried after every input, so no release can be missed.

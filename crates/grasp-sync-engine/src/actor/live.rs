@@ -25,14 +25,18 @@ impl Actor {
         let Some(plan) = self.plan_live(relay, incoming) else {
             return Vec::new();
         };
-        let deferred = plan
+        let mut deferred: Vec<CoverageTier> = plan
             .deferred
             .iter()
             .filter(|d| d.reason != DeferReason::HistoricOnly)
             .map(|d| d.tier)
             .collect();
+        let opened: Vec<CoverageTier> = plan.open.iter().filter_map(|g| g.tier()).collect();
         self.note_catch_up(relay, &plan);
-        self.apply_live_plan(relay, plan);
+        if !self.apply_live_plan(relay, plan) {
+            // Planning waits for a query-rate cooldown: nothing of it is live yet.
+            deferred.extend(opened);
+        }
         self.check_consolidation(relay);
         deferred
     }
@@ -45,14 +49,13 @@ impl Actor {
         if runtime.refused.is_empty() {
             return incoming;
         }
-        let now = self.now();
         incoming
             .into_iter()
             .flat_map(|f| {
                 let tier = f.tier;
                 runtime
                     .refused
-                    .live(now, vec![f.filter])
+                    .live(vec![f.filter])
                     .into_iter()
                     .map(move |filter| TieredFilter::new(filter, tier))
             })
@@ -62,14 +65,15 @@ impl Actor {
     /// Closes the plan's retired groups and opens its new ones atomically, restoring the
     /// retired groups if admission fails. New groups are admitted at once and their REQs sent
     /// through the reactive gate (at once unless a query-rate episode spaces starts). During a
-    /// query-rate cooldown nothing changes: live coverage is re-derived when it ends.
-    fn apply_live_plan(&mut self, relay: &RelayUrl, plan: LivePlan) {
+    /// query-rate cooldown nothing changes: live coverage is re-derived when it ends. Returns
+    /// whether the plan was applied (a no-op plan is).
+    fn apply_live_plan(&mut self, relay: &RelayUrl, plan: LivePlan) -> bool {
         for deferred in &plan.deferred {
             tracing::debug!(%relay, tier = ?deferred.tier, reason = ?deferred.reason,
                 filters = deferred.filters.len(), "live coverage deferred to history");
         }
         if plan.is_noop() {
-            return;
+            return true;
         }
         let ids: Vec<SubscriptionId> = plan
             .open
@@ -78,16 +82,15 @@ impl Actor {
             .collect();
         let now = self.now();
         let Some(runtime) = self.runtimes.get_mut(relay) else {
-            return;
+            return false;
         };
         let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
         else {
-            return;
+            return false;
         };
-        if let Some(until) = session.reactive.poll_timeout().filter(|until| *until > now) {
+        if session.defer_for_cooldown(now) {
             tracing::debug!(%relay, "live planning waits for the query-rate cooldown");
-            session.live_repair_at = Some(session.live_repair_at.map_or(until, |at| at.min(until)));
-            return;
+            return false;
         }
         for id in &plan.close {
             if let Some(held) = session.live.remove(id) {
@@ -136,6 +139,7 @@ impl Actor {
         }
         session.drive_live(now, relay, &mut runtime.stats, self.metrics.as_ref());
         runtime.note_peak();
+        true
     }
 
     fn plan_live(
@@ -323,7 +327,7 @@ impl Actor {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.stats.consolidations += 1;
         }
-        self.pending.clear_relay(relay);
+        self.forget_pending(relay);
         self.rebuild_live(relay);
         self.recompute(relay);
         self.drive_queue(relay);
@@ -334,6 +338,20 @@ impl Actor {
     /// retired first and never enter the rollback; if admission fails the old groups are
     /// restored.
     pub(super) fn rebuild_live(&mut self, relay: &RelayUrl) {
+        let now = self.now();
+        let deferred = self
+            .runtimes
+            .get_mut(relay)
+            .and_then(|r| r.session.as_mut())
+            .is_some_and(|s| {
+                let deferred = s.defer_for_cooldown(now);
+                s.rebuild_pending |= deferred;
+                deferred
+            });
+        if deferred {
+            tracing::debug!(%relay, "the live rebuild waits for the query-rate cooldown");
+            return;
+        }
         self.retire_auxiliary(relay);
         let filters = self.complete_live_filters(relay);
         let filters = self.without_refused(relay, filters);

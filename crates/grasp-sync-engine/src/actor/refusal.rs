@@ -161,17 +161,18 @@ impl Actor {
             if let (Some(RefusalAction::CoveragePaused { .. }), [_, _, ..]) =
                 (action, refused_filters.as_slice())
             {
-                // Suspects are settled one filter per REQ through history.
-                let filters = refused_filters
-                    .iter()
-                    .map(|f| {
-                        let mut f = f.clone();
-                        f.since = None;
-                        f.limit = None;
-                        f
-                    })
-                    .collect();
-                self.open_historic_batch(relay, grasp_sync_model::PendingItems::default(), filters);
+                // Suspects are settled one filter per REQ through history, each in a batch of
+                // its own so that one refusal does not abandon the others.
+                for filter in &refused_filters {
+                    let mut filter = filter.clone();
+                    filter.since = None;
+                    filter.limit = None;
+                    self.open_historic_batch(
+                        relay,
+                        grasp_sync_model::PendingItems::default(),
+                        vec![filter],
+                    );
+                }
             }
             // Restoration retires auxiliary coverage first, so it cannot take core slots.
             self.retire_auxiliary(relay);
@@ -185,8 +186,7 @@ impl Actor {
     }
 
     /// A policy refusal of `filters`: one filter is paused until `until`; several become
-    /// suspects that later work sends one per REQ. Refused live coverage is settled by history:
-    /// its filters are queued as a historic batch of their own.
+    /// suspects that later work sends one per REQ.
     fn pause_refused_coverage(
         &mut self,
         relay: &RelayUrl,

@@ -48,6 +48,8 @@ pub(super) struct RelayRuntime {
     pub(super) consolidation_queued: bool,
     /// Coverage left out of the live set by the learned byte cap, and its paced catch-up.
     pub(super) catch_up: super::catch_up::CatchUp,
+    /// Recovery probes of refused coverage in flight, by batch.
+    pub(super) probe_batches: BTreeMap<BatchId, nostr::Filter>,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
@@ -86,6 +88,8 @@ pub(super) struct Session {
     pub(super) live_queue: VecDeque<SubscriptionId>,
     /// Live planning waits for a query-rate cooldown: re-derive live coverage then.
     pub(super) live_repair_at: Option<Instant>,
+    /// The deferred live planning is a full rebuild (a consolidation or a learned byte cap).
+    pub(super) rebuild_pending: bool,
     /// Negentropy rounds waiting for a permit and the gates.
     pub(super) neg_queue: VecDeque<super::negentropy::NegRound>,
     /// Negentropy rounds running as background jobs, with their batch and permit.
@@ -158,6 +162,16 @@ impl Session {
                 metrics.record_req("live");
             }
         }
+    }
+
+    /// Whether a query-rate cooldown is running at `now`; if so live planning is deferred to
+    /// its end ([`Session::live_repair_at`]).
+    pub(super) fn defer_for_cooldown(&mut self, now: Instant) -> bool {
+        let Some(until) = self.reactive.poll_timeout().filter(|until| *until > now) else {
+            return false;
+        };
+        self.live_repair_at = Some(self.live_repair_at.map_or(until, |at| at.min(until)));
+        true
     }
 
     /// Live groups carrying core coverage (not descendants).
@@ -237,13 +251,16 @@ impl RelayRuntime {
             refused: crate::refused::RefusedCoverage::default(),
             consolidation_queued: false,
             catch_up: super::catch_up::CatchUp::default(),
+            probe_batches: BTreeMap::new(),
         }
     }
 
-    /// Subscriptions held on the wire now.
+    /// Subscriptions held on the wire now (live groups whose REQ still waits do not count).
     pub(super) fn held_subscriptions(&self) -> usize {
         self.session.as_ref().map_or(0, |s| {
-            s.live.len() + s.transients.len() + s.neg_in_flight.len()
+            s.live.values().filter(|g| g.was_sent()).count()
+                + s.transients.len()
+                + s.neg_in_flight.len()
         })
     }
 

@@ -85,7 +85,7 @@ fn a_refused_multi_filter_request_makes_its_filters_suspects_sent_alone() {
     );
     // Suspects stay out of live coverage until history settles them.
     assert_eq!(
-        refused.live(now, vec![replies(&[1, 9]), quotes(&[1])]),
+        refused.live(vec![replies(&[1, 9]), quotes(&[1])]),
         vec![replies(&[9])]
     );
 }
@@ -101,7 +101,7 @@ fn a_suspect_refused_alone_is_paused_and_one_completed_alone_is_cleared() {
         refused.admit(now, vec![replies(&[1]), quotes(&[1])]),
         vec![Admission::Send(replies(&[1]))]
     );
-    assert_eq!(refused.live(now, vec![replies(&[1])]), vec![replies(&[1])]);
+    assert_eq!(refused.live(vec![replies(&[1])]), vec![replies(&[1])]);
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn an_ended_pause_yields_exactly_one_probe_without_time_bounds() {
             .is_empty()
     );
     // Ended but not yet probed: only the probe may send it, and not live.
-    assert!(refused.live(now + DAY, vec![quotes(&[1])]).is_empty());
+    assert!(refused.live(vec![quotes(&[1])]).is_empty());
     assert_eq!(refused.poll_probes(now + DAY), vec![quotes(&[1])]);
     assert_eq!(
         refused.paused_filters(),
@@ -132,19 +132,16 @@ fn an_ended_pause_yields_exactly_one_probe_without_time_bounds() {
         refused.admit(now + DAY, vec![quotes(&[1])]),
         vec![Admission::Alone(quotes(&[1]))]
     );
-    assert!(refused.live(now + DAY, vec![quotes(&[1])]).is_empty());
+    assert!(refused.live(vec![quotes(&[1])]).is_empty());
     assert!(refused.handle_success(&[quotes(&[1])]));
-    assert_eq!(
-        refused.live(now + DAY, vec![quotes(&[1])]),
-        vec![quotes(&[1])]
-    );
+    assert_eq!(refused.live(vec![quotes(&[1])]), vec![quotes(&[1])]);
     assert_eq!(refused.paused_filters(), 0);
 }
 
 #[test]
 fn nothing_refused_admits_everything_unchanged() {
     let now = Instant::now();
-    let refused = RefusedCoverage::default();
+    let mut refused = RefusedCoverage::default();
     let filters = vec![quotes(&[1]), replies(&[2])];
     assert_eq!(
         refused.admit(now, filters.clone()),
@@ -176,7 +173,7 @@ fn a_shape_refused_alone_sends_new_filters_of_it_alone_and_twice_pauses_it() {
             Admission::Send(replies(&[2]))
         ]
     );
-    assert!(refused.live(now, vec![quotes(&[2])]).is_empty());
+    assert_eq!(refused.live(vec![quotes(&[2])]), vec![quotes(&[2])]);
     refused.handle_refusal(&[quotes(&[2])], now + DAY);
     assert!(refused.admit(now, vec![quotes(&[3])]).is_empty());
     // A completed filter of the shape clears it.
@@ -184,5 +181,85 @@ fn a_shape_refused_alone_sends_new_filters_of_it_alone_and_twice_pauses_it() {
     assert_eq!(
         refused.admit(now, vec![quotes(&[3])]),
         vec![Admission::Send(quotes(&[3]))]
+    );
+}
+
+#[test]
+fn coverage_removed_from_new_work_is_remembered_for_the_probe() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    refused.handle_refusal(&[quotes(&[1])], now + DAY);
+    assert_eq!(refused.paused_filters(), 1);
+    // New work holding the paused value and a new one: the paused value is removed and
+    // remembered, so its probe fetches what this work completes without.
+    refused.admit(now, vec![quotes(&[1, 2]).since(Timestamp::from_secs(10))]);
+    assert_eq!(
+        refused.paused_filters(),
+        1,
+        "the same paused filter is not remembered twice"
+    );
+    refused.handle_refusal(&[quotes(&[3])], now + DAY);
+    assert!(
+        refused.admit(now, vec![quotes(&[4])]).is_empty(),
+        "the shape is paused"
+    );
+    assert_eq!(refused.paused_filters(), 3);
+    let mut probes = refused.poll_probes(now + DAY);
+    probes.sort();
+    let mut expected = vec![quotes(&[1]), quotes(&[3]), quotes(&[4])];
+    expected.sort();
+    assert_eq!(probes, expected);
+}
+
+#[test]
+fn only_work_touching_refused_coverage_is_affected() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    assert!(!refused.affects(&[quotes(&[1])]));
+    refused.handle_refusal(&[quotes(&[1])], now + DAY);
+    assert!(
+        refused.affects(&[replies(&[2]), quotes(&[5])]),
+        "a refused shape"
+    );
+    assert!(!refused.affects(&[replies(&[2])]));
+}
+
+#[test]
+fn a_shape_refused_once_keeps_its_other_values_live() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    refused.handle_refusal(&[quotes(&[1])], now + DAY);
+    assert_eq!(refused.live(vec![quotes(&[1, 2])]), vec![quotes(&[2])]);
+    refused.handle_refusal(&[quotes(&[2])], now + DAY);
+    assert!(refused.live(vec![quotes(&[3])]).is_empty());
+}
+
+#[test]
+fn a_lost_probe_is_due_again() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    refused.handle_refusal(&[quotes(&[1])], now + DAY);
+    assert_eq!(refused.poll_probes(now + DAY).len(), 1);
+    assert_eq!(refused.poll_timeout(), None);
+    refused.handle_probe_lost(&quotes(&[1]));
+    assert_eq!(refused.poll_probes(now + DAY), vec![quotes(&[1])]);
+    refused.handle_probes_lost();
+    assert_eq!(refused.poll_timeout(), Some(now + DAY));
+}
+
+#[test]
+fn work_admitted_before_a_refusal_is_blocked_after_it() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    assert!(!refused.blocks(now, &[quotes(&[1])]));
+    refused.handle_refusal(&[quotes(&[1])], now + DAY);
+    assert!(refused.blocks(now, &[replies(&[2]), quotes(&[1, 5])]));
+    assert!(
+        !refused.blocks(now, &[quotes(&[5])]),
+        "one refusal pauses values, not the shape"
+    );
+    assert!(
+        !refused.blocks(now + DAY, &[quotes(&[1])]),
+        "the pause ended"
     );
 }

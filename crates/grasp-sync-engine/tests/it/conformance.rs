@@ -21,6 +21,7 @@ struct Figures {
     neg_opens: usize,
     peak_subscriptions: usize,
     events_sent: u64,
+    duplicate_events: u64,
     held: usize,
     synced: usize,
 }
@@ -115,11 +116,12 @@ async fn run_profile(name: &str, profile: TestRelayConfig) -> Figures {
         neg_opens: stats.neg_opens(),
         peak_subscriptions: stats.peak_open_subscriptions(),
         events_sent: stats.events_sent(),
+        duplicate_events: stats.duplicate_events(),
         held: held.len(),
         synced,
     };
     eprintln!(
-        "| {name} | {} {:?} | {} | {} | {} | {} / {} | {} | {} |",
+        "| {name} | {} {:?} | {} | {} | {} | {} / {} | {} ({} twice) | {} |",
         figures.refusals,
         figures.refusal_kinds,
         figures.req_starts,
@@ -128,6 +130,7 @@ async fn run_profile(name: &str, profile: TestRelayConfig) -> Figures {
         figures.synced,
         figures.held,
         figures.events_sent,
+        figures.duplicate_events,
         status
             .relays
             .get(&strict_key)

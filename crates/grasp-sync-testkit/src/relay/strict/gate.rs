@@ -35,11 +35,11 @@ pub(crate) enum Verdict {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ClientOutcome {
     pub(crate) verdict: Verdict,
-    pub(crate) start: Option<(StartKind, String)>,
+    pub(crate) start: Option<(StartKind, String, Vec<Filter>)>,
 }
 
 impl ClientOutcome {
-    fn forward(start: Option<(StartKind, String)>) -> Self {
+    fn forward(start: Option<(StartKind, String, Vec<Filter>)>) -> Self {
         Self {
             verdict: Verdict::Forward,
             start,
@@ -193,7 +193,7 @@ impl Gate {
         size: usize,
     ) -> ClientOutcome {
         let limits = Arc::clone(&self.limits);
-        let start = Some((StartKind::Req, id.clone()));
+        let start = Some((StartKind::Req, id.clone(), filters.to_vec()));
         let replacing = self.subscriptions.get(&id).copied();
         let refuse = |gate: &mut Self, reply: Reply, refusal| {
             let close_upstream = match (&reply, replacing) {
@@ -252,7 +252,7 @@ impl Gate {
 
     fn handle_neg_open(&mut self, now: Instant, id: String, filter: &Filter) -> ClientOutcome {
         let limits = Arc::clone(&self.limits);
-        let start = Some((StartKind::NegOpen, id.clone()));
+        let start = Some((StartKind::NegOpen, id.clone(), vec![filter.clone()]));
         let refuse = |reply: Reply, refusal| ClientOutcome {
             verdict: Verdict::Refuse {
                 frame: reply.frame(&id),

@@ -187,7 +187,8 @@ impl Link {
                 }
                 drop(gate);
                 if is_event {
-                    self.recorder.event_sent(self.connection);
+                    self.recorder
+                        .event_sent(self.connection, event_id(text.as_str()));
                 }
                 Next::Send(Message::Text(text))
             }
@@ -203,4 +204,10 @@ enum Next {
     Send(Message),
     Skip,
     End,
+}
+
+/// The event ID of an `["EVENT", <subscription>, <event>]` frame.
+fn event_id(frame: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(frame).ok()?;
+    value.get(2)?.get("id")?.as_str().map(str::to_owned)
 }

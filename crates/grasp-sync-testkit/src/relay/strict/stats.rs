@@ -44,6 +44,8 @@ pub struct QueryStart {
     pub kind: StartKind,
     /// The subscription ID the client chose.
     pub subscription_id: String,
+    /// The filters it carried (one for a NEG-OPEN).
+    pub filters: Vec<nostr::Filter>,
     /// When the proxy read it (the tokio clock, so paused time applies).
     pub at: Instant,
     /// Why it was refused, if it was.
@@ -61,6 +63,8 @@ pub struct ConnectionStats {
     pub peak_negentropy: usize,
     /// EVENT messages the relay sent to this client.
     pub events_sent: u64,
+    /// EVENT messages carrying an event already sent to this client before.
+    pub duplicate_events: u64,
     /// Whether the proxy dropped the connection after its message budget.
     pub dropped: bool,
 }
@@ -120,6 +124,12 @@ impl StrictStats {
         self.per_connection.iter().map(|c| c.events_sent).sum()
     }
 
+    /// EVENT messages that repeated an event already sent on the same connection, over every
+    /// connection.
+    pub fn duplicate_events(&self) -> u64 {
+        self.per_connection.iter().map(|c| c.duplicate_events).sum()
+    }
+
     /// The most starts (REQ and NEG-OPEN, refused or not) any one connection made within a
     /// span of `window`, both ends included. `most_starts_within(Duration::ZERO)` counts
     /// starts at the same instant; a pacer spacing starts one second apart keeps
@@ -160,6 +170,8 @@ impl StrictStats {
 #[derive(Debug, Default)]
 pub(crate) struct Recorder {
     stats: Mutex<StrictStats>,
+    /// Event IDs sent, per connection.
+    sent_ids: Mutex<Vec<std::collections::HashSet<String>>>,
 }
 
 impl Recorder {
@@ -179,17 +191,18 @@ impl Recorder {
     pub(crate) fn client_message(
         &self,
         connection: usize,
-        start: Option<(StartKind, String)>,
+        start: Option<(StartKind, String, Vec<nostr::Filter>)>,
         at: Instant,
         refused: Option<RefusalKind>,
         open: (usize, usize),
     ) {
         let mut stats = self.lock();
-        if let Some((kind, subscription_id)) = start {
+        if let Some((kind, subscription_id, filters)) = start {
             stats.starts.push(QueryStart {
                 connection,
                 kind,
                 subscription_id,
+                filters,
                 at,
                 refused,
             });
@@ -204,10 +217,20 @@ impl Recorder {
         }
     }
 
-    /// Records one EVENT sent to a client.
-    pub(crate) fn event_sent(&self, connection: usize) {
+    /// Records one EVENT, of event `id` if it could be read, sent to a client.
+    pub(crate) fn event_sent(&self, connection: usize, id: Option<String>) {
+        let repeated = id.is_some_and(|id| {
+            let mut sent = self.sent_ids.lock().unwrap_or_else(PoisonError::into_inner);
+            if sent.len() <= connection {
+                sent.resize_with(connection + 1, Default::default);
+            }
+            !sent[connection].insert(id)
+        });
         if let Some(c) = self.lock().per_connection.get_mut(connection) {
             c.events_sent += 1;
+            if repeated {
+                c.duplicate_events += 1;
+            }
         }
     }
 

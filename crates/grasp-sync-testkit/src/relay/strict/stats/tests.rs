@@ -17,6 +17,7 @@ fn stats(starts: &[(usize, u64, &str)]) -> StrictStats {
                 connection,
                 kind: StartKind::Req,
                 subscription_id: id.to_owned(),
+                filters: Vec::new(),
                 at: base + Duration::from_millis(millis),
                 refused: None,
             })
@@ -100,4 +101,20 @@ fn totals_add_up_over_kinds_and_connections() {
     assert_eq!(stats.total_refusals(), 3);
     assert_eq!(stats.events_sent(), 7);
     assert_eq!(stats.peak_open_subscriptions(), 5);
+}
+
+#[test]
+fn an_event_sent_twice_on_one_connection_is_a_duplicate_but_not_across_connections() {
+    let recorder = super::Recorder::default();
+    let first = recorder.open_connection();
+    let second = recorder.open_connection();
+    recorder.event_sent(first, Some("a".to_owned()));
+    recorder.event_sent(first, Some("b".to_owned()));
+    recorder.event_sent(first, Some("a".to_owned()));
+    recorder.event_sent(second, Some("a".to_owned()));
+    recorder.event_sent(second, None);
+    let stats = recorder.snapshot();
+    assert_eq!(stats.events_sent(), 5);
+    assert_eq!(stats.duplicate_events(), 1);
+    assert_eq!(stats.per_connection[0].duplicate_events, 1);
 }
