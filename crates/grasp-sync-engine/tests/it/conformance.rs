@@ -137,6 +137,7 @@ async fn run_profile(name: &str, profile: TestRelayConfig) -> Figures {
             .map_or(0, |r| r.subscription_budget),
     );
     assert_eq!(figures.synced, figures.held, "{name}: events lost");
+    assert_eq!(figures.duplicate_events, 0, "{name}: events fetched twice");
     figures
 }
 
