@@ -112,8 +112,9 @@ pub(crate) struct RefusedCoverage {
 const SHAPE_REFUSALS: u32 = 2;
 
 impl RefusedCoverage {
-    /// The relay refused a request carrying `filters` by policy at `now`; pause until `until`.
-    /// One filter is paused; several become suspects. Returns whether anything was paused.
+    /// The relay refused a request carrying `filters` by policy; its coverage is paused until
+    /// `until`. One filter is paused; several become suspects. Returns whether anything was
+    /// paused.
     pub(crate) fn handle_refusal(&mut self, filters: &[Filter], until: Instant) -> bool {
         match filters {
             [] => false,
@@ -353,11 +354,12 @@ impl RefusedCoverage {
         }
     }
 
-    /// The probe of `filter` will not complete: it is due again at once.
-    pub(crate) fn handle_probe_lost(&mut self, filter: &Filter) {
+    /// The probe of `filter` will not complete: it is due again, not before `not_before`.
+    pub(crate) fn handle_probe_lost(&mut self, filter: &Filter, not_before: Instant) {
         let filter = without_bounds(filter);
         for paused in self.paused.iter_mut().filter(|p| p.filter == filter) {
             paused.probing = false;
+            paused.until = paused.until.max(not_before);
         }
     }
 

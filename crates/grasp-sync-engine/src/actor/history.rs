@@ -274,9 +274,12 @@ impl Actor {
             let Some(start) = session.queue.pop_front() else {
                 break;
             };
-            if runtime
-                .refused
-                .blocks(now, &start.pagination.current_filters())
+            // A recovery probe is what may send paused coverage.
+            let probe = runtime.probe_batches.contains_key(&start.batch);
+            if !probe
+                && runtime
+                    .refused
+                    .blocks(now, &start.pagination.current_filters())
             {
                 // A policy refusal paused its coverage while it waited: re-derive the batch.
                 tracing::debug!(%relay, "queued start holds coverage paused since; its batch will be re-derived");

@@ -21,6 +21,10 @@ const RECONNECT_OVERLAP: Duration = Duration::from_secs(60);
 const DAILY_MIN: Duration = Duration::from_secs(23 * 3600);
 const DAILY_MAX: Duration = Duration::from_secs(25 * 3600);
 
+/// Wait before a recovery probe that could not run (its batch failed or never started) is
+/// tried again.
+const PROBE_RETRY: Duration = Duration::from_secs(5);
+
 /// Smallest subscription budget worth learning: one live group, one transient slot and the
 /// two-slot margin.
 pub(super) const MIN_LEARNED_SLOTS: usize = 4;
@@ -91,8 +95,9 @@ impl Actor {
                     }
                 }
                 None => {
+                    let retry = self.now() + PROBE_RETRY;
                     if let Some(runtime) = self.runtimes.get_mut(relay) {
-                        runtime.refused.handle_probe_lost(&filter);
+                        runtime.refused.handle_probe_lost(&filter, retry);
                     }
                 }
             }
@@ -112,7 +117,9 @@ impl Actor {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             if let Some(filter) = runtime.probe_batches.remove(&batch) {
                 if !success && !runtime.refused.is_paused(now, &filter) {
-                    runtime.refused.handle_probe_lost(&filter);
+                    runtime
+                        .refused
+                        .handle_probe_lost(&filter, now + PROBE_RETRY);
                 }
             }
         }

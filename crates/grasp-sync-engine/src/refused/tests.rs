@@ -241,10 +241,15 @@ fn a_lost_probe_is_due_again() {
     refused.handle_refusal(&[quotes(&[1])], now + DAY);
     assert_eq!(refused.poll_probes(now + DAY).len(), 1);
     assert_eq!(refused.poll_timeout(), None);
-    refused.handle_probe_lost(&quotes(&[1]));
-    assert_eq!(refused.poll_probes(now + DAY), vec![quotes(&[1])]);
+    let retry = now + DAY + Duration::from_secs(1);
+    refused.handle_probe_lost(&quotes(&[1]), retry);
+    assert!(
+        refused.poll_probes(now + DAY).is_empty(),
+        "not before the retry"
+    );
+    assert_eq!(refused.poll_probes(retry), vec![quotes(&[1])]);
     refused.handle_probes_lost();
-    assert_eq!(refused.poll_timeout(), Some(now + DAY));
+    assert_eq!(refused.poll_timeout(), Some(retry));
 }
 
 #[test]
