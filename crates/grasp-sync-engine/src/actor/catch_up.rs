@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use grasp_sync_ledger::{CATCH_UP_OVERLAP, DeferReason, LivePlan};
-use grasp_sync_model::{BatchId, PendingItems, RelayUrl};
-use nostr::{Filter, Timestamp};
+use grasp_sync_model::RelayUrl;
+use nostr::Filter;
 
 use super::Actor;
 
@@ -16,9 +16,8 @@ use super::Actor;
 #[derive(Debug, Default)]
 pub(super) struct CatchUp {
     filters: BTreeSet<Filter>,
-    /// Start of the last successful query (the next one reaches back to it minus the overlap).
-    cursor: Option<Timestamp>,
-    in_flight: Option<(BatchId, Timestamp)>,
+    /// The query's cursor and batch in flight.
+    pub(super) query: super::cursor_query::CursorQuery,
     next_at: Option<Instant>,
 }
 
@@ -26,11 +25,6 @@ impl CatchUp {
     /// Filters the catch-up covers.
     pub(super) fn len(&self) -> usize {
         self.filters.len()
-    }
-
-    /// The relay's pending batches were dropped: the query in flight will never finish.
-    pub(super) fn handle_pending_cleared(&mut self) {
-        self.in_flight = None;
     }
 
     /// Forgets the covered filters (the live set is being re-planned); the cursor stays.
@@ -70,7 +64,7 @@ impl Actor {
         }
         if catch_up.filters.len() > before {
             // History up to now is fetched by the batch that brought the coverage.
-            catch_up.cursor.get_or_insert(unix);
+            catch_up.query.start_at(unix);
             catch_up.next_at.get_or_insert(now + interval);
             tracing::info!(%relay, filters = catch_up.filters.len(),
                 "coverage beyond the relay's byte cap gets a paced catch-up");
@@ -80,7 +74,6 @@ impl Actor {
     /// Starts the catch-up query when it is due and none is in flight.
     pub(super) fn run_catch_up(&mut self, relay: &RelayUrl) {
         let now = self.now();
-        let unix = self.clock.unix_now();
         let interval = self.config.catch_up_interval;
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
@@ -88,15 +81,13 @@ impl Actor {
         let catch_up = &mut runtime.catch_up;
         if runtime.session.is_none()
             || catch_up.filters.is_empty()
-            || catch_up.in_flight.is_some()
+            || catch_up.query.is_in_flight()
             || catch_up.next_at.is_some_and(|at| now < at)
         {
             return;
         }
         catch_up.next_at = Some(now + interval);
-        let since = catch_up
-            .cursor
-            .map(|c| Timestamp::from_secs(c.as_secs().saturating_sub(CATCH_UP_OVERLAP.as_secs())));
+        let since = catch_up.query.since(CATCH_UP_OVERLAP);
         let filters: Vec<Filter> = catch_up
             .filters
             .iter()
@@ -107,42 +98,7 @@ impl Actor {
             })
             .collect();
         runtime.stats.catch_ups += 1;
-        if let Some(batch) = self.open_historic_batch(relay, PendingItems::default(), filters) {
-            let queued = self
-                .pending
-                .batches(relay)
-                .iter()
-                .any(|b| b.batch_id == batch);
-            if let Some(runtime) = self.runtimes.get_mut(relay) {
-                if queued {
-                    runtime.catch_up.in_flight = Some((batch, unix));
-                } else {
-                    runtime.catch_up.cursor = Some(unix);
-                }
-            }
-            self.drive_queue(relay);
-        }
-    }
-
-    /// A batch finished: advance the cursor if it was the catch-up and it succeeded; a failure
-    /// keeps the cursor, so the next query reaches as far back.
-    pub(super) fn handle_catch_up_batch_done(
-        &mut self,
-        relay: &RelayUrl,
-        batch: BatchId,
-        success: bool,
-    ) {
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            let catch_up = &mut runtime.catch_up;
-            if let Some((in_flight, started)) = catch_up.in_flight {
-                if in_flight == batch {
-                    catch_up.in_flight = None;
-                    if success {
-                        catch_up.cursor = Some(started);
-                    }
-                }
-            }
-        }
+        self.open_cursor_query(relay, filters, |runtime| &mut runtime.catch_up.query);
     }
 
     /// A new session re-derives the mode from its own live planning.

@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use grasp_sync_filters::{Coverage, CoverageTier, FilterBudget, Window, descendant_filters};
-use grasp_sync_model::{BatchId, PendingItems, RelayUrl};
+use grasp_sync_model::{PendingItems, RelayUrl};
 use nostr::nips::nip01::Coordinate;
-use nostr::{Event, EventId, TagKind, Timestamp};
+use nostr::{Event, EventId, TagKind};
 
 use super::Actor;
 
@@ -37,22 +37,14 @@ pub(super) struct DescendantCoverage {
     covered_coordinates: BTreeSet<Coordinate>,
     /// Descendant live coverage did not fit: history runs on the fallback cadence.
     constrained: bool,
-    /// Upper bound (query start) of the last successful fallback query.
-    cursor: Option<Timestamp>,
-    /// The fallback batch in flight and the time it started.
-    in_flight: Option<(BatchId, Timestamp)>,
+    /// The fallback query's cursor and batch in flight.
+    pub(super) fallback: super::cursor_query::CursorQuery,
 }
 
 impl DescendantCoverage {
     /// Whether descendant coverage runs on the paced fallback.
     pub(super) fn is_constrained(&self) -> bool {
         self.constrained
-    }
-
-    /// The relay's pending batches were dropped: the fallback query in flight will never
-    /// finish (its cursor stays where it was).
-    pub(super) fn handle_pending_cleared(&mut self) {
-        self.in_flight = None;
     }
 
     /// Moves descendant coverage to the paced fallback.
@@ -196,20 +188,18 @@ impl Actor {
         }
         let coverage = &runtime.descendants;
         if !coverage.constrained
-            || coverage.in_flight.is_some()
+            || coverage.fallback.is_in_flight()
             || coverage.covered_ids.is_empty() && coverage.covered_coordinates.is_empty()
         {
             return;
         }
-        let Some(cursor) = coverage.cursor else {
+        let Some(since) = coverage.fallback.since(FALLBACK_OVERLAP) else {
             // The members' own historic batches cover everything up to now.
             if let Some(runtime) = self.runtimes.get_mut(relay) {
-                runtime.descendants.cursor = Some(unix);
+                runtime.descendants.fallback.start_at(unix);
             }
             return;
         };
-        let since =
-            Timestamp::from_secs(cursor.as_secs().saturating_sub(FALLBACK_OVERLAP.as_secs()));
         let ids: Vec<EventId> = coverage.covered_ids.iter().copied().collect();
         let coordinates: Vec<Coordinate> = coverage.covered_coordinates.iter().cloned().collect();
         let query = Coverage {
@@ -224,42 +214,7 @@ impl Actor {
                 return;
             }
         };
-        if let Some(batch) = self.open_historic_batch(relay, PendingItems::default(), filters) {
-            let queued = self
-                .pending
-                .batches(relay)
-                .iter()
-                .any(|b| b.batch_id == batch);
-            if let Some(runtime) = self.runtimes.get_mut(relay) {
-                if queued {
-                    runtime.descendants.in_flight = Some((batch, unix));
-                } else {
-                    runtime.descendants.cursor = Some(unix);
-                }
-            }
-            self.drive_queue(relay);
-        }
-    }
-
-    /// A batch finished: advance the fallback cursor if it was the fallback query and it
-    /// succeeded; a failure leaves the same cursor at the head.
-    pub(super) fn handle_descendant_batch_done(
-        &mut self,
-        relay: &RelayUrl,
-        batch: BatchId,
-        success: bool,
-    ) {
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            let coverage = &mut runtime.descendants;
-            if let Some((in_flight, started)) = coverage.in_flight {
-                if in_flight == batch {
-                    coverage.in_flight = None;
-                    if success {
-                        coverage.cursor = Some(started);
-                    }
-                }
-            }
-        }
+        self.open_cursor_query(relay, filters, |runtime| &mut runtime.descendants.fallback);
     }
 
     /// A new session re-derives the descendant mode from its own capacity: every member is

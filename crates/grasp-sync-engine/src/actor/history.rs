@@ -420,8 +420,7 @@ impl Actor {
                 self.relays.register(relay).announcements_synced = true;
             }
         }
-        self.handle_descendant_batch_done(relay, batch, true);
-        self.handle_catch_up_batch_done(relay, batch, true);
+        self.handle_cursor_queries_done(relay, batch, true);
         self.handle_probe_batch_done(relay, batch, true);
         if outcome.relay_idle {
             self.check_idle(relay);
@@ -461,8 +460,7 @@ impl Actor {
         runtime.stats.last_error = Some(why.to_owned());
         self.forget_negentropy_batch(relay, batch);
         self.recovery.handle_unrelated_failure(relay);
-        self.handle_descendant_batch_done(relay, batch, false);
-        self.handle_catch_up_batch_done(relay, batch, false);
+        self.handle_cursor_queries_done(relay, batch, false);
         self.handle_probe_batch_done(relay, batch, false);
         if self.pending.abandon_batch(relay, batch).is_some() {
             self.relays.register(relay).batch_failed = true;

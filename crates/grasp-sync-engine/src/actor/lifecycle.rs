@@ -130,8 +130,8 @@ impl Actor {
     pub(super) fn forget_pending(&mut self, relay: &RelayUrl) {
         self.pending.clear_relay(relay);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.catch_up.handle_pending_cleared();
-            runtime.descendants.handle_pending_cleared();
+            runtime.catch_up.query.handle_pending_cleared();
+            runtime.descendants.fallback.handle_pending_cleared();
             runtime.probe_batches.clear();
             runtime.refused.handle_probes_lost();
         }

@@ -8,6 +8,7 @@
 //! the dial workers, and gates answer with an instant to come back at.
 
 mod catch_up;
+mod cursor_query;
 mod descendants;
 mod discovery;
 mod history;
