@@ -233,11 +233,9 @@ impl RefusedCoverage {
             .into_iter()
             .filter_map(|filter| {
                 let split = split(&filter)?;
-                let paused_shape = split.atoms.first().is_some_and(|(shape, _)| {
-                    self.shapes
-                        .get(shape)
-                        .is_some_and(|(refusals, _)| *refusals >= SHAPE_REFUSALS)
-                });
+                let paused_shape = self
+                    .shape_of(&split)
+                    .is_some_and(|(refusals, _)| *refusals >= SHAPE_REFUSALS);
                 if paused_shape {
                     return None;
                 }
@@ -258,20 +256,12 @@ impl RefusedCoverage {
         let Some(whole) = split(&filter) else {
             return (Some(Admission::Send(filter)), None);
         };
-        let shape = whole
-            .atoms
-            .first()
-            .and_then(|(shape, _)| self.shapes.get(shape));
-        if let Some((refusals, until)) = shape {
-            if *refusals >= SHAPE_REFUSALS && *until > now {
-                return (None, Some((filter, *until)));
-            }
+        let shape = self.shape_of(&whole);
+        if self.shape_paused(&whole, now) {
+            let until = shape.map_or(now, |(_, until)| *until);
+            return (None, Some((filter, until)));
         }
-        let paused = |atom: &Atom| {
-            self.paused_atoms
-                .get(atom)
-                .is_some_and(|until| *until > now)
-        };
+        let paused = |atom: &Atom| self.atom_paused(atom, now);
         let removed = whole
             .atoms
             .iter()
@@ -320,30 +310,37 @@ impl RefusedCoverage {
         !self.is_empty()
             && filters.iter().any(|filter| {
                 split(filter).is_some_and(|split| {
-                    let shape_paused = split.atoms.first().is_some_and(|(shape, _)| {
-                        self.shapes.get(shape).is_some_and(|(refusals, until)| {
-                            *refusals >= SHAPE_REFUSALS && *until > now
-                        })
-                    });
-                    shape_paused
-                        || split.atoms.iter().any(|atom| {
-                            self.paused_atoms
-                                .get(atom)
-                                .is_some_and(|until| *until > now)
-                        })
+                    self.shape_paused(&split, now)
+                        || split.atoms.iter().any(|atom| self.atom_paused(atom, now))
                 })
             })
     }
 
     /// Whether `filter`'s coverage is paused at `now` (a policy refusal re-paused it).
     pub(crate) fn is_paused(&self, now: Instant, filter: &Filter) -> bool {
-        split(filter).is_some_and(|split| {
-            split.atoms.iter().any(|atom| {
-                self.paused_atoms
-                    .get(atom)
-                    .is_some_and(|until| *until > now)
-            })
-        })
+        split(filter)
+            .is_some_and(|split| split.atoms.iter().any(|atom| self.atom_paused(atom, now)))
+    }
+
+    /// Whether `atom`'s pause is running at `now`.
+    fn atom_paused(&self, atom: &Atom, now: Instant) -> bool {
+        self.paused_atoms
+            .get(atom)
+            .is_some_and(|until| *until > now)
+    }
+
+    /// The refusals of the split filter's shape and when the latest pause ends, if any.
+    fn shape_of(&self, split: &Split) -> Option<&(u32, Instant)> {
+        split
+            .atoms
+            .first()
+            .and_then(|(shape, _)| self.shapes.get(shape))
+    }
+
+    /// Whether the split filter's whole shape is paused at `now`.
+    fn shape_paused(&self, split: &Split, now: Instant) -> bool {
+        self.shape_of(split)
+            .is_some_and(|(refusals, until)| *refusals >= SHAPE_REFUSALS && *until > now)
     }
 
     /// The probes handed out will not complete (their session or batch ended): they are due
