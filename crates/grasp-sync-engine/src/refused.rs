@@ -425,8 +425,9 @@ impl RefusedCoverage {
     }
 }
 
-/// `filter` without `since`, `until` and `limit`: a probe looks at all of history.
-fn without_bounds(filter: &Filter) -> Filter {
+/// `filter` without `since`, `until` and `limit`: all of history, every match (a live filter
+/// carries `limit: 0`).
+pub(crate) fn without_bounds(filter: &Filter) -> Filter {
     let mut filter = filter.clone();
     filter.since = None;
     filter.until = None;

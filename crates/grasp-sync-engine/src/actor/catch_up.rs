@@ -54,12 +54,12 @@ impl Actor {
                 DeferReason::ByteBudget | DeferReason::HigherTierDeferred
             ) {
                 // Live filters carry `limit: 0`; the catch-up wants every match.
-                catch_up.filters.extend(deferred.filters.iter().map(|f| {
-                    let mut filter = f.filter.clone();
-                    filter.limit = None;
-                    filter.since = None;
-                    filter
-                }));
+                catch_up.filters.extend(
+                    deferred
+                        .filters
+                        .iter()
+                        .map(|f| crate::refused::without_bounds(&f.filter)),
+                );
             }
         }
         if catch_up.filters.len() > before {

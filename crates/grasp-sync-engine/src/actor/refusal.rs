@@ -164,13 +164,10 @@ impl Actor {
                 // Suspects are settled one filter per REQ through history, each in a batch of
                 // its own so that one refusal does not abandon the others.
                 for filter in &refused_filters {
-                    let mut filter = filter.clone();
-                    filter.since = None;
-                    filter.limit = None;
                     self.open_historic_batch(
                         relay,
                         grasp_sync_model::PendingItems::default(),
-                        vec![filter],
+                        vec![crate::refused::without_bounds(filter)],
                     );
                 }
             }
