@@ -89,12 +89,22 @@ async fn events_from_a_listed_relay_arrive_in_the_external_own_relay() {
         own.event_ids().await
     );
     assert!(!own.event_ids().await.expect("ids").contains(&unrelated.id));
-    for id in &wanted {
-        assert!(
-            daemon.holds(id).await.expect("holds"),
-            "{id} confirmed by OK"
-        );
-    }
+    // The own relay stores an event before its OK reaches the daemon, so the daemon's record of
+    // the OK can trail what the relay shows: wait for the record itself.
+    let unconfirmed = || async {
+        let mut left = Vec::new();
+        for id in &wanted {
+            if !daemon.holds(id).await.expect("holds") {
+                left.push(*id);
+            }
+        }
+        left
+    };
+    let confirmed = wait_until(Duration::from_secs(10), || async {
+        unconfirmed().await.is_empty()
+    })
+    .await;
+    assert!(confirmed, "not confirmed by OK: {:?}", unconfirmed().await);
     // The three events were newly saved by sync; the announcement was already there.
     let counted = wait_until(Duration::from_secs(10), || async {
         let (_, metrics) = http_get(daemon.metrics_addr(), "/metrics").await;
