@@ -20,7 +20,8 @@ mod relay;
 pub use error::TestkitError;
 pub use network::{GeneratedNetwork, GeneratedRepo, NetworkSpec, RootCount, TestNetwork, generate};
 pub use relay::strict::{
-    ConnectionStats, Dialect, FilterFn, FilterLimit, FilterPredicate, PolicyRule, QueryStart,
-    RefusalKind, ServeById, StartKind, StrictLimits, StrictStats, SubscriptionLimit,
+    ConnectionStats, Dialect, FilterCaps, FilterFn, FilterLimit, FilterPredicate, PolicyRule,
+    QueryQuirks, QueryStart, RefusalKind, ServeById, StartKind, StrictLimits, StrictStats,
+    SubscriptionLimit,
 };
 pub use relay::{Nip11Mode, StoreKind, TestRelay, TestRelayConfig};

@@ -24,7 +24,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-use super::strict::{Recorder, StrictLimits, proxy};
+use super::strict::proxy::{self, Strict};
 
 /// The GUID RFC 6455 appends to `Sec-WebSocket-Key`.
 const WEBSOCKET_GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -46,7 +46,7 @@ pub(crate) struct Front {
     relay: LocalRelay,
     nip11: Option<Bytes>,
     counters: Arc<Counters>,
-    strict: Option<(Arc<StrictLimits>, Arc<Recorder>)>,
+    strict: Option<Strict>,
 }
 
 impl Front {
@@ -55,7 +55,7 @@ impl Front {
         relay: LocalRelay,
         nip11: Option<Value>,
         counters: Arc<Counters>,
-        strict: Option<(Arc<StrictLimits>, Arc<Recorder>)>,
+        strict: Option<Strict>,
     ) -> Self {
         Self {
             relay,
@@ -117,15 +117,8 @@ impl Front {
                     .fetch_add(1, Ordering::Relaxed);
                 let _open = OpenGuard::new(&self.counters);
                 let io = TokioIo::new(io);
-                if let Some((limits, recorder)) = &self.strict {
-                    proxy::serve(
-                        self.relay.clone(),
-                        io,
-                        peer,
-                        Arc::clone(limits),
-                        Arc::clone(recorder),
-                    )
-                    .await;
+                if let Some(strict) = &self.strict {
+                    proxy::serve(self.relay.clone(), io, peer, strict.clone()).await;
                 } else if let Err(error) = self.relay.take_connection(io, peer).await {
                     tracing::debug!(%error, %peer, "test relay websocket ended");
                 }

@@ -24,7 +24,8 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::TestkitError;
 use front::{Counters, Front};
-use strict::{Recorder, StrictLimits, StrictStats};
+use strict::proxy::Strict;
+use strict::{FilterCaps, Recorder, StrictLimits, StrictStats};
 
 /// Events written to the store at once while seeding.
 const SEED_IN_FLIGHT: usize = 1024;
@@ -99,6 +100,16 @@ impl Default for TestRelayConfig {
             nip11: Nip11Mode::WithLimits,
             store: StoreKind::Memory,
             strict: None,
+        }
+    }
+}
+
+impl TestRelayConfig {
+    /// The per-filter caps the relay applies: `default_filter_limit` and `max_filter_limit`.
+    pub fn filter_caps(&self) -> FilterCaps {
+        FilterCaps {
+            default_limit: self.default_filter_limit,
+            max_limit: self.max_filter_limit,
         }
     }
 }
@@ -279,11 +290,12 @@ impl TestRelay {
         self.addr = listener.local_addr()?;
         let relay = LocalRelay::new(builder(&self.config, Arc::clone(&self.database)));
         let (stop, stopped) = watch::channel(false);
-        let strict = self
-            .config
-            .strict
-            .clone()
-            .map(|limits| (Arc::new(limits), Arc::clone(&self.recorder)));
+        let strict = self.config.strict.clone().map(|limits| Strict {
+            limits: Arc::new(limits),
+            recorder: Arc::clone(&self.recorder),
+            store: Arc::clone(&self.database),
+            caps: self.config.filter_caps(),
+        });
         let front = Front::new(
             relay.clone(),
             nip11::document(&self.config),

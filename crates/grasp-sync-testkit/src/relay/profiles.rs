@@ -1,7 +1,8 @@
 //! Strict relay profiles: `TestRelayConfig` constructors shaped like the relays sync meets
-//! in the wild, with their advertised or hidden limits and their refusal texts.
+//! in the wild, with their advertised or hidden limits, their refusal texts and the query
+//! quirks that break naive `until` pagination.
 
-use super::strict::{Dialect, FilterLimit, StrictLimits, SubscriptionLimit};
+use super::strict::{Dialect, FilterLimit, QueryQuirks, StrictLimits, SubscriptionLimit};
 use super::{Nip11Mode, TestRelayConfig};
 
 /// The rust-nostr relay builder's retained-REQ allowance per connection, in bytes.
@@ -137,6 +138,108 @@ impl TestRelayConfig {
                 }),
                 retained_req_bytes: Some(RUST_NOSTR_RETAINED_BYTES),
                 queries_per_minute: Some(queries_per_minute),
+                ..StrictLimits::default()
+            }),
+            ..Self::strict_base()
+        }
+    }
+
+    /// Sends a filter without `limit` its *oldest* 250 matches, oldest first, as
+    /// nostr-rs-relay's SQLite store orders such a query (`ORDER BY created_at ASC`); a
+    /// filter with `limit` gets its newest, newest first, up to 500. NIP-77 is not served;
+    /// neither `max_limit` nor `default_limit` is advertised.
+    pub fn oldest_first_without_limit_like() -> Self {
+        Self {
+            name: "oldest-first-without-limit strict relay".to_owned(),
+            default_filter_limit: 250,
+            max_filter_limit: Some(500),
+            advertise_default_limit: false,
+            advertise_max_limit: false,
+            advertise_negentropy: false,
+            strict: Some(StrictLimits {
+                negentropy_enabled: false,
+                quirks: QueryQuirks {
+                    oldest_first_without_limit: true,
+                    ..QueryQuirks::default()
+                },
+                ..StrictLimits::default()
+            }),
+            ..Self::strict_base()
+        }
+    }
+
+    /// `until` is exclusive (`created_at < until`), as nostr-rs-relay and relayer's
+    /// PostgreSQL store matched stored events before NIP-01 settled on a closed interval
+    /// (nostr-protocol/nips#650); 120 results per filter with or without `limit`. NIP-77 is
+    /// not served; no limit is advertised (NIP-11 has no `limitation`).
+    pub fn exclusive_until_like() -> Self {
+        Self {
+            name: "exclusive-until strict relay".to_owned(),
+            default_filter_limit: 120,
+            max_filter_limit: Some(120),
+            advertise_negentropy: false,
+            nip11: Nip11Mode::WithoutLimits,
+            strict: Some(StrictLimits {
+                negentropy_enabled: false,
+                quirks: QueryQuirks {
+                    exclusive_until: true,
+                    ..QueryQuirks::default()
+                },
+                ..StrictLimits::default()
+            }),
+            ..Self::strict_base()
+        }
+    }
+
+    /// At most 150 stored events per REQ, summed over its filters, on top of 500 per filter
+    /// (`max_limit` and `default_limit` 500 advertised; NIP-11 has no field for the per-REQ
+    /// cap), like strfry's proposed `maxTotalEventsPerReq` (hoytech/strfry#208). NIP-77 is
+    /// not served.
+    pub fn per_req_cap_like() -> Self {
+        Self {
+            name: "per-REQ-cap strict relay".to_owned(),
+            default_filter_limit: 500,
+            max_filter_limit: Some(500),
+            advertise_negentropy: false,
+            strict: Some(StrictLimits {
+                negentropy_enabled: false,
+                quirks: QueryQuirks {
+                    per_req_cap: Some(150),
+                    ..QueryQuirks::default()
+                },
+                ..StrictLimits::default()
+            }),
+            ..Self::strict_base()
+        }
+    }
+
+    /// Every quirk at once: the oldest 250 matches, oldest first, for a filter without
+    /// `limit` (explicit limits up to 500, newest first), exclusive `until`, 200 stored
+    /// events per REQ, no EOSE for a REQ whose every filter has `limit: 0` (no
+    /// implementation known here does that; it is a client's worst case), and 20
+    /// subscriptions per connection refused with strfry's NOTICE, not advertised. NIP-77 is
+    /// not served; NIP-11 has no `limitation`.
+    pub fn quirks_mixed() -> Self {
+        Self {
+            name: "strict relay with every query quirk".to_owned(),
+            default_filter_limit: 250,
+            max_filter_limit: Some(500),
+            advertise_negentropy: false,
+            nip11: Nip11Mode::WithoutLimits,
+            strict: Some(StrictLimits {
+                subscriptions: Some(SubscriptionLimit {
+                    max: 20,
+                    dialect: Dialect::Strfry,
+                    counts_negentropy: true,
+                    advertised: false,
+                }),
+                negentropy_enabled: false,
+                quirks: QueryQuirks {
+                    oldest_first_without_limit: true,
+                    exclusive_until: true,
+                    per_req_cap: Some(200),
+                    no_eose_for_live: true,
+                },
                 ..StrictLimits::default()
             }),
             ..Self::strict_base()

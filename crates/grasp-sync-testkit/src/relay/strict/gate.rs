@@ -36,6 +36,8 @@ pub(crate) enum Verdict {
 pub(crate) struct ClientOutcome {
     pub(crate) verdict: Verdict,
     pub(crate) start: Option<(StartKind, String, Vec<Filter>)>,
+    /// The subscription ID a CLOSE ends.
+    pub(crate) closes: Option<String>,
 }
 
 impl ClientOutcome {
@@ -43,6 +45,7 @@ impl ClientOutcome {
         Self {
             verdict: Verdict::Forward,
             start,
+            closes: None,
         }
     }
 
@@ -100,6 +103,7 @@ impl Gate {
             return ClientOutcome {
                 verdict: Verdict::Disconnect,
                 start: None,
+                closes: None,
             };
         }
         // Anything we cannot parse goes to the relay, which answers it its own way.
@@ -125,7 +129,10 @@ impl Gate {
             }
             ClientMessage::Close(subscription_id) => {
                 self.end_subscription(subscription_id.as_str());
-                ClientOutcome::forward(None)
+                ClientOutcome {
+                    closes: Some(subscription_id.to_string()),
+                    ..ClientOutcome::forward(None)
+                }
             }
             ClientMessage::NegOpen {
                 subscription_id,
@@ -210,6 +217,7 @@ impl Gate {
                     close_upstream,
                 },
                 start: start.clone(),
+                closes: None,
             }
         };
         if !self.take_query(now) {
@@ -260,6 +268,7 @@ impl Gate {
                 close_upstream: None,
             },
             start: start.clone(),
+            closes: None,
         };
         if !limits.negentropy_enabled {
             let reply = Reply::Notice(texts::NEGENTROPY_DISABLED.to_owned());
@@ -298,6 +307,7 @@ impl Gate {
                     close_upstream: None,
                 },
                 start: None,
+                closes: None,
             };
         }
         if closes {

@@ -3,11 +3,14 @@
 //!
 //! Every limit is off by default ([`StrictLimits::default`] passes every message through).
 //! Each refusal copies a named implementation: strfry, the rust-nostr relay builder,
-//! nostream or rnostr (see [`Dialect`]).
+//! nostream or rnostr (see [`Dialect`]). [`QueryQuirks`] change how accepted REQs are
+//! answered, as relays that read NIP-01 differently answer them.
 
 mod gate;
 pub(crate) mod proxy;
+mod quirks;
 mod stats;
+mod stored;
 mod texts;
 
 use std::fmt;
@@ -16,6 +19,7 @@ use std::time::Duration;
 
 use nostr::{Filter, Kind};
 
+pub use quirks::{FilterCaps, QueryQuirks};
 pub use stats::{ConnectionStats, QueryStart, RefusalKind, StartKind, StrictStats};
 
 pub(crate) use stats::Recorder;
@@ -27,9 +31,9 @@ const DEFAULT_QUERY_WINDOW: Duration = Duration::from_secs(60);
 /// from `Default`, which enforces nothing.
 ///
 /// When a REQ breaks several limits, the first in this order answers: query rate, open
-/// subscriptions, filters per REQ, retained REQ bytes, policies. A NEG-OPEN is checked for
-/// NIP-77 support, query rate, concurrent negentropy sessions, the shared subscription
-/// budget, then policies.
+/// subscriptions, filters per REQ, retained REQ bytes, policies; a REQ that passes them all
+/// is answered with [`quirks`](Self::quirks). A NEG-OPEN is checked for NIP-77 support,
+/// query rate, concurrent negentropy sessions, the shared subscription budget, then policies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StrictLimits {
     /// Open REQ subscriptions per connection.
@@ -72,6 +76,16 @@ pub struct StrictLimits {
     /// relay that advertises inventory in negentropy but cannot serve it by ID. The share can
     /// be changed while the relay runs (keep a clone). `None` serves everything.
     pub serve_by_id: Option<ServeById>,
+    /// How accepted REQs are answered where real relays differ from the usual reading of
+    /// NIP-01 (oldest first, exclusive `until`, a per-REQ cap, no EOSE for `limit: 0`).
+    /// With `oldest_first_without_limit`, `exclusive_until` or `per_req_cap` on, the proxy
+    /// answers a REQ's stored events itself from the relay's store, as
+    /// [`QueryQuirks::answer`] says, then sends EOSE; the relay gets the same REQ with every
+    /// `limit` set to 0 and serves its live events. Such an answer never ends with the
+    /// rust-nostr relay builder's `CLOSED ""` after a REQ whose every ID was found. Events
+    /// the proxy sends are counted and withheld (`serve_by_id`) like the relay's; a live
+    /// event its answer already carried is not sent again. Off by default.
+    pub quirks: QueryQuirks,
 }
 
 impl Default for StrictLimits {
@@ -87,6 +101,7 @@ impl Default for StrictLimits {
             policies: Vec::new(),
             disconnect_after_messages: None,
             serve_by_id: None,
+            quirks: QueryQuirks::default(),
         }
     }
 }

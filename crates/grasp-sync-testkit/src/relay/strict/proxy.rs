@@ -5,13 +5,24 @@
 //! Two loops run together: client to relay, and relay (plus the gate's refusals) to client.
 //! Each direction keeps its order. A refusal can reach the client before the relay's answer
 //! to an earlier forwarded message, as with relays that answer from several threads.
+//!
+//! On a relay with query quirks, a REQ the proxy answers itself reaches the relay with every
+//! `limit` set to 0; when the relay's EOSE for it arrives (the relay now holds the
+//! subscription), the proxy reads the store and sends its answer and its own EOSE in that
+//! EOSE's place. So the answer keeps its place among the relay's messages: after the relay's
+//! answers to earlier messages, before any live event of the subscription. An event stored
+//! after the relay took the subscription and before the proxy read the store is in the
+//! answer and comes live too; its live copy is not sent.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::stream::{SplitSink, SplitStream};
 use futures::{FutureExt, SinkExt, StreamExt};
+use nostr::{Event, Filter, JsonUtil, RelayMessage, SubscriptionId};
+use nostr_database::NostrDatabase;
 use nostr_relay_builder::LocalRelay;
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -20,23 +31,37 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::gate::{Gate, Verdict};
-use super::{Recorder, StrictLimits};
+use super::quirks::asks_stored;
+use super::stored::{EoseAction, StoredPhases};
+use super::{FilterCaps, QueryQuirks, Recorder, StartKind, StrictLimits};
 
 /// Bytes buffered in each direction of the pipe to the relay.
 const PIPE_BUFFER: usize = 256 * 1024;
 
 type Upstream = WebSocketStream<DuplexStream>;
 
+/// What a strict relay's proxy needs besides the relay itself; shared by its connections.
+#[derive(Debug, Clone)]
+pub(crate) struct Strict {
+    pub(crate) limits: Arc<StrictLimits>,
+    pub(crate) recorder: Arc<Recorder>,
+    /// The relay's store, read to answer REQs the quirks change.
+    pub(crate) store: Arc<dyn NostrDatabase>,
+    /// The relay's per-filter caps.
+    pub(crate) caps: FilterCaps,
+}
+
 /// Serves one upgraded client connection through the gate until either side ends.
-pub(crate) async fn serve<S>(
-    relay: LocalRelay,
-    client_io: S,
-    peer: SocketAddr,
-    limits: Arc<StrictLimits>,
-    recorder: Arc<Recorder>,
-) where
+pub(crate) async fn serve<S>(relay: LocalRelay, client_io: S, peer: SocketAddr, strict: Strict)
+where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let Strict {
+        limits,
+        recorder,
+        store,
+        caps,
+    } = strict;
     let connection = recorder.open_connection();
     let (relay_end, proxy_end) = tokio::io::duplex(PIPE_BUFFER);
     let client = WebSocketStream::from_raw_socket(client_io, Role::Server, None).await;
@@ -44,10 +69,15 @@ pub(crate) async fn serve<S>(
     let (client_tx, client_rx) = client.split();
     let (upstream_tx, upstream_rx) = upstream.split();
     let (replies_tx, replies_rx) = mpsc::unbounded_channel();
+    let phases = (!limits.quirks.is_off()).then(|| Mutex::new(StoredPhases::new(limits.quirks)));
     let link = Link {
+        quirks: limits.quirks,
         gate: Mutex::new(Gate::new(limits)),
+        phases,
         recorder,
         connection,
+        store,
+        caps,
     };
     tokio::select! {
         dropped = link.client_to_relay(client_rx, upstream_tx, replies_tx) => {
@@ -67,8 +97,13 @@ pub(crate) async fn serve<S>(
 /// The state both directions of one connection share.
 struct Link {
     gate: Mutex<Gate>,
+    /// Present when the relay has query quirks.
+    phases: Option<Mutex<StoredPhases>>,
+    quirks: QueryQuirks,
     recorder: Arc<Recorder>,
     connection: usize,
+    store: Arc<dyn NostrDatabase>,
+    caps: FilterCaps,
 }
 
 impl Link {
@@ -97,7 +132,7 @@ impl Link {
             };
             let now = Instant::now();
             let (outcome, open) = {
-                let mut gate = self.gate.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut gate = lock(&self.gate);
                 let outcome = gate.handle_client(now, text.as_str());
                 (outcome, gate.open())
             };
@@ -110,6 +145,11 @@ impl Link {
             );
             match outcome.verdict {
                 Verdict::Forward => {
+                    let text = match self.track_forwarded(&outcome.start, outcome.closes.as_deref())
+                    {
+                        Some(frame) => frame.into(),
+                        None => text,
+                    };
                     if upstream_tx.send(Message::Text(text)).await.is_err() {
                         return false;
                     }
@@ -119,6 +159,11 @@ impl Link {
                     close_upstream,
                     ..
                 } => {
+                    if close_upstream.is_some()
+                        && let (Some(phases), Some((_, id, _))) = (&self.phases, &outcome.start)
+                    {
+                        lock(phases).handle_close(id);
+                    }
                     if let Some(close) = close_upstream
                         && upstream_tx.send(Message::Text(close.into())).await.is_err()
                     {
@@ -132,6 +177,23 @@ impl Link {
             }
         }
         false
+    }
+
+    /// Tells the quirks about a forwarded REQ or CLOSE; returns the REQ to send the relay
+    /// instead, if it changes.
+    fn track_forwarded(
+        &self,
+        start: &Option<(StartKind, String, Vec<Filter>)>,
+        closes: Option<&str>,
+    ) -> Option<String> {
+        let mut phases = lock(self.phases.as_ref()?);
+        if let Some(id) = closes {
+            phases.handle_close(id);
+        }
+        match start {
+            Some((StartKind::Req, id, filters)) => phases.handle_req(id, filters),
+            _ => None,
+        }
     }
 
     /// Passes relay messages and the gate's refusals to the client until the relay side
@@ -159,6 +221,16 @@ impl Link {
                         }
                     }
                     Next::Skip => {}
+                    Next::Answer {
+                        subscription,
+                        filters,
+                    } => {
+                        for message in self.answer(subscription, &filters).await {
+                            if client_tx.feed(message).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
                     Next::End => {
                         // Whatever was fed still reaches the client.
                         let _ = client_tx.flush().await;
@@ -180,15 +252,14 @@ impl Link {
     fn handle_relay_item(&self, from_relay: Option<Result<Message, WsError>>) -> Next {
         match from_relay {
             Some(Ok(Message::Text(text))) => {
-                let mut gate = self.gate.lock().unwrap_or_else(PoisonError::into_inner);
-                let is_event = gate.handle_relay(text.as_str());
-                if is_event && gate.withholds(text.as_str()) {
-                    return Next::Skip;
+                if let Some(phases) = &self.phases
+                    && let Some(next) = phase_step(phases, text.as_str())
+                {
+                    return next;
                 }
-                drop(gate);
-                if is_event {
-                    self.recorder
-                        .event_sent(self.connection, event_id(text.as_str()));
+                let is_event = lock(&self.gate).handle_relay(text.as_str());
+                if is_event && !self.deliver(text.as_str(), event_id(text.as_str())) {
+                    return Next::Skip;
                 }
                 Next::Send(Message::Text(text))
             }
@@ -197,13 +268,93 @@ impl Link {
             Some(Ok(Message::Close(_)) | Err(_)) | None => Next::End,
         }
     }
+
+    /// Whether an EVENT frame for the client is sent (not withheld); counts it if so.
+    fn deliver(&self, frame: &str, id: Option<String>) -> bool {
+        if lock(&self.gate).withholds(frame) {
+            return false;
+        }
+        self.recorder.event_sent(self.connection, id);
+        true
+    }
+
+    /// The proxy's answer to the stored part of a REQ with `filters` on `subscription`: the
+    /// EVENT frames not withheld, then EOSE.
+    async fn answer(&self, subscription: String, filters: &[Filter]) -> Vec<Message> {
+        let mut stored: Vec<Event> = Vec::new();
+        for filter in filters.iter().filter(|f| asks_stored(f)) {
+            // Every match: the quirks pick among them, the store's own limit would not.
+            let mut query = filter.clone();
+            query.limit = None;
+            match self.store.query(query).await {
+                Ok(events) => stored.extend(events),
+                Err(error) => tracing::warn!(%error, "strict relay cannot read its store"),
+            }
+        }
+        let events = self.quirks.answer(filters, &stored, self.caps);
+        let id = SubscriptionId::new(&subscription);
+        let mut messages = Vec::with_capacity(events.len() + 1);
+        let mut sent = Vec::with_capacity(events.len());
+        for event in events {
+            let event_id = event.id.to_hex();
+            let frame = RelayMessage::event(id.clone(), event).as_json();
+            if self.deliver(&frame, Some(event_id.clone())) {
+                messages.push(Message::Text(frame.into()));
+                sent.push(event_id);
+            }
+        }
+        messages.push(Message::Text(RelayMessage::eose(id).as_json().into()));
+        if let Some(phases) = &self.phases {
+            lock(phases).answered(&subscription, sent);
+        }
+        messages
+    }
 }
 
 /// The next step of the relay-to-client loop.
 enum Next {
     Send(Message),
     Skip,
+    /// Send the proxy's own answer to the stored part of a REQ, then EOSE.
+    Answer {
+        subscription: String,
+        filters: Vec<Filter>,
+    },
     End,
+}
+
+/// What the quirks make of one relay text frame: `None` to handle it as usual.
+fn phase_step(phases: &Mutex<StoredPhases>, text: &str) -> Option<Next> {
+    let kind = ["[\"EOSE\"", "[\"CLOSED\"", "[\"EVENT\""]
+        .into_iter()
+        .position(|prefix| text.starts_with(prefix))?;
+    let value: Value = serde_json::from_str(text).ok()?;
+    let subscription = value.get(1)?.as_str()?;
+    let mut phases = lock(phases);
+    match kind {
+        0 => match phases.handle_eose(subscription) {
+            EoseAction::Pass => None,
+            EoseAction::Drop => Some(Next::Skip),
+            EoseAction::Answer(filters) => Some(Next::Answer {
+                subscription: subscription.to_owned(),
+                filters,
+            }),
+        },
+        1 => {
+            let message = value.get(2).and_then(Value::as_str).unwrap_or_default();
+            phases.handle_closed(subscription, message);
+            None
+        }
+        _ => {
+            let id = value.get(2)?.get("id")?.as_str()?;
+            phases.repeats(subscription, id).then_some(Next::Skip)
+        }
+    }
+}
+
+/// Locks a mutex, whether or not another thread panicked holding it.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The event ID of an `["EVENT", <subscription>, <event>]` frame.
