@@ -25,6 +25,8 @@ pub struct SyncMetrics {
     negentropy_rounds: Gauge<u64>,
     negentropy_fallbacks: Gauge<u64>,
     recovery_ids: Gauge<u64>,
+    history_truncated: Counter<u64>,
+    quirks_learned: Counter<u64>,
 }
 
 impl SyncMetrics {
@@ -91,6 +93,14 @@ impl SyncMetrics {
                 .u64_gauge("grasp_sync_recovery_ids")
                 .with_description("missing-event recovery: IDs pending now, recovered and expired since start")
                 .build(),
+            history_truncated: meter
+                .u64_counter("grasp_sync_history_truncated_total")
+                .with_description("historic filter parts a relay could not page through (one second of one value and kind over its page size); their batches stay incomplete")
+                .build(),
+            quirks_learned: meter
+                .u64_counter("grasp_sync_relay_quirks_learned_total")
+                .with_description("relay sessions that showed a paging quirk, by quirk (oldest_first, exclusive_until, cap_per_request)")
+                .build(),
             reconnects: meter
                 .u64_counter("grasp_sync_reconnects_total")
                 .with_description("reconnections after a disconnect longer than 15 minutes")
@@ -140,6 +150,16 @@ impl SyncMetrics {
     /// One refusal.
     pub fn record_refusal(&self, category: &'static str) {
         self.refusals.add(1, &[KeyValue::new("category", category)]);
+    }
+
+    /// Historic filter parts found truncated.
+    pub fn record_truncated(&self, parts: u64) {
+        self.history_truncated.add(parts, &[]);
+    }
+
+    /// One session that showed a paging quirk (a bounded label).
+    pub fn record_quirk(&self, quirk: &'static str) {
+        self.quirks_learned.add(1, &[KeyValue::new("quirk", quirk)]);
     }
 
     /// One REQ sent.

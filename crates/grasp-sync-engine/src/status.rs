@@ -116,6 +116,12 @@ pub struct RelayStatus {
     pub catch_up_filters: usize,
     /// Catch-up queries started.
     pub catch_ups: u64,
+    /// Historic filter parts this relay could not page through (one second of one value and
+    /// kind holding more than a page); their batches were left incomplete and retried.
+    pub history_truncated: u64,
+    /// Paging quirks the current or last session showed: `oldest_first`, `exclusive_until`,
+    /// `cap_per_request`.
+    pub quirks: Vec<String>,
     /// The last error or refusal text, if any.
     pub last_error: Option<String>,
 }

@@ -27,5 +27,8 @@ pub use build::{
 pub use error::FilterError;
 pub use exact::{MAX_IDS_PER_FILTER, exact_id_filters};
 pub use pack::{FilterGroup, PackLimits, filter_payload_bytes, pack_requests, req_envelope_bytes};
-pub use pagination::{GroupedPagination, PageStep, RelayPageSession, Truncation};
+pub use pagination::{
+    CapScope, GroupedPagination, PageHints, PageStep, RelayPageSession, RelayQuirks, Truncation,
+    split_filter,
+};
 pub use tier::{CoverageTier, TieredFilter};

@@ -23,6 +23,21 @@ use crate::session::Outbound;
 /// Shortest wait before failed coverage is derived again.
 const RETRY_FLOOR: Duration = Duration::from_secs(1);
 
+/// The first wait before a truncated batch's coverage is derived again; it doubles with each
+/// truncated batch in a row, up to [`TRUNCATION_RETRY_CAP`].
+const TRUNCATION_RETRY: Duration = Duration::from_secs(60);
+
+/// The longest wait before a truncated batch's coverage is derived again.
+const TRUNCATION_RETRY_CAP: Duration = Duration::from_secs(6 * 60 * 60);
+
+/// The wait before the `streak`-th truncated batch in a row is retried.
+fn truncation_backoff(streak: u32) -> Duration {
+    let doublings = streak.saturating_sub(1).min(16);
+    TRUNCATION_RETRY
+        .saturating_mul(1 << doublings)
+        .min(TRUNCATION_RETRY_CAP)
+}
+
 impl Actor {
     /// New work for a relay (from the three-way diff): live coverage and one historic batch.
     pub(super) fn handle_add_filters(&mut self, relay: &RelayUrl, needs: RelaySyncNeeds) {
@@ -167,7 +182,14 @@ impl Actor {
         let Some(runtime) = self.runtimes.get(relay) else {
             return false;
         };
-        let limits = runtime.learned.pack_limits(PackLimits::default());
+        let Some(pages) = runtime.session.as_ref().map(|s| &s.pages) else {
+            return false;
+        };
+        let mut limits = runtime.learned.pack_limits(PackLimits::default());
+        // A relay that caps whole REQs is paged one filter per REQ.
+        if let Some(most) = pages.filters_per_request() {
+            limits.max_filters_per_req = limits.max_filters_per_req.min(most);
+        }
         // History ignores live tiers: one tier lets every family share REQs.
         let tiered = |filters: Vec<Filter>| {
             filters
@@ -190,10 +212,14 @@ impl Actor {
                 }
             }
         }
-        let mut queued = Vec::with_capacity(groups.len());
-        for group in groups {
+        let plans: Vec<GroupedPagination> = groups
+            .iter()
+            .map(|group| GroupedPagination::new(group.to_filters(), pages))
+            .collect();
+        let mut queued = Vec::with_capacity(plans.len());
+        for pagination in plans {
             let subscription_id = self.next_subscription_id("hist");
-            let filters = group.to_filters();
+            let filters = pagination.current_filters();
             // Registering in a batch that is pending cannot fail.
             let _ = self.pending.register_subscription(
                 relay,
@@ -206,7 +232,7 @@ impl Actor {
                 batch,
                 class: PermitClass::HistoricPage,
                 kind: StartKind::Historic,
-                pagination: GroupedPagination::new(filters),
+                pagination,
                 exact: false,
             });
         }
@@ -337,7 +363,6 @@ impl Actor {
     /// EOSE on a transient subscription: close it, release its slot, page or finish.
     pub(super) fn handle_eose(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId) {
         let now = self.now();
-        let next_id = self.next_subscription_id("page");
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
@@ -358,6 +383,8 @@ impl Actor {
             && runtime
                 .refused
                 .handle_success(&transient.pagination.current_filters());
+        let batch = transient.batch;
+        let quirks_before = session.pages.quirks();
         let step = if transient.exact {
             PageStep::Complete {
                 truncated: Vec::new(),
@@ -365,29 +392,57 @@ impl Actor {
         } else {
             transient.pagination.handle_eose(&mut session.pages)
         };
-        match step {
-            PageStep::Next(filters) => {
-                let _ = self.pending.register_subscription(
-                    relay,
-                    transient.batch,
-                    next_id.clone(),
-                    PaginationState::new(filters),
-                );
-                session.queue.push_front(QueuedStart {
-                    subscription_id: next_id,
-                    batch: transient.batch,
-                    class: PermitClass::PaginationPage,
-                    kind: StartKind::Pagination,
-                    pagination: transient.pagination,
-                    exact: false,
-                });
-            }
-            PageStep::Complete { truncated } => {
-                for cut in truncated {
-                    tracing::warn!(%relay, at = %cut.at, delivered = cut.delivered,
-                        "history may be truncated: a full page held one timestamp");
+        let quirks = session.pages.quirks();
+        if quirks != quirks_before {
+            let learned: Vec<&'static str> = quirks
+                .labels()
+                .into_iter()
+                .filter(|label| !quirks_before.labels().contains(label))
+                .collect();
+            for quirk in &learned {
+                tracing::info!(%relay, quirk, "learned how the relay pages; paging adapts for the session");
+                if let Some(metrics) = &self.metrics {
+                    metrics.record_quirk(quirk);
                 }
             }
+            runtime.stats.quirks = quirks.labels();
+        }
+        match step {
+            PageStep::Next(plans) => {
+                // Register every next page before the finished one resolves, so the batch
+                // cannot confirm in between.
+                let mut starts = Vec::with_capacity(plans.len());
+                for pagination in plans {
+                    let next_id = self.next_subscription_id("page");
+                    let _ = self.pending.register_subscription(
+                        relay,
+                        batch,
+                        next_id.clone(),
+                        PaginationState::new(pagination.current_filters()),
+                    );
+                    starts.push(QueuedStart {
+                        subscription_id: next_id,
+                        batch,
+                        class: PermitClass::PaginationPage,
+                        kind: StartKind::Pagination,
+                        pagination,
+                        exact: false,
+                    });
+                }
+                if let Some(session) = self
+                    .runtimes
+                    .get_mut(relay)
+                    .and_then(|r| r.session.as_mut())
+                {
+                    for start in starts.into_iter().rev() {
+                        session.queue.push_front(start);
+                    }
+                }
+            }
+            PageStep::Complete { truncated } if !truncated.is_empty() => {
+                self.handle_truncation(relay, batch, &truncated);
+            }
+            PageStep::Complete { .. } => {}
         }
         if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id) {
             if resolved.batch_complete {
@@ -401,8 +456,52 @@ impl Actor {
         self.drive_queue(relay);
     }
 
-    /// Moves a finished batch into confirmed state.
+    /// Parts of a batch's history the relay cannot page through: the batch is marked so it
+    /// is never confirmed, and the parts are counted and logged.
+    fn handle_truncation(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        truncated: &[grasp_sync_filters::Truncation],
+    ) {
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        if self
+            .pending
+            .batches(relay)
+            .iter()
+            .any(|b| b.batch_id == batch)
+        {
+            runtime.truncated_batches.insert(batch);
+        }
+        runtime.stats.history_truncated += truncated.len() as u64;
+        for cut in truncated {
+            tracing::warn!(%relay, at = %cut.at, delivered = cut.delivered, part = ?cut.part,
+                "history truncated: one second of one value and kind holds more events than the relay returns in a page; the batch stays incomplete");
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.record_truncated(truncated.len() as u64);
+        }
+    }
+
+    /// Moves a finished batch into confirmed state, unless one of its filters was truncated:
+    /// then it is abandoned and its coverage retried after the truncation backoff.
     pub(super) fn confirm(&mut self, relay: &RelayUrl, batch: BatchId) {
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            if runtime.truncated_batches.remove(&batch) {
+                runtime.truncation_streak = runtime.truncation_streak.saturating_add(1);
+                let backoff = truncation_backoff(runtime.truncation_streak);
+                self.fail_batch(relay, batch, "history truncated by the relay's page size");
+                let now = self.now();
+                if let Some(runtime) = self.runtimes.get_mut(relay) {
+                    // Each retry of an unreachable second is spaced further apart.
+                    runtime.retry_at = Some(now + backoff);
+                }
+                return;
+            }
+            runtime.truncation_streak = 0;
+        }
         let unix = self.clock.unix_now();
         let outcome = match self
             .pending

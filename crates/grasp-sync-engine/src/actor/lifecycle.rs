@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use grasp_sync_filters::{RelayPageSession, Window, announcement_filter};
+use grasp_sync_filters::{PageHints, RelayPageSession, Window, announcement_filter};
 use grasp_sync_ledger::{BackgroundGate, ReactiveGate, SessionBudget, SubscriptionLedger};
 use grasp_sync_model::{BatchId, ConnectionStatus, PendingItems, RelaySyncNeeds, RelayUrl};
 use nostr::Timestamp;
@@ -247,10 +247,16 @@ impl Actor {
             }
             None => runtime.ledger = Some(SubscriptionLedger::new(now, budget)),
         }
-        let default_limit = info
-            .as_ref()
-            .and_then(|i| i.default_limit)
-            .and_then(|l| usize::try_from(l).ok());
+        let hints = PageHints {
+            max_limit: info
+                .as_ref()
+                .and_then(|i| i.max_limit)
+                .and_then(|l| usize::try_from(l).ok()),
+            default_limit: info
+                .as_ref()
+                .and_then(|i| i.default_limit)
+                .and_then(|l| usize::try_from(l).ok()),
+        };
         let handle = spawn_session(
             key,
             connection.session,
@@ -262,7 +268,7 @@ impl Actor {
             handle,
             background: BackgroundGate::new(now),
             reactive: ReactiveGate::new(now),
-            pages: RelayPageSession::new(default_limit),
+            pages: RelayPageSession::new(hints),
             live: BTreeMap::new(),
             transients: BTreeMap::new(),
             queue: VecDeque::new(),

@@ -633,6 +633,14 @@ impl Actor {
                 return;
             }
         };
+        let Some(pages) = self
+            .runtimes
+            .get(relay)
+            .and_then(|r| r.session.as_ref())
+            .map(|s| s.pages.clone())
+        else {
+            return;
+        };
         let mut queued = Vec::new();
         for filter in filters {
             let subscription_id = self.next_subscription_id("ids");
@@ -648,7 +656,7 @@ impl Actor {
                 batch,
                 class,
                 kind,
-                pagination: grasp_sync_filters::GroupedPagination::new(filters),
+                pagination: grasp_sync_filters::GroupedPagination::new(filters, &pages),
                 exact: true,
             });
         }

@@ -50,6 +50,11 @@ pub(super) struct RelayRuntime {
     pub(super) catch_up: super::catch_up::CatchUp,
     /// Recovery probes of refused coverage in flight, by batch.
     pub(super) probe_batches: BTreeMap<BatchId, nostr::Filter>,
+    /// Pending batches with a truncated filter: never confirmed, abandoned once drained.
+    /// Bounded by the pending batches.
+    pub(super) truncated_batches: std::collections::BTreeSet<BatchId>,
+    /// Consecutive truncated batches, for the retry backoff; reset by a confirmed batch.
+    pub(super) truncation_streak: u32,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
@@ -67,6 +72,9 @@ pub(super) struct RelayStats {
     pub(super) daily_reconciliations: u64,
     pub(super) consolidations: u64,
     pub(super) catch_ups: u64,
+    pub(super) history_truncated: u64,
+    /// Paging quirks the last session showed (labels from `RelayQuirks::labels`).
+    pub(super) quirks: Vec<&'static str>,
     pub(super) last_error: Option<String>,
 }
 
@@ -252,6 +260,8 @@ impl RelayRuntime {
             consolidation_queued: false,
             catch_up: super::catch_up::CatchUp::default(),
             probe_batches: BTreeMap::new(),
+            truncated_batches: std::collections::BTreeSet::new(),
+            truncation_streak: 0,
         }
     }
 

@@ -82,6 +82,13 @@ impl Actor {
                     paused_filters: runtime.refused.paused_filters(),
                     catch_up_filters: runtime.catch_up.len(),
                     catch_ups: runtime.stats.catch_ups,
+                    history_truncated: runtime.stats.history_truncated,
+                    quirks: runtime
+                        .stats
+                        .quirks
+                        .iter()
+                        .map(|q| (*q).to_owned())
+                        .collect(),
                     last_error: runtime.stats.last_error.clone(),
                 },
             );

@@ -1,4 +1,5 @@
-//! Unit tests of grouped pagination against a simulated relay with a per-filter page cap.
+//! Unit and property tests of pagination against a simulated relay whose quirks are switches:
+//! result order, `until` semantics, per-filter or per-REQ caps, and same-second clusters.
 
 use std::collections::BTreeSet;
 
@@ -15,284 +16,586 @@ fn author() -> PublicKey {
 }
 
 /// An unsigned test event: pagination never verifies, it only counts and reads `created_at`.
-fn event(n: u64, created_at: u64, topic: &str) -> Event {
+fn event_of(n: u64, created_at: u64, topic: &str, kind: u16) -> Event {
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&n.to_be_bytes());
     Event::new(
         EventId::from_byte_array(bytes),
         author(),
         Timestamp::from(created_at),
-        Kind::TextNote,
+        Kind::from(kind),
         [Tag::hashtag(topic)],
         "",
         Signature::from_slice(&[1u8; 64]).unwrap(),
     )
 }
 
+fn event(n: u64, created_at: u64, topic: &str) -> Event {
+    event_of(n, created_at, topic, 1)
+}
+
 fn topic_filter(topic: &str) -> Filter {
     Filter::new().hashtag(topic)
 }
 
-/// A relay that applies `cap` to each filter independently, newest first.
+/// When a simulated relay sends the oldest matches first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OldestFirst {
+    Never,
+    WithoutLimit,
+    Always,
+}
+
+/// A relay with switchable quirks. Results per filter are capped at `min(limit, cap)`; with
+/// `per_request` the merged result is cut to `cap` too. Filters are answered one after another
+/// and duplicates dropped, unless `merge_sorted`, which sorts the merged result newest first.
+#[derive(Clone)]
 struct SimRelay {
     events: Vec<Event>,
     cap: usize,
+    oldest_first: OldestFirst,
+    exclusive_until: bool,
+    per_request: bool,
+    merge_sorted: bool,
+}
+
+impl std::fmt::Debug for SimRelay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut seconds = std::collections::BTreeMap::<(u64, u16), usize>::new();
+        for e in &self.events {
+            *seconds
+                .entry((e.created_at.as_secs(), e.kind.as_u16()))
+                .or_default() += 1;
+        }
+        f.debug_struct("SimRelay")
+            .field("events", &self.events.len())
+            .field("per_second_and_kind", &seconds)
+            .field("cap", &self.cap)
+            .field("oldest_first", &self.oldest_first)
+            .field("exclusive_until", &self.exclusive_until)
+            .field("per_request", &self.per_request)
+            .field("merge_sorted", &self.merge_sorted)
+            .finish()
+    }
 }
 
 impl SimRelay {
+    fn new(events: Vec<Event>, cap: usize) -> Self {
+        Self {
+            events,
+            cap,
+            oldest_first: OldestFirst::Never,
+            exclusive_until: false,
+            per_request: false,
+            merge_sorted: true,
+        }
+    }
+
+    fn matches(&self, filter: &Filter, event: &Event) -> bool {
+        let mut read = filter.clone();
+        if self.exclusive_until
+            && let Some(until) = filter.until
+        {
+            match until.as_secs().checked_sub(1) {
+                Some(below) => read.until = Some(Timestamp::from(below)),
+                None => return false,
+            }
+        }
+        read.limit = None;
+        read.match_event(event, nostr::filter::MatchEventOptions::new())
+    }
+
     fn page(&self, filters: &[Filter]) -> Vec<Event> {
         let mut out: Vec<Event> = Vec::new();
         for filter in filters {
             let mut matching: Vec<&Event> = self
                 .events
                 .iter()
-                .filter(|e| filter.match_event(e, nostr::filter::MatchEventOptions::new()))
+                .filter(|e| self.matches(filter, e))
                 .collect();
             matching.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
-            out.extend(matching.into_iter().take(self.cap).cloned());
-        }
-        out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
-        out.dedup_by(|a, b| a.id == b.id);
-        out
-    }
-}
-
-struct Run {
-    pages: usize,
-    delivered: BTreeSet<EventId>,
-    truncated: Vec<Truncation>,
-}
-
-/// Drives one grouped pagination to completion (bounded, so a livelock fails the test).
-fn drive(relay: &SimRelay, filters: Vec<Filter>, session: &mut RelayPageSession) -> Run {
-    let mut planner = GroupedPagination::new(filters.clone());
-    let mut current = filters;
-    let mut delivered = BTreeSet::new();
-    for pages in 1..=1_000 {
-        for event in relay.page(&current) {
-            planner.handle_event(&event);
-            delivered.insert(event.id);
-        }
-        match planner.handle_eose(session) {
-            PageStep::Next(next) => current = next,
-            PageStep::Complete { truncated } => {
-                return Run {
-                    pages,
-                    delivered,
-                    truncated,
-                };
+            let ascending = match self.oldest_first {
+                OldestFirst::Never => false,
+                OldestFirst::WithoutLimit => filter.limit.is_none(),
+                OldestFirst::Always => true,
+            };
+            if ascending {
+                matching.reverse();
+            }
+            let cap = filter.limit.map_or(self.cap, |l| l.min(self.cap));
+            for e in matching.into_iter().take(cap) {
+                if !out.iter().any(|o| o.id == e.id) {
+                    out.push(e.clone());
+                }
             }
         }
+        if self.merge_sorted {
+            out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
+            if self.oldest_first == OldestFirst::Always {
+                out.reverse();
+            }
+        }
+        if self.per_request {
+            out.truncate(self.cap);
+        }
+        out
     }
-    panic!("pagination did not terminate");
+
+    fn matching(&self, filters: &[Filter]) -> BTreeSet<EventId> {
+        self.events
+            .iter()
+            .filter(|e| {
+                filters
+                    .iter()
+                    .any(|f| f.match_event(e, nostr::filter::MatchEventOptions::new()))
+            })
+            .map(|e| e.id)
+            .collect()
+    }
+}
+
+#[derive(Debug)]
+struct Run {
+    pages: usize,
+    deliveries: usize,
+    delivered: BTreeSet<EventId>,
+    truncated: Vec<Truncation>,
+    largest_req: usize,
+}
+
+/// Drives one walk, every REQ it asks for, to completion (bounded: a livelock fails).
+fn drive(relay: &SimRelay, filters: Vec<Filter>, session: &mut RelayPageSession) -> Run {
+    let mut run = Run {
+        pages: 0,
+        deliveries: 0,
+        delivered: BTreeSet::new(),
+        truncated: Vec::new(),
+        largest_req: 0,
+    };
+    let mut queue = vec![GroupedPagination::new(filters, session)];
+    while let Some(mut planner) = queue.pop() {
+        run.pages += 1;
+        assert!(run.pages <= 20_000, "pagination did not terminate");
+        let filters = planner.current_filters();
+        run.largest_req = run.largest_req.max(filters.len());
+        for filter in &filters {
+            assert_eq!(
+                filter.limit,
+                Some(session.page_limit()),
+                "every page carries limit"
+            );
+        }
+        let page = relay.page(&filters);
+        for event in page {
+            planner.handle_event(&event);
+            run.deliveries += 1;
+            run.delivered.insert(event.id);
+        }
+        match planner.handle_eose(session) {
+            PageStep::Next(next) => queue.extend(next),
+            PageStep::Complete { truncated } => run.truncated.extend(truncated),
+        }
+    }
+    run
 }
 
 fn all_ids(events: &[Event]) -> BTreeSet<EventId> {
     events.iter().map(|e| e.id).collect()
 }
 
+fn session() -> RelayPageSession {
+    RelayPageSession::new(PageHints::default())
+}
+
+/// Every matching event the walk did not deliver lies in a reported truncation.
+fn assert_complete_or_reported(relay: &SimRelay, filters: &[Filter], run: &Run) {
+    for id in relay.matching(filters).difference(&run.delivered) {
+        let event = relay.events.iter().find(|e| e.id == *id).unwrap();
+        let reported = run.truncated.iter().any(|cut| {
+            cut.at == event.created_at
+                && cut
+                    .part
+                    .match_event(event, nostr::filter::MatchEventOptions::new())
+        });
+        assert!(
+            reported,
+            "{id} at {} kind {} lost without a truncation: {} pages, {} delivered, {:?}",
+            event.created_at.as_secs(),
+            event.kind,
+            run.pages,
+            run.delivered.len(),
+            run.truncated
+                .iter()
+                .map(|c| (
+                    c.at.as_secs(),
+                    c.part.kinds.clone(),
+                    c.part.generic_tags.clone()
+                ))
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
 #[test]
-fn threshold_is_ninety_percent_of_the_estimated_cap_never_below_ninety() {
-    let check = |largest: usize, hint: Option<usize>, expected: usize| {
-        let mut session = RelayPageSession::new(hint);
+fn threshold_is_ninety_percent_of_the_estimated_cap_never_below_ninety_nor_above_the_limit() {
+    let check = |largest: usize, hints: PageHints, expected: usize| {
+        let mut session = RelayPageSession::new(hints);
         session.observe_page(largest);
         assert_eq!(
             session.threshold(),
             expected,
-            "largest {largest}, hint {hint:?}"
+            "largest {largest}, {hints:?}"
         );
     };
-    check(0, None, 90);
-    check(100, None, 90);
-    check(101, None, 90);
-    check(111, None, 99);
-    check(500, None, 450);
-    check(999, None, 899);
-    check(0, Some(1000), 900);
-    check(600, Some(500), 540);
-    check(0, Some(0), 90);
-    check(
-        usize::MAX,
-        None,
-        usize::MAX / 10 * 9 + usize::MAX % 10 * 9 / 10,
-    );
+    let none = PageHints::default();
+    let max = |limit| PageHints {
+        max_limit: Some(limit),
+        default_limit: None,
+    };
+    check(0, none, 90);
+    check(100, none, 90);
+    check(111, none, 99);
+    check(500, none, 450);
+    check(999, none, 450);
+    check(0, max(1_000), 90);
+    check(600, max(500), 450);
+    check(0, max(50), 50);
+    check(0, max(0), 90);
+    check(2_000, max(usize::MAX), 1_800);
+}
+
+#[test]
+fn the_page_limit_is_the_advertised_max_limit_else_default_limit_else_500() {
+    let limit = |max_limit, default_limit| {
+        RelayPageSession::new(PageHints {
+            max_limit,
+            default_limit,
+        })
+        .page_limit()
+    };
+    assert_eq!(limit(None, None), 500);
+    assert_eq!(limit(Some(1_000), Some(100)), 1_000);
+    assert_eq!(limit(None, Some(300)), 300);
+    assert_eq!(limit(Some(1_000_000), None), MAX_PAGE_LIMIT);
 }
 
 #[test]
 fn every_raw_delivery_counts_including_repeats() {
-    let mut planner = GroupedPagination::new(vec![topic_filter("t")]);
+    let mut planner = GroupedPagination::new(vec![topic_filter("t")], &session());
     let repeated = event(1, 100, "t");
     for _ in 0..90 {
         assert!(planner.handle_event(&repeated));
     }
     assert!(!planner.handle_event(&event(2, 100, "other")));
-    let mut session = RelayPageSession::new(None);
-    assert_eq!(
-        planner.handle_eose(&mut session),
-        PageStep::Next(vec![topic_filter("t").until(Timestamp::from(100))])
-    );
-}
-
-#[test]
-fn next_page_until_is_the_oldest_created_at_so_same_second_events_are_kept() {
-    // 150 events; the 100-event page boundary falls inside a second holding 20 events.
-    let mut events: Vec<Event> = (0..130).map(|n| event(n, 1_000 - n, "t")).collect();
-    events.extend((130..150).map(|n| event(n, 1_000 - 99, "t")));
-    let relay = SimRelay {
-        events: events.clone(),
-        cap: 100,
+    let mut session = session();
+    // 90 deliveries in one second: before splitting around it, that second is read on its own
+    // to learn how the relay reads `until`.
+    let PageStep::Next(mut next) = planner.handle_eose(&mut session) else {
+        panic!("the second is read again");
     };
-    let run = drive(
-        &relay,
-        vec![topic_filter("t")],
-        &mut RelayPageSession::new(None),
-    );
-    assert_eq!(run.delivered, all_ids(&events));
-    assert!(run.truncated.is_empty());
-}
-
-#[test]
-fn next_pages_stay_grouped_with_their_own_cursors() {
-    let mut events: Vec<Event> = (0..200).map(|n| event(n, 1_000 - n, "a")).collect();
-    events.extend((200..400).map(|n| event(n, 2_000 - n, "b")));
-    events.extend((400..410).map(|n| event(n, 3_000 - n, "c")));
-    let relay = SimRelay { events, cap: 100 };
-    let filters = vec![topic_filter("a"), topic_filter("b"), topic_filter("c")];
-    let mut planner = GroupedPagination::new(filters.clone());
-    for e in relay.page(&filters) {
-        planner.handle_event(&e);
+    assert_eq!(next.len(), 1);
+    let sent: Vec<Filter> = next[0].current_filters();
+    let second = topic_filter("t")
+        .since(Timestamp::from(100))
+        .until(Timestamp::from(100));
+    assert_eq!(sent, vec![second.limit(500)]);
+    let mut probe = next.remove(0);
+    for _ in 0..90 {
+        probe.handle_event(&repeated);
     }
+    // `until` is inclusive; the one-value filter cannot be split, and nothing yet says which
+    // side of the second the relay left unread.
+    let PageStep::Next(next) = probe.handle_eose(&mut session) else {
+        panic!("the rest of the window goes on");
+    };
+    let sent: Vec<Vec<Filter>> = next.iter().map(|p| p.current_filters()).collect();
     assert_eq!(
-        planner.handle_eose(&mut RelayPageSession::new(None)),
-        PageStep::Next(vec![
-            topic_filter("a").until(Timestamp::from(901)),
-            topic_filter("b").until(Timestamp::from(1_701)),
-        ])
+        sent,
+        vec![
+            vec![topic_filter("t").until(Timestamp::from(99)).limit(500)],
+            vec![topic_filter("t").since(Timestamp::from(101)).limit(500)],
+        ]
     );
-}
-
-#[test]
-fn a_page_stuck_at_one_second_terminates_and_reports_truncation() {
-    let events: Vec<Event> = (0..300).map(|n| event(n, 500, "t")).collect();
-    let relay = SimRelay { events, cap: 100 };
-    let run = drive(
-        &relay,
-        vec![topic_filter("t")],
-        &mut RelayPageSession::new(None),
-    );
-    assert_eq!(run.pages, 2);
     assert_eq!(
-        run.truncated,
+        next[0].truncated,
         vec![Truncation {
             filter: topic_filter("t"),
-            at: Timestamp::from(500),
-            delivered: 100,
+            part: topic_filter("t"),
+            at: Timestamp::from(100),
+            delivered: 90,
         }]
     );
 }
 
 #[test]
-fn a_wrong_high_hint_is_dropped_after_its_verification_page_finds_new_events() {
-    let events: Vec<Event> = (0..2_000).map(|n| event(n, 10_000 - n, "t")).collect();
+fn a_same_second_boundary_inside_a_page_is_read_again() {
+    // 150 events; the 100-event page boundary falls inside a second holding 20 events.
+    let mut events: Vec<Event> = (0..130).map(|n| event(n, 1_000 - n, "t")).collect();
+    events.extend((130..150).map(|n| event(n, 1_000 - 99, "t")));
+    let relay = SimRelay::new(events.clone(), 100);
+    let run = drive(&relay, vec![topic_filter("t")], &mut session());
+    assert_eq!(run.delivered, all_ids(&events));
+    assert!(run.truncated.is_empty());
+}
+
+#[test]
+fn an_oldest_first_relay_is_walked_forward_with_since() {
+    let events: Vec<Event> = (0..1_000).map(|n| event(n, 10_000 + n, "t")).collect();
     let relay = SimRelay {
-        events: events.clone(),
-        cap: 500,
+        oldest_first: OldestFirst::Always,
+        ..SimRelay::new(events.clone(), 250)
     };
-    let mut session = RelayPageSession::new(Some(1_000));
+    let mut session = session();
     let run = drive(&relay, vec![topic_filter("t")], &mut session);
     assert_eq!(run.delivered, all_ids(&events));
-    assert!(session.hint_dropped());
-    assert_eq!(session.threshold(), 450);
+    assert!(session.quirks().oldest_first);
+    assert!(run.pages <= 6, "{} pages", run.pages);
 }
 
 #[test]
-fn a_correct_hint_survives_verification_and_then_saves_pages() {
-    let topic_a: Vec<Event> = (0..300).map(|n| event(n, 10_000 - n, "a")).collect();
-    let topic_b: Vec<Event> = (300..600).map(|n| event(n, 10_000 - n, "b")).collect();
+fn oldest_first_without_limit_costs_nothing_because_every_page_carries_limit() {
+    let events: Vec<Event> = (0..1_000).map(|n| event(n, 10_000 + n, "t")).collect();
     let relay = SimRelay {
-        events: [topic_a.clone(), topic_b.clone()].concat(),
-        cap: 500,
+        oldest_first: OldestFirst::WithoutLimit,
+        ..SimRelay::new(events.clone(), 250)
     };
-    let mut session = RelayPageSession::new(Some(500));
-    let first = drive(&relay, vec![topic_filter("a")], &mut session);
-    assert_eq!(first.pages, 2, "one verification page");
-    assert_eq!(first.delivered, all_ids(&topic_a));
-    assert_eq!(session.trusted_hint(), Some(500));
-    let second = drive(&relay, vec![topic_filter("b")], &mut session);
-    assert_eq!(
-        second.pages, 1,
-        "the verified hint declares 300 < 450 exhausted"
-    );
-    assert_eq!(second.delivered, all_ids(&topic_b));
+    let mut session = session();
+    let run = drive(&relay, vec![topic_filter("t")], &mut session);
+    assert_eq!(run.delivered, all_ids(&events));
+    assert!(!session.quirks().oldest_first);
 }
 
 #[test]
-fn without_a_hint_a_relay_capping_at_100_is_fully_paginated() {
-    let events: Vec<Event> = (0..1_000).map(|n| event(n, 50_000 - n * 3, "t")).collect();
+fn exclusive_until_is_learned_and_the_boundary_second_read_on_its_own() {
+    // Three events per second: every page boundary splits a second.
+    let events: Vec<Event> = (0..600).map(|n| event(n, 5_000 - n / 3, "t")).collect();
     let relay = SimRelay {
-        events: events.clone(),
-        cap: 100,
+        exclusive_until: true,
+        ..SimRelay::new(events.clone(), 100)
     };
+    let mut session = session();
+    let run = drive(&relay, vec![topic_filter("t")], &mut session);
+    assert_eq!(run.delivered, all_ids(&events));
+    assert!(session.quirks().exclusive_until);
+    assert!(run.truncated.is_empty());
+}
+
+#[test]
+fn a_400_event_second_over_40_values_is_split_until_each_part_fits_a_120_cap() {
+    let topics: Vec<String> = (0..40).map(|n| format!("topic-{n}")).collect();
+    let events: Vec<Event> = (0..400)
+        .map(|n| event(n, 7_777, &topics[(n % 40) as usize]))
+        .collect();
+    let relay = SimRelay {
+        exclusive_until: true,
+        ..SimRelay::new(events.clone(), 120)
+    };
+    let filters = vec![Filter::new().hashtags(topics.clone())];
+    let run = drive(&relay, filters.clone(), &mut session());
+    assert_eq!(run.delivered, all_ids(&events));
+    assert!(run.truncated.is_empty(), "{:?}", run.truncated);
+}
+
+#[test]
+fn a_single_value_second_over_the_cap_is_reported_truncated_not_finished() {
+    let events: Vec<Event> = (0..300).map(|n| event(n, 500, "t")).collect();
+    let relay = SimRelay::new(events, 100);
+    let run = drive(&relay, vec![topic_filter("t")], &mut session());
+    assert_eq!(run.truncated.len(), 1);
+    assert_eq!(run.truncated[0].at, Timestamp::from(500));
+    assert_eq!(run.truncated[0].part, topic_filter("t"));
+}
+
+#[test]
+fn a_per_request_cap_is_learned_and_ten_filters_are_paged_one_per_request() {
+    let mut events = Vec::new();
+    for topic in 0..10u64 {
+        for n in 0..(40 + topic * 30) {
+            events.push(event(
+                topic * 1_000 + n,
+                20_000 - n * 7 - topic,
+                &format!("t{topic}"),
+            ));
+        }
+    }
+    let relay = SimRelay {
+        per_request: true,
+        ..SimRelay::new(events.clone(), 150)
+    };
+    let filters: Vec<Filter> = (0..10).map(|t| topic_filter(&format!("t{t}"))).collect();
+    let mut session = session();
+    let run = drive(&relay, filters, &mut session);
+    assert_eq!(run.delivered, all_ids(&events));
+    assert!(matches!(
+        session.quirks().cap_scope,
+        CapScope::PerRequest { cap: 150 }
+    ));
+    assert_eq!(session.filters_per_request(), Some(1));
+}
+
+#[test]
+fn a_per_filter_relay_is_recognised_once_a_request_exceeds_a_proven_single_cap() {
+    let a: Vec<Event> = (0..300).map(|n| event(n, 9_000 - n, "a")).collect();
+    let b: Vec<Event> = (300..600).map(|n| event(n, 9_000 - n, "b")).collect();
+    let relay = SimRelay::new([a.clone(), b.clone()].concat(), 100);
+    let mut session = session();
+    drive(&relay, vec![topic_filter("a")], &mut session);
     let run = drive(
         &relay,
-        vec![topic_filter("t")],
-        &mut RelayPageSession::new(None),
+        vec![topic_filter("a"), topic_filter("b")],
+        &mut session,
     );
-    assert_eq!(run.delivered, all_ids(&events));
+    assert_eq!(session.quirks().cap_scope, CapScope::PerFilter);
+    assert_eq!(run.delivered, all_ids(&[a, b].concat()));
 }
 
 #[test]
-fn current_filters_empty_once_complete() {
-    let mut planner = GroupedPagination::new(vec![topic_filter("t")]);
-    assert_eq!(planner.current_filters(), vec![topic_filter("t")]);
-    let step = planner.handle_eose(&mut RelayPageSession::new(None));
+fn an_advertised_max_limit_sets_the_limit_but_never_raises_the_threshold() {
+    // The relay advertises 500 and serves 150: a 135-event filter next to a 150-cap proves
+    // nothing, so every filter is paged until a page falls below the learned threshold.
+    let a: Vec<Event> = (0..135).map(|n| event(n, 10_000 - n, "a")).collect();
+    let b: Vec<Event> = (135..600).map(|n| event(n, 10_000 - n, "b")).collect();
+    let relay = SimRelay::new([a.clone(), b.clone()].concat(), 150);
+    let mut session = RelayPageSession::new(PageHints {
+        max_limit: Some(500),
+        default_limit: None,
+    });
+    let first = drive(&relay, vec![topic_filter("a")], &mut session);
+    assert_eq!(first.delivered, all_ids(&a));
+    let second = drive(&relay, vec![topic_filter("b")], &mut session);
+    assert_eq!(second.delivered, all_ids(&b));
+    assert_eq!(session.page_limit(), 500);
+    assert_eq!(session.threshold(), 135);
+}
+
+#[test]
+fn next_pages_stay_grouped_up_to_the_first_requests_filter_count() {
+    let mut events: Vec<Event> = (0..200).map(|n| event(n, 1_000 - n, "a")).collect();
+    events.extend((200..400).map(|n| event(n, 2_000 - n, "b")));
+    events.extend((400..410).map(|n| event(n, 3_000 - n, "c")));
+    let relay = SimRelay::new(events.clone(), 100);
+    let filters = vec![topic_filter("a"), topic_filter("b"), topic_filter("c")];
+    let run = drive(&relay, filters, &mut session());
+    assert_eq!(run.delivered, all_ids(&events));
+    assert!(run.largest_req <= 3);
+}
+
+#[test]
+fn current_filters_are_empty_once_complete() {
+    let planner = GroupedPagination::new(vec![topic_filter("t")], &session());
+    assert_eq!(
+        planner.current_filters(),
+        vec![topic_filter("t").limit(DEFAULT_PAGE_LIMIT)]
+    );
+    let step = planner.handle_eose(&mut session());
     assert_eq!(
         step,
         PageStep::Complete {
             truncated: Vec::new()
         }
     );
-    assert!(planner.is_complete());
-    assert!(planner.current_filters().is_empty());
 }
 
-/// One adversarial page: how many events, the newest second, and how many seconds they spread.
-fn arb_page() -> impl Strategy<Value = (usize, u64, u64)> {
-    (0usize..400, 0u64..60, 0u64..4)
+#[test]
+fn split_filter_halves_tags_then_kinds_then_authors() {
+    let two_tags = Filter::new()
+        .hashtags(["a", "b", "c"])
+        .kinds([Kind::from(1), Kind::from(2)]);
+    let [low, high] = split_filter(&two_tags).unwrap();
+    assert_eq!(
+        low,
+        Filter::new()
+            .hashtags(["a", "b"])
+            .kinds([Kind::from(1), Kind::from(2)])
+    );
+    assert_eq!(
+        high,
+        Filter::new()
+            .hashtag("c")
+            .kinds([Kind::from(1), Kind::from(2)])
+    );
+    let [low, high] = split_filter(
+        &Filter::new()
+            .hashtag("a")
+            .kinds([Kind::from(1), Kind::from(2)]),
+    )
+    .unwrap();
+    assert_eq!(low, Filter::new().hashtag("a").kind(Kind::from(1)));
+    assert_eq!(high, Filter::new().hashtag("a").kind(Kind::from(2)));
+    assert_eq!(
+        split_filter(&Filter::new().hashtag("a").kind(Kind::from(1))),
+        None
+    );
+}
+
+/// A relay's behaviour and data: clusters of same-second events over topics and kinds.
+fn arb_relay() -> impl Strategy<Value = SimRelay> {
+    let cluster = (0u64..40, 1usize..200, 0usize..6, 0u16..3);
+    (
+        prop::collection::vec(cluster, 1..12),
+        prop::sample::select(vec![90usize, 100, 120, 150, 250, 500]),
+        prop::sample::select(vec![
+            OldestFirst::Never,
+            OldestFirst::WithoutLimit,
+            OldestFirst::Always,
+        ]),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(clusters, cap, oldest_first, exclusive_until, per_request, merge_sorted)| {
+                let mut events = Vec::new();
+                let mut n = 0u64;
+                for (second, size, topics, kinds) in clusters {
+                    for i in 0..size {
+                        n += 1;
+                        let topic = format!("t{}", i % (topics + 1));
+                        let kind = 1 + (i as u16 % (kinds + 1));
+                        events.push(event_of(
+                            n,
+                            1_000 + second * 3 + (i as u64 % 2),
+                            &topic,
+                            kind,
+                        ));
+                    }
+                }
+                SimRelay {
+                    events,
+                    cap,
+                    oldest_first,
+                    exclusive_until,
+                    per_request,
+                    merge_sorted,
+                }
+            },
+        )
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
-    /// Whatever a relay sends (same timestamps, shrinking pages, events outside the cursor),
-    /// every filter finishes within one page per distinct second plus the first page.
+    /// Whatever the relay's order, `until` semantics, cap kind and size, and however its
+    /// events cluster in seconds, the walk delivers every matching event or reports the
+    /// second and part it could not reach.
     #[test]
-    fn pagination_always_terminates_on_adversarial_pages(
-        pages in prop::collection::vec(arb_page(), 1..20),
-        filters in 1usize..4,
-        hint in prop::option::of(0usize..1_500),
+    fn the_walk_returns_the_matching_set_or_reports_truncation(
+        relay in arb_relay(),
+        groups in 1usize..4,
+        hint in prop::option::of(prop::sample::select(vec![100usize, 500, 1_000])),
     ) {
-        let topics = ["a", "b", "c"];
-        let filters: Vec<Filter> = topics[..filters].iter().map(|t| topic_filter(t)).collect();
-        let mut planner = GroupedPagination::new(filters);
-        let mut session = RelayPageSession::new(hint);
-        let mut n = 0u64;
-        let mut finished = false;
-        // Timestamps are below 60: at most 61 cursors per filter, plus the first page.
-        for step in 0..62 {
-            let (count, newest, spread) = pages[step % pages.len()];
-            for i in 0..count as u64 {
-                n += 1;
-                let created_at = newest.saturating_sub(i % (spread + 1));
-                let topic = topics[(i % 3) as usize];
-                planner.handle_event(&event(n % 97, created_at, topic));
-            }
-            if let PageStep::Complete { .. } = planner.handle_eose(&mut session) {
-                finished = true;
-                break;
-            }
+        let filters: Vec<Filter> = (0..groups)
+            .map(|g| {
+                let topics: Vec<String> = (0..6).filter(|t| t % groups == g).map(|t| format!("t{t}")).collect();
+                Filter::new().hashtags(topics).kinds([Kind::from(1), Kind::from(2), Kind::from(3)])
+            })
+            .collect();
+        let mut session = RelayPageSession::new(PageHints { max_limit: hint, default_limit: None });
+        let run = drive(&relay, filters.clone(), &mut session);
+        assert_complete_or_reported(&relay, &filters, &run);
+        for cut in &run.truncated {
+            // A truncation is one value of one kind in one second, over the cap.
+            prop_assert!(split_filter(&cut.part).is_none());
         }
-        prop_assert!(finished);
-        prop_assert!(planner.is_complete());
     }
 }
