@@ -1,8 +1,9 @@
 //! [`ExternalFeed`]: the engine's `SelfFeed` in external mode. On every (re)connection to the
 //! own relay it opens a live subscription (`limit: 0`) for kinds 30617, 1617, 1618 and 1621,
-//! then pages through the stored ones with `until` until a page brings nothing new, and
-//! forwards every event (recording it as seen). A reconnect starts over, so events published
-//! during an outage are not missed; delivery is at least once.
+//! then pages through the stored ones with the engine's pagination planner (the same
+//! `GroupedPagination` that pages remote relays, so the own relay's paging quirks are learned
+//! and paged around too), and forwards every event (recording it as seen). A reconnect starts
+//! over, so events published during an outage are not missed; delivery is at least once.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -11,14 +12,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use grasp_sync_engine::store::FEED_KINDS;
 use grasp_sync_engine::{SelfFeed, StoreError};
-use nostr::{Event, EventId, Filter, Kind, SubscriptionId, Timestamp};
+use grasp_sync_filters::{GroupedPagination, PageHints, PageStep, RelayPageSession};
+use nostr::{Event, EventId, Filter, Kind, SubscriptionId};
 use tokio::sync::{mpsc, watch};
 
 use super::index::HaveIndex;
 use super::link::{OwnRelayLink, SubscriptionMessage};
 
-/// Events asked for per history page.
-const PAGE_LIMIT: usize = 500;
 /// Longest wait for a page's end of stored events.
 const PAGE_DEADLINE: Duration = Duration::from_secs(30);
 /// Pause before starting over after a failed page.
@@ -101,7 +101,7 @@ impl Reader {
             .link
             .subscribe(
                 live_id.clone(),
-                Filter::new().kinds(kinds).limit(0),
+                vec![Filter::new().kinds(kinds).limit(0)],
                 live_tx,
             )
             .is_err()
@@ -132,33 +132,32 @@ impl Reader {
         end
     }
 
-    /// Pages through stored events, newest first, forwarding live events meanwhile. `None`
-    /// when history is done.
+    /// Pages through stored events, forwarding live events meanwhile. `None` when history is
+    /// done.
     async fn history(
         &mut self,
         epoch: &mut watch::Receiver<u64>,
         live: &mut mpsc::Receiver<SubscriptionMessage>,
     ) -> Option<RoundEnd> {
         let kinds = FEED_KINDS.map(Kind::from);
+        let mut session = RelayPageSession::new(PageHints::default());
+        let mut pages = vec![GroupedPagination::new(
+            vec![Filter::new().kinds(kinds)],
+            &session,
+        )];
         let mut delivered: HashSet<EventId> = HashSet::new();
-        let mut until: Option<Timestamp> = None;
-        loop {
-            let mut filter = Filter::new().kinds(kinds).limit(PAGE_LIMIT);
-            if let Some(until) = until {
-                filter = filter.until(until);
-            }
+        while let Some(mut planner) = pages.pop() {
             let (page_tx, mut page) = mpsc::channel(CHANNEL_CAPACITY);
             let page_id = self.next_id("page");
             if self
                 .link
-                .subscribe(page_id.clone(), filter, page_tx)
+                .subscribe(page_id.clone(), planner.current_filters(), page_tx)
                 .is_err()
             {
                 return Some(RoundEnd::Failed);
             }
             let deadline = tokio::time::sleep(PAGE_DEADLINE);
             tokio::pin!(deadline);
-            let mut fresh = 0usize;
             let end = loop {
                 tokio::select! {
                     _ = &mut deadline => {
@@ -179,12 +178,9 @@ impl Reader {
                     },
                     message = page.recv() => match message {
                         Some(SubscriptionMessage::Event(event)) => {
-                            until = Some(until.map_or(event.created_at, |u| u.min(event.created_at)));
-                            if delivered.insert(event.id) {
-                                fresh += 1;
-                                if !self.forward(*event).await {
-                                    break Some(RoundEnd::Stopped);
-                                }
+                            planner.handle_event(&event);
+                            if delivered.insert(event.id) && !self.forward(*event).await {
+                                break Some(RoundEnd::Stopped);
                             }
                         }
                         Some(SubscriptionMessage::Eose) => break None,
@@ -200,10 +196,17 @@ impl Reader {
             if end.is_some() {
                 return end;
             }
-            if fresh == 0 {
-                return None;
+            match planner.handle_eose(&mut session) {
+                PageStep::Next(next) => pages.extend(next),
+                PageStep::Complete { truncated } => {
+                    for cut in truncated {
+                        tracing::warn!(at = %cut.at, delivered = cut.delivered, part = ?cut.part,
+                            "own relay holds more feed events in one second than it returns in a page; some are not read");
+                    }
+                }
             }
         }
+        None
     }
 
     async fn handle_live(&mut self, message: SubscriptionMessage) -> Option<RoundEnd> {

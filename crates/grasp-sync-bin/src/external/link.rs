@@ -139,12 +139,12 @@ impl OwnRelayLink {
     pub(crate) fn subscribe(
         &self,
         id: SubscriptionId,
-        filter: Filter,
+        filters: Vec<Filter>,
         route: mpsc::Sender<SubscriptionMessage>,
     ) -> Result<(), StoreError> {
         lock(&self.shared.routes)?.insert(id.clone(), route);
         self.relay
-            .send_msg(ClientMessage::req(id, vec![filter]))
+            .send_msg(ClientMessage::req(id, filters))
             .map_err(|error| StoreError::Backend(format!("own relay send: {error}")))
     }
 

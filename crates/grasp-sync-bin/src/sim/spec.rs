@@ -60,6 +60,11 @@ pub enum Profiles {
     B20,
     /// Plain relays without a strict proxy (500 subscriptions).
     Lenient,
+    /// Relays that page differently from NIP-01's usual reading, none speaking NIP-77, in
+    /// turn: oldest first without `limit` (cap 250), exclusive `until` (cap 120), a cap of 150
+    /// per REQ, and all of those at once with no EOSE for live REQs and a hidden subscription
+    /// cap of 20.
+    Quirks,
 }
 
 impl Profiles {
@@ -78,6 +83,12 @@ impl Profiles {
                 TestRelayConfig::ditto_like(),
             ],
             Profiles::Lenient => vec![TestRelayConfig::default()],
+            Profiles::Quirks => vec![
+                TestRelayConfig::oldest_first_without_limit_like(),
+                TestRelayConfig::exclusive_until_like(),
+                TestRelayConfig::per_req_cap_like(),
+                TestRelayConfig::quirks_mixed(),
+            ],
         }
     }
 

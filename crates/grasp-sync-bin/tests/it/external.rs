@@ -118,3 +118,54 @@ async fn events_from_a_listed_relay_arrive_in_the_external_own_relay() {
     );
     daemon.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_reads_every_announcement_from_an_own_relay_with_exclusive_until_and_a_small_cap()
+{
+    // 250 announcements in five seconds on an own relay that caps results at 120 and reads
+    // `until` as exclusive: a walk that steps `until` to each page's oldest second and stops
+    // at a page without news misses the rest of the second a page ends in.
+    let own = TestRelay::start(TestRelayConfig::exclusive_until_like())
+        .await
+        .expect("own relay");
+    let owner = Keys::generate();
+    let announcements: Vec<_> = (0..250u64)
+        .map(|i| {
+            nip34::announcement(
+                &owner,
+                &Announcement {
+                    identifier: format!("repo-{i}"),
+                    name: format!("repo {i}"),
+                    relays: vec![own.url()],
+                    clone: vec![format!(
+                        "https://git.example.org/{}/repo-{i}.git",
+                        owner.public_key().to_hex()
+                    )],
+                    maintainers: Vec::new(),
+                    created_at: Timestamp::from_secs(1_700_000_000 + i % 5),
+                },
+            )
+            .expect("announcement")
+        })
+        .collect();
+    own.seed(announcements.clone()).await.expect("seed own");
+
+    let dir = tempfile::tempdir().expect("dir");
+    let settings = Settings {
+        own_relay: Some(RelayUrl::parse(&own.url()).expect("url")),
+        ..test_settings(dir.path())
+    };
+    let daemon = Daemon::start(&settings).await.expect("daemon");
+    let unread = || async {
+        let mut left = 0;
+        for event in &announcements {
+            if !daemon.holds(&event.id).await.expect("holds") {
+                left += 1;
+            }
+        }
+        left
+    };
+    let all_read = wait_until(Duration::from_secs(30), || async { unread().await == 0 }).await;
+    assert!(all_read, "{} announcements never read", unread().await);
+    daemon.shutdown().await;
+}
