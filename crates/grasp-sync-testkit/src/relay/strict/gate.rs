@@ -29,6 +29,8 @@ pub(crate) enum Verdict {
     },
     /// Drop the connection without handling the message.
     Disconnect,
+    /// Drop the message: neither forwarded nor answered.
+    Ignore,
 }
 
 /// The verdict on one client message and the query start it was, if any.
@@ -270,6 +272,13 @@ impl Gate {
             start: start.clone(),
             closes: None,
         };
+        if limits.ignore_neg_open {
+            return ClientOutcome {
+                verdict: Verdict::Ignore,
+                start,
+                closes: None,
+            };
+        }
         if !limits.negentropy_enabled {
             let reply = Reply::Notice(texts::NEGENTROPY_DISABLED.to_owned());
             return refuse(reply, RefusalKind::NegentropyDisabled);
@@ -296,9 +305,16 @@ impl Gate {
         ClientOutcome::forward(start)
     }
 
-    /// NEG-MSG and NEG-CLOSE: refused when NIP-77 is off, else forwarded (a NEG-CLOSE ends
-    /// the session).
+    /// NEG-MSG and NEG-CLOSE: dropped when NEG-OPENs are ignored, refused when NIP-77 is off,
+    /// else forwarded (a NEG-CLOSE ends the session).
     fn negentropy_message(&mut self, id: &str, closes: bool) -> ClientOutcome {
+        if self.limits.ignore_neg_open {
+            return ClientOutcome {
+                verdict: Verdict::Ignore,
+                start: None,
+                closes: None,
+            };
+        }
         if !self.limits.negentropy_enabled {
             return ClientOutcome {
                 verdict: Verdict::Refuse {

@@ -32,8 +32,9 @@ const DEFAULT_QUERY_WINDOW: Duration = Duration::from_secs(60);
 ///
 /// When a REQ breaks several limits, the first in this order answers: query rate, open
 /// subscriptions, filters per REQ, retained REQ bytes, policies; a REQ that passes them all
-/// is answered with [`quirks`](Self::quirks). A NEG-OPEN is checked for NIP-77 support,
-/// query rate, concurrent negentropy sessions, the shared subscription budget, then policies.
+/// is answered with [`quirks`](Self::quirks). A NEG-OPEN is checked for being ignored, NIP-77
+/// support, query rate, concurrent negentropy sessions, the shared subscription budget, then
+/// policies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StrictLimits {
     /// Open REQ subscriptions per connection.
@@ -66,6 +67,14 @@ pub struct StrictLimits {
     /// "unknown cmd" in the NOTICE). NIP-11 still lists NIP-77 unless
     /// `TestRelayConfig::advertise_negentropy` is false.
     pub negentropy_enabled: bool,
+    /// Every NEG-OPEN, NEG-MSG and NEG-CLOSE is dropped without an answer: no NEG-MSG, no
+    /// NEG-ERR, no NOTICE, ever. khatru does this with a NEG-OPEN whose filter routes to a
+    /// sub-relay that has NIP-77 off; a relay that lists NIP-77 in NIP-11 but runs behind a
+    /// proxy that filters unknown verbs looks the same. The NEG-OPEN still counts as a start
+    /// ([`StrictStats::neg_opens`]). Takes precedence over
+    /// [`negentropy_enabled`](Self::negentropy_enabled); NIP-11 still lists NIP-77 unless
+    /// `TestRelayConfig::advertise_negentropy` is false. Off by default.
+    pub ignore_neg_open: bool,
     /// REQs and NEG-OPENs with a filter matching a rule are refused with the rule's text.
     pub policies: Vec<PolicyRule>,
     /// The connection is dropped, without a close frame, when client message number `n + 1`
@@ -98,6 +107,7 @@ impl Default for StrictLimits {
             query_window: DEFAULT_QUERY_WINDOW,
             concurrent_negentropy: None,
             negentropy_enabled: true,
+            ignore_neg_open: false,
             policies: Vec::new(),
             disconnect_after_messages: None,
             serve_by_id: None,

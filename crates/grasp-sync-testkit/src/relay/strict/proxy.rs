@@ -174,6 +174,7 @@ impl Link {
                     }
                 }
                 Verdict::Disconnect => return true,
+                Verdict::Ignore => {}
             }
         }
         false

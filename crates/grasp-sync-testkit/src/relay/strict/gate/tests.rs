@@ -41,8 +41,8 @@ fn subscriptions(max: usize, dialect: Dialect, counts_negentropy: bool) -> Stric
 }
 
 /// Runs a script against a fresh gate. Each step is (seconds since start, input, expected):
-/// input `> frame` is a client message, expected `forward`, `disconnect` or the refusal
-/// frame; input `< frame` is a relay message, expected `event` or `-`.
+/// input `> frame` is a client message, expected `forward`, `disconnect`, `ignore` or the
+/// refusal frame; input `< frame` is a relay message, expected `event` or `-`.
 fn check(limits: StrictLimits, script: &[(u64, &str, &str)]) {
     let mut gate = Gate::new(Arc::new(limits));
     let start = Instant::now();
@@ -52,6 +52,7 @@ fn check(limits: StrictLimits, script: &[(u64, &str, &str)]) {
             match gate.handle_client(now, frame).verdict {
                 Verdict::Forward => "forward".to_owned(),
                 Verdict::Disconnect => "disconnect".to_owned(),
+                Verdict::Ignore => "ignore".to_owned(),
                 Verdict::Refuse { frame, .. } => frame,
             }
         } else if let Some(frame) = input.strip_prefix("< ") {
@@ -348,6 +349,28 @@ fn disabled_negentropy_answers_every_neg_message_with_strfrys_notice() {
             (0, &format!("> {}", neg_open("n1")), &notice),
             (0, &format!("> {}", json!(["NEG-MSG", "n1", "61"])), &notice),
             (0, &format!("> {}", json!(["NEG-CLOSE", "n1"])), &notice),
+            (0, &format!("> {}", req("a", 1)), "forward"),
+        ],
+    );
+}
+
+#[test]
+fn ignored_neg_open_gets_no_answer_even_with_negentropy_off() {
+    let limits = StrictLimits {
+        ignore_neg_open: true,
+        negentropy_enabled: false,
+        ..StrictLimits::default()
+    };
+    check(
+        limits,
+        &[
+            (0, &format!("> {}", neg_open("n1")), "ignore"),
+            (
+                0,
+                &format!("> {}", json!(["NEG-MSG", "n1", "61"])),
+                "ignore",
+            ),
+            (0, &format!("> {}", json!(["NEG-CLOSE", "n1"])), "ignore"),
             (0, &format!("> {}", req("a", 1)), "forward"),
         ],
     );
