@@ -41,14 +41,15 @@ pub use ingest::{HOOK_BATCH_WINDOW, IngestTotals};
 pub use metrics::SyncMetrics;
 pub use negentropy::{
     FallbackReason, HydrationOutcome, HydrationPass, MissingEventRecovery, NegentropyCounts,
-    NegentropyFallbacks, RecoveryAttempt, RecoveryConfig, RecoveryExpiry,
+    NegentropyFallbacks, Nip77Support, NoNip77, RecoveryAttempt, RecoveryConfig, RecoveryExpiry,
 };
-pub use status::{EngineStatus, NegentropyStatus, RelayStatus};
+pub use status::{EngineStatus, NegentropyStatus, RelayNip77Status, RelayStatus};
 pub use store::{
     GraspDatabase, GraspPolicy, GraspWritePolicy, LmdbStore, MemoryStore, PolicyConfig,
     PolicyDecision, StoreConfig, StoreFeed,
 };
 pub use transport::{
-    NEGENTROPY_DEADLINE, NegentropyDiff, NegentropyError, RelayConnection, RelayConnector,
-    RelayInbound, RelayInfo, RelaySession, SdkConnector,
+    NEGENTROPY_DEADLINE, NEGENTROPY_PROBE_DEADLINE, NegentropyDiff, NegentropyError, NipListing,
+    RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession, RoundLimits,
+    SdkConnector,
 };

@@ -33,6 +33,22 @@ pub struct NegentropyStatus {
     pub recovered_ids: u64,
     /// IDs given up after twelve attempts without progress.
     pub expired_ids: u64,
+    /// Per relay (by normalised URL), whether it speaks NIP-77 as far as the engine knows.
+    pub relays: BTreeMap<String, RelayNip77Status>,
+}
+
+/// What the engine knows about one relay's NIP-77 support.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RelayNip77Status {
+    /// `unknown` (the next round probes), `probing`, `supported` or `unsupported`.
+    pub support: String,
+    /// Why NIP-77 is not used: `nip11_not_listed` (its NIP-11 `supported_nips` leaves 77
+    /// out), `unsupported` (it answered a NEG-OPEN as an unknown verb) or `no_answer` (its
+    /// probe got no answer in time).
+    pub reason: Option<String>,
+    /// Seconds until new connections ask it again (an `unsupported` or `no_answer` verdict is
+    /// kept for a day, or until the next daily reconciliation).
+    pub reprobe_in_secs: Option<u64>,
 }
 
 impl EngineStatus {

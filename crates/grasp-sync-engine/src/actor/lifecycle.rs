@@ -1,5 +1,6 @@
-//! Connection lifecycle: dialing under health backoff, session setup with the NIP-11 budget,
-//! fresh start, disconnect handling, retirement of unreferenced relays, and per-relay deadlines.
+//! Connection lifecycle: dialing under health backoff, session setup with the NIP-11 budget and
+//! NIP-77 listing, fresh start, disconnect handling, retirement of unreferenced relays, and
+//! per-relay deadlines.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -12,8 +13,9 @@ use nostr::Timestamp;
 use super::Actor;
 use super::runtime::Session;
 use crate::dial::DialReport;
+use crate::negentropy::RoundStart;
 use crate::session::{Outbound, SessionKey, spawn_session};
-use crate::transport::{RelayConnection, RelayInfo};
+use crate::transport::{NipListing, RelayConnection, RelayInfo};
 
 /// Overlap subtracted from the last connection time for a quick reconnect's `since`.
 const RECONNECT_OVERLAP: Duration = Duration::from_secs(60);
@@ -229,6 +231,12 @@ impl Actor {
         };
         runtime.health.handle_connected(now);
         runtime.learned.new_session(now);
+        let nip77 = info.as_ref().map_or(NipListing::Unknown, |i| i.nip77);
+        runtime.nip77.handle_session_started(now, nip77);
+        if let RoundStart::Off(reason) = runtime.nip77.poll_round() {
+            tracing::info!(%relay, reason = reason.label(),
+                "NIP-77 not used this session; history by REQ+EOSE");
+        }
         if let Some(max_filters) = info
             .as_ref()
             .and_then(|i| i.max_filters)
@@ -444,6 +452,7 @@ impl Actor {
         tracing::info!(%relay, "daily reconciliation");
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.stats.daily_reconciliations += 1;
+            runtime.nip77.handle_daily_reconciliation();
         }
         self.fresh_start(relay);
     }

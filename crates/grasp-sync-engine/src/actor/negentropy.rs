@@ -6,7 +6,10 @@
 //! decision, so the NEG-OPEN is handed to the transport at the instant the gate counted. A
 //! failed, unsupported or stalled round, or a failed store read, falls back to grouped REQ+EOSE
 //! for that batch; a relay that advertises IDs it cannot serve gets the semantic fallback; what
-//! stays missing goes to the missing-event recovery index.
+//! stays missing goes to the missing-event recovery index. While a session does not know
+//! whether its relay speaks NIP-77, its first round is a probe with a short first-answer
+//! deadline and the rest wait for it; once the relay is known not to speak it (NIP-11, the
+//! probe, an "unsupported" answer), the queued rounds and every later batch go REQ+EOSE.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -23,9 +26,9 @@ use super::Actor;
 use super::runtime::{QueuedStart, Session};
 use crate::boundary::EventStore;
 use crate::error::StoreError;
-use crate::negentropy::{FallbackReason, HydrationOutcome, HydrationPass};
+use crate::negentropy::{FallbackReason, HydrationOutcome, HydrationPass, RoundStart};
 use crate::session::SessionKey;
-use crate::transport::{NEGENTROPY_DEADLINE, NegentropyError, RelaySession};
+use crate::transport::{NegentropyError, RelaySession, RoundLimits};
 
 /// Queued rounds per session whose "have" set is read ahead of their turn: the head of the
 /// queue and the one behind it. Enough that the head is ready when the gate next opens (rounds
@@ -93,8 +96,8 @@ enum NegPhase {
 }
 
 impl Actor {
-    /// Opens a batch reconciled by NIP-77, or `None` when NIP-77 is off for this session (the
-    /// caller then uses REQ+EOSE).
+    /// Opens a batch reconciled by NIP-77, or `None` when NIP-77 is off for this session or
+    /// the relay does not speak it (the caller then uses REQ+EOSE).
     pub(super) fn open_negentropy_batch(
         &mut self,
         relay: &RelayUrl,
@@ -102,11 +105,12 @@ impl Actor {
         filters: Vec<Filter>,
     ) -> Option<BatchId> {
         let allowed = self.fallbacks.nip77_enabled(relay)
-            && self
-                .runtimes
-                .get(relay)
-                .and_then(|r| r.session.as_ref())
-                .is_some_and(|s| s.reactive.nip77_allowed());
+            && self.runtimes.get(relay).is_some_and(|r| {
+                r.nip77.allows_rounds()
+                    && r.session
+                        .as_ref()
+                        .is_some_and(|s| s.reactive.nip77_allowed())
+            });
         if !allowed || filters.is_empty() {
             return None;
         }
@@ -161,7 +165,10 @@ impl Actor {
     /// still being read holds back the ones behind it (its report wakes the actor). The slot is
     /// taken before the gates are asked, so a gate never counts a start that then waits; when
     /// none is free the round waits for a running round's report, which frees its slot before
-    /// it is sent, and the level-triggered drive after every input tries again.
+    /// it is sent, and the level-triggered drive after every input tries again. While the
+    /// relay's NIP-77 support is unknown only one round runs, as the probe, and the others wait
+    /// for its report; once the relay is known not to speak NIP-77 every queued round falls
+    /// back.
     pub(super) fn drive_negentropy(&mut self, relay: &RelayUrl) {
         self.prepare_rounds(relay);
         let now = self.now();
@@ -178,11 +185,29 @@ impl Actor {
         {
             return;
         }
+        let nip77 = &mut runtime.nip77;
         let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
         else {
             return;
         };
         while let Some(front) = session.neg_queue.front() {
+            let limits = match nip77.poll_round() {
+                RoundStart::Normal => RoundLimits::NORMAL,
+                RoundStart::Probe => RoundLimits::PROBE,
+                RoundStart::AfterProbe => break, // the probe's report wakes the actor
+                RoundStart::Off(reason) => {
+                    let batches: BTreeSet<BatchId> =
+                        session.neg_queue.iter().map(|round| round.batch).collect();
+                    tracing::info!(%relay, reason = reason.label(), batches = batches.len(),
+                        "relay does not speak NIP-77; queued rounds fall back to REQ+EOSE");
+                    let relay = relay.clone();
+                    for batch in batches {
+                        self.fall_back_rounds(&relay, batch, reason.fallback_reason());
+                    }
+                    self.drive_queue(&relay);
+                    return;
+                }
+            };
             if !matches!(front.have, Preparation::Read(_)) {
                 break; // its read reports to the actor
             }
@@ -258,7 +283,12 @@ impl Actor {
                 }
             };
             self.fallbacks.handle_round_started();
-            tracing::debug!(%relay, batch = batch.0, "negentropy round starts");
+            if limits.probe {
+                nip77.handle_probe_started(subscription_id.clone());
+                tracing::debug!(%relay, batch = batch.0, "negentropy probe starts");
+            } else {
+                tracing::debug!(%relay, batch = batch.0, "negentropy round starts");
+            }
             // The reads for the rounds now at the head go first: a task spawned last runs
             // first on this worker, and a store that reads synchronously must not hold up
             // this round's NEG-OPEN.
@@ -268,6 +298,7 @@ impl Actor {
                 subscription_id.clone(),
                 filter,
                 have,
+                limits,
                 Arc::clone(&store),
                 session.handle.session(),
                 slot,
@@ -361,6 +392,11 @@ impl Actor {
         if session.handle.key != *key {
             return; // the session it belonged to is gone, and its permit with it
         }
+        // What the round says about the relay counts even when its batch was abandoned since
+        // (a fresh start): a probe's end is what the rounds queued behind it wait for.
+        runtime
+            .nip77
+            .handle_round_ended(now, subscription_id, &result);
         let Some((batch, permit)) = session.neg_in_flight.remove(subscription_id) else {
             return;
         };
@@ -821,25 +857,24 @@ async fn read_have_set(
         .await;
 }
 
-/// One dry-run round over a "have" set read beforehand: the NEG-OPEN goes out at once, then
-/// the diff, and the IDs neither stored nor rejected (an event stored since the read is
-/// dropped here). Holds one of the global history slots, taken by the actor at its pacing
-/// decision, and frees it before reporting.
+/// One dry-run round over a "have" set read beforehand, under `limits`: the NEG-OPEN goes out
+/// at once, then the diff, and the IDs neither stored nor rejected (an event stored since the
+/// read is dropped here). Holds one of the global history slots, taken by the actor at its
+/// pacing decision, and frees it before reporting.
 #[allow(clippy::too_many_arguments)]
 async fn run_round(
     key: SessionKey,
     subscription_id: SubscriptionId,
     filter: Filter,
     have: HaveSet,
+    limits: RoundLimits,
     store: Arc<dyn EventStore>,
     session: Arc<dyn RelaySession>,
     slot: OwnedSemaphorePermit,
     jobs: tokio::sync::mpsc::Sender<JobReport>,
 ) {
     let result = async {
-        let diff = session
-            .negentropy_diff(filter, have, NEGENTROPY_DEADLINE)
-            .await?;
+        let diff = session.negentropy_diff(filter, have, limits).await?;
         let mut unknown = Vec::with_capacity(diff.missing.len());
         for id in diff.missing {
             if !store.contains(&id).await.unwrap_or(false) {

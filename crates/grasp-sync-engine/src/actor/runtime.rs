@@ -40,6 +40,9 @@ pub(super) struct RelayRuntime {
     pub(super) descendants: super::descendants::DescendantCoverage,
     /// The negentropy side of pending batches reconciled by NIP-77.
     pub(super) neg_batches: BTreeMap<BatchId, super::negentropy::NegBatch>,
+    /// Whether the relay speaks NIP-77: this session's knowledge and a verdict kept across
+    /// sessions.
+    pub(super) nip77: crate::negentropy::Nip77Support,
     /// Coverage this relay refused by policy, paused on its own; kept across sessions.
     pub(super) refused: crate::refused::RefusedCoverage,
     /// Core live groups passed the consolidation margin: once no batch is pending, compare
@@ -256,6 +259,7 @@ impl RelayRuntime {
             learned_slots: None,
             descendants: super::descendants::DescendantCoverage::default(),
             neg_batches: BTreeMap::new(),
+            nip77: crate::negentropy::Nip77Support::new(),
             refused: crate::refused::RefusedCoverage::default(),
             consolidation_queued: false,
             catch_up: super::catch_up::CatchUp::default(),

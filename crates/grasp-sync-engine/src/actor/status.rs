@@ -1,12 +1,14 @@
 //! The actor's status snapshot and periodic metrics.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use grasp_sync_ledger::PermitClass;
 use grasp_sync_model::ConnectionStatus;
 
 use super::Actor;
-use crate::status::{EngineStatus, RelayStatus};
+use crate::negentropy::Nip77State;
+use crate::status::{EngineStatus, RelayNip77Status, RelayStatus};
 
 impl Actor {
     /// A snapshot of every relay.
@@ -162,6 +164,7 @@ fn connection_name(status: ConnectionStatus) -> &'static str {
 impl Actor {
     /// NIP-77 activity since start.
     fn negentropy_status(&self) -> crate::status::NegentropyStatus {
+        let now = self.now();
         let counts = self.fallbacks.counts(&self.recovery);
         crate::status::NegentropyStatus {
             rounds_started: counts.rounds_started,
@@ -179,6 +182,26 @@ impl Actor {
             recovery_pending_ids: counts.recovery_pending_ids,
             recovered_ids: counts.recovered_ids,
             expired_ids: counts.expired_ids,
+            relays: self
+                .runtimes
+                .iter()
+                .map(|(url, runtime)| (url.to_string(), nip77_status(runtime.nip77.state(), now)))
+                .collect(),
         }
+    }
+}
+
+/// One relay's NIP-77 knowledge as the status shows it.
+fn nip77_status(state: Nip77State, now: Instant) -> RelayNip77Status {
+    let (support, reason, until) = match state {
+        Nip77State::Unknown => ("unknown", None, None),
+        Nip77State::Probing => ("probing", None, None),
+        Nip77State::Supported => ("supported", None, None),
+        Nip77State::Unsupported { reason, until } => ("unsupported", Some(reason), until),
+    };
+    RelayNip77Status {
+        support: support.to_owned(),
+        reason: reason.map(|r| r.label().to_owned()),
+        reprobe_in_secs: until.map(|at| at.saturating_duration_since(now).as_secs()),
     }
 }

@@ -20,7 +20,7 @@ use crate::transport::NegentropyError;
 pub enum FallbackReason {
     /// The relay does not speak NIP-77.
     Unsupported,
-    /// The round missed its deadline.
+    /// The round missed its deadline, or the relay never answered its NEG-OPEN.
     Timeout,
     /// The exchange broke.
     Protocol,
@@ -45,7 +45,7 @@ impl FallbackReason {
     pub fn from_error(error: &NegentropyError) -> Option<FallbackReason> {
         Some(match error {
             NegentropyError::Unsupported => FallbackReason::Unsupported,
-            NegentropyError::Timeout => FallbackReason::Timeout,
+            NegentropyError::Timeout | NegentropyError::NoAnswer => FallbackReason::Timeout,
             NegentropyError::RateLimited(_) => FallbackReason::RateLimited,
             NegentropyError::Refused(_) => FallbackReason::Refused,
             NegentropyError::Protocol(_) => FallbackReason::Protocol,

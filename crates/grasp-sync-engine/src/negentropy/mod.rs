@@ -1,7 +1,8 @@
 //! The NIP-77 building blocks around a dry-run diff, as plain state machines with time passed
 //! in: the hydration decision after an exact-ID pass ([`HydrationPass`]), bounded background
-//! recovery of IDs a relay advertised but did not deliver ([`MissingEventRecovery`]), and
-//! per-relay fallback bookkeeping ([`NegentropyFallbacks`]).
+//! recovery of IDs a relay advertised but did not deliver ([`MissingEventRecovery`]),
+//! per-relay fallback bookkeeping ([`NegentropyFallbacks`]), and whether a relay speaks NIP-77
+//! at all, from its NIP-11 document and one short probe per session ([`Nip77Support`]).
 //!
 //! Nothing here does I/O: the engine runs the diff through
 //! [`RelaySession::negentropy_diff`](crate::RelaySession::negentropy_diff), sends the exact-ID
@@ -10,6 +11,7 @@
 mod fallback;
 mod hydration;
 mod recovery;
+mod support;
 
 pub use fallback::{FallbackReason, NegentropyCounts, NegentropyFallbacks};
 pub use hydration::{
@@ -17,3 +19,4 @@ pub use hydration::{
     SEMANTIC_FALLBACK_MIN_ADVERTISED,
 };
 pub use recovery::{MissingEventRecovery, RecoveryAttempt, RecoveryConfig, RecoveryExpiry};
+pub use support::{NIP77_VERDICT_TTL, Nip77State, Nip77Support, NoNip77, RoundStart};

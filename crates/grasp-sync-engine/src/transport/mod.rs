@@ -20,9 +20,10 @@ use nostr::{Event, EventId, Filter, SubscriptionId, Timestamp};
 use tokio::sync::mpsc;
 
 pub use self::negentropy::{
-    NEGENTROPY_DEADLINE, NegentropyDiff, NegentropyError, classify_refusal,
+    NEGENTROPY_DEADLINE, NEGENTROPY_PROBE_DEADLINE, NegentropyDiff, NegentropyError, RoundLimits,
+    classify_refusal,
 };
-pub use self::nip11::{RelayInfo, fetch_relay_info};
+pub use self::nip11::{NipListing, RelayInfo, fetch_relay_info};
 pub use self::sdk::SdkConnector;
 use crate::error::TransportError;
 
@@ -122,15 +123,17 @@ pub trait RelaySession: Send + Sync + 'static {
     /// Runs one NIP-77 reconciliation of `filter` against `have` (the IDs we hold or do not
     /// want, with their `created_at`) as a dry run: it returns the IDs the relay holds that
     /// `have` lacks, and never fetches or publishes an event. The whole round, however
-    /// talkative the relay, ends by `deadline` ([`NEGENTROPY_DEADLINE`] is the usual one).
-    /// Rounds on one session may run concurrently, but open one at a time (until the relay's
-    /// first answer); that wait counts against the deadline. A round that ends early tells the
-    /// relay to free it (NEG-CLOSE).
+    /// talkative the relay, ends by `limits.deadline`, and with
+    /// [`NegentropyError::NoAnswer`] when the relay has not answered the NEG-OPEN within
+    /// `limits.first_answer` ([`RoundLimits::NORMAL`] and [`RoundLimits::PROBE`] are the
+    /// usual limits). Rounds on one session may run concurrently, but open one at a time
+    /// (until the relay's first answer); that wait counts against the deadline. A round that
+    /// ends early tells the relay to free it (NEG-CLOSE).
     async fn negentropy_diff(
         &self,
         filter: Filter,
         have: Vec<(EventId, Timestamp)>,
-        deadline: Duration,
+        limits: RoundLimits,
     ) -> Result<NegentropyDiff, NegentropyError>;
 
     /// Ends the session. Inbound ends with [`RelayInbound::Disconnected`].

@@ -1,5 +1,5 @@
-//! The NIP-77 dry-run diff's result and error types, and how relay texts and client-library
-//! errors map onto them.
+//! The NIP-77 dry-run diff's result, error and limit types, and the one place where relay
+//! texts and client-library errors are read as answers to a NEG-OPEN.
 //!
 //! A diff only says which IDs differ: it never downloads an event. Hydration of the missing IDs
 //! is the engine's job, through exact-ID REQs admitted by its ledger.
@@ -12,6 +12,54 @@ use thiserror::Error;
 
 /// The total wall-clock deadline of one dry-run diff, however active the relay keeps it.
 pub const NEGENTROPY_DEADLINE: Duration = Duration::from_secs(15);
+
+/// How long a session's probe round waits for the relay's first answer to its NEG-OPEN, while
+/// the session does not know whether the relay speaks NIP-77. A relay that speaks it answers
+/// within milliseconds; one that ignores the verb would otherwise cost a whole
+/// [`NEGENTROPY_DEADLINE`].
+pub const NEGENTROPY_PROBE_DEADLINE: Duration = Duration::from_secs(3);
+
+/// How long one round may take, and whether it is its session's probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoundLimits {
+    /// The relay must answer the NEG-OPEN (NEG-MSG, NEG-ERR or CLOSED) within this, counted
+    /// from when the NEG-OPEN goes out; otherwise the round ends with
+    /// [`NegentropyError::NoAnswer`].
+    pub first_answer: Duration,
+    /// The whole round, the wait for its turn to open included, ends by then.
+    pub deadline: Duration,
+    /// The session does not know yet whether the relay speaks NIP-77. A NOTICE cannot name the
+    /// round it answers; during a probe, one saying that some message is unsupported or could
+    /// not be parsed ends the round as [`NegentropyError::Unsupported`] even when it does not
+    /// name negentropy (see [`notice_ends_round`]).
+    pub probe: bool,
+}
+
+impl RoundLimits {
+    /// A round on a relay known to speak NIP-77: [`NEGENTROPY_DEADLINE`] for everything.
+    pub const NORMAL: RoundLimits = RoundLimits {
+        first_answer: NEGENTROPY_DEADLINE,
+        deadline: NEGENTROPY_DEADLINE,
+        probe: false,
+    };
+
+    /// A session's probe: [`NEGENTROPY_PROBE_DEADLINE`] for the first answer, then the normal
+    /// deadline for the whole round.
+    pub const PROBE: RoundLimits = RoundLimits {
+        first_answer: NEGENTROPY_PROBE_DEADLINE,
+        deadline: NEGENTROPY_DEADLINE,
+        probe: true,
+    };
+
+    /// A round that is not a probe and ends by `deadline`, whatever the relay does.
+    pub fn within(deadline: Duration) -> Self {
+        Self {
+            first_answer: deadline,
+            deadline,
+            probe: false,
+        }
+    }
+}
 
 /// The outcome of one dry-run negentropy reconciliation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,11 +74,16 @@ pub struct NegentropyDiff {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum NegentropyError {
-    /// The relay does not speak NIP-77 (NOTICE "unknown cmd", NEG-ERR "unsupported", or the
-    /// client library's own detection).
+    /// The relay does not speak NIP-77: it said the verb is unknown, unsupported or turned off
+    /// (see [`classify_refusal`] and [`notice_ends_round`]), or the client library detected it.
     #[error("negentropy unsupported by relay")]
     Unsupported,
-    /// The round did not finish before its deadline (including a relay that never answers).
+    /// The NEG-OPEN went out and the relay did not answer it within the round's first-answer
+    /// deadline ([`RoundLimits::first_answer`]).
+    #[error("relay did not answer the negentropy open")]
+    NoAnswer,
+    /// The round did not finish before its deadline although the relay answered its NEG-OPEN
+    /// (a stalled exchange), or it never got its turn to open.
     #[error("negentropy round timed out")]
     Timeout,
     /// The relay refused because of its query rate.
@@ -47,13 +100,14 @@ pub enum NegentropyError {
     NotConnected,
 }
 
-/// Maps a relay's NEG-ERR or NOTICE text onto an error, if it refuses negentropy at all.
+/// Maps a relay's NEG-ERR text, or a CLOSED for the round's own subscription, onto an error.
 ///
-/// Texts that say the command is unknown or unsupported are [`NegentropyError::Unsupported`];
+/// It answers the round itself, so any text saying a verb is unknown, unsupported, turned off
+/// or could not be parsed is [`NegentropyError::Unsupported`] (unless it names another verb);
 /// query-rate refusals are [`NegentropyError::RateLimited`]; anything else is
 /// [`NegentropyError::Refused`].
 pub fn classify_refusal(text: &str) -> NegentropyError {
-    if says_unsupported(text) {
+    if reads_unsupported(text) != Unsupported::No {
         return NegentropyError::Unsupported;
     }
     match classify(text).category {
@@ -62,20 +116,20 @@ pub fn classify_refusal(text: &str) -> NegentropyError {
     }
 }
 
-/// What a NOTICE that arrives during a round means for that round, if anything.
+/// What a NOTICE that arrives during a round means for that round, if anything; `probe` when
+/// the round is its session's probe ([`RoundLimits::probe`]).
 ///
-/// A NOTICE is not tied to a subscription, so only two kinds end a round: one saying the relay
-/// does not know the NIP-77 verbs (it must name an unknown command or negentropy itself), and a
-/// query-rate refusal (after which NIP-77 is off for the session anyway). Every other NOTICE is
-/// left to the engine's own handling.
-pub(crate) fn notice_ends_round(text: &str) -> Option<NegentropyError> {
-    let lower = text.to_ascii_lowercase();
-    let names_negentropy = lower.contains("negentropy") || lower.contains("neg-");
-    if lower.contains("unknown cmd")
-        || lower.contains("unknown command")
-        || (names_negentropy && says_unsupported(&lower))
-    {
-        return Some(NegentropyError::Unsupported);
+/// A NOTICE is not tied to a subscription, so outside a probe only two kinds end a round: one
+/// saying the relay does not know the NIP-77 verbs in words that can only be about them (it
+/// names negentropy or an unknown command), and a query-rate refusal (after which NIP-77 is
+/// off for the session anyway). During a probe the NEG-OPEN is the only unusual message on the
+/// wire, so a NOTICE saying some message is unsupported or could not be parsed ends the round
+/// too, unless it names another verb. Every other NOTICE is left to the engine's own handling.
+pub(crate) fn notice_ends_round(text: &str, probe: bool) -> Option<NegentropyError> {
+    match reads_unsupported(text) {
+        Unsupported::NamesNegentropy => return Some(NegentropyError::Unsupported),
+        Unsupported::Unnamed if probe => return Some(NegentropyError::Unsupported),
+        Unsupported::Unnamed | Unsupported::No => {}
     }
     match classify(text).category {
         RefusalCategory::RateLimited => Some(NegentropyError::RateLimited(text.to_owned())),
@@ -83,14 +137,79 @@ pub(crate) fn notice_ends_round(text: &str) -> Option<NegentropyError> {
     }
 }
 
-/// Whether a relay text says the negentropy verbs are not understood.
-fn says_unsupported(text: &str) -> bool {
-    let lower = text.to_ascii_lowercase();
-    lower.contains("unknown cmd")
-        || lower.contains("unknown command")
-        || lower.contains("unsupported")
-        || lower.contains("not supported")
-        // A relay that expects the older four-element NEG-OPEN.
-        || lower.contains("query missing elements")
-        || (lower.contains("negentropy") && lower.contains("disabled"))
+/// Whether a relay text says a verb is not understood, and whether it says it of NIP-77.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unsupported {
+    /// It says the NIP-77 verbs are unknown, unsupported or turned off.
+    NamesNegentropy,
+    /// It says some message is unsupported or could not be parsed, without naming which.
+    Unnamed,
+    /// Neither.
+    No,
 }
+
+/// Texts that say an unknown verb, in words only such an answer uses, whatever else they name.
+const UNKNOWN_VERB: [&str; 3] = [
+    // strfry before NIP-77, and nostr-sdk's own test for it: "ERROR: bad msg: unknown cmd".
+    "unknown cmd",
+    // strfry, a `NEG-` verb it does not know: "ERROR: negentropy error: unknown command".
+    "unknown command",
+    // strfry, expecting the older four-element NEG-OPEN:
+    // "ERROR: negentropy error: negentropy query missing elements".
+    "query missing elements",
+];
+
+/// Texts that say some message is unsupported or could not be parsed, without naming it.
+const UNPARSED_MESSAGE: [&str; 8] = [
+    // rnostr, any verb it does not know: "Unsupported message".
+    "unsupported",
+    "not supported",
+    // nostr-rs-relay, any message that is not EVENT, REQ or CLOSE: "could not parse command".
+    "could not parse command",
+    // nostream, a verb outside its message schema:
+    // "Invalid message: \"value\" does not match any of the allowed types".
+    "invalid message",
+    "does not match any of the allowed types",
+    // khatru with NIP-77 off: "failed to parse envelope: unknown envelope label".
+    "unknown envelope label",
+    "failed to parse envelope",
+    // Relays that name the message kind they do not know.
+    "unknown message type",
+];
+
+/// The verbs other than NIP-77's a client sends; a text naming one is about that verb.
+const OTHER_VERBS: [&str; 5] = ["EVENT", "REQ", "CLOSE", "COUNT", "AUTH"];
+
+/// How a relay text reads as an answer to a NEG-OPEN.
+fn reads_unsupported(text: &str) -> Unsupported {
+    let lower = text.to_ascii_lowercase();
+    if UNKNOWN_VERB.iter().any(|t| lower.contains(t)) {
+        return Unsupported::NamesNegentropy;
+    }
+    // strfry with NIP-77 off: "ERROR: bad msg: negentropy disabled".
+    let names_negentropy = lower.contains("negentropy") || lower.contains("neg-");
+    if names_negentropy && lower.contains("disabled") {
+        return Unsupported::NamesNegentropy;
+    }
+    // nostr-sdk's reading of strfry's error frame: "bad msg" together with a `NEG-` verb.
+    if names_negentropy && lower.contains("bad msg") {
+        return Unsupported::NamesNegentropy;
+    }
+    if !UNPARSED_MESSAGE.iter().any(|t| lower.contains(t)) {
+        return Unsupported::No;
+    }
+    if names_negentropy {
+        return Unsupported::NamesNegentropy;
+    }
+    let names_other_verb = text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .any(|word| OTHER_VERBS.contains(&word));
+    if names_other_verb {
+        Unsupported::No
+    } else {
+        Unsupported::Unnamed
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -36,7 +36,36 @@ pub struct RelayInfo {
     /// `limitation.max_message_length`.
     pub max_message_length: Option<u32>,
     /// Whether `supported_nips` lists 77 (negentropy).
-    pub supports_negentropy: bool,
+    pub nip77: NipListing,
+}
+
+/// What a NIP-11 document says about one NIP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NipListing {
+    /// `supported_nips` lists it.
+    Listed,
+    /// `supported_nips` is an array without it.
+    NotListed,
+    /// No document, no `supported_nips`, or not an array: the relay said nothing.
+    #[default]
+    Unknown,
+}
+
+impl NipListing {
+    /// What `supported_nips` says about `nip`: numbers and numeric strings both count.
+    fn of(supported_nips: Option<&Value>, nip: u64) -> Self {
+        let Some(nips) = supported_nips.and_then(Value::as_array) else {
+            return NipListing::Unknown;
+        };
+        let listed = nips.iter().any(|n| {
+            n.as_u64() == Some(nip) || n.as_str().and_then(|s| s.trim().parse().ok()) == Some(nip)
+        });
+        if listed {
+            NipListing::Listed
+        } else {
+            NipListing::NotListed
+        }
+    }
 }
 
 impl RelayInfo {
@@ -52,17 +81,13 @@ impl RelayInfo {
                 .filter(|v| *v > 0 && *v <= MAX_BELIEVED_LIMIT)
                 .and_then(|v| u32::try_from(v).ok())
         };
-        let supports_negentropy = doc
-            .get("supported_nips")
-            .and_then(Value::as_array)
-            .is_some_and(|nips| nips.iter().any(|n| n.as_u64() == Some(77)));
         Ok(Self {
             max_subscriptions: limit("max_subscriptions"),
             max_filters: limit("max_filters"),
             max_limit: limit("max_limit"),
             default_limit: limit("default_limit"),
             max_message_length: limit("max_message_length"),
-            supports_negentropy,
+            nip77: NipListing::of(doc.get("supported_nips"), 77),
         })
     }
 }
@@ -163,3 +188,6 @@ fn tls_connector() -> Result<tokio_rustls::TlsConnector, TransportError> {
         .with_no_client_auth();
     Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
 }
+
+#[cfg(test)]
+mod tests;

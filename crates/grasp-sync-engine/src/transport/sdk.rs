@@ -20,7 +20,7 @@ use nostr_sdk::pool::{RelayNotification, RelayOptions, RelayPool, RelayStatus};
 use tokio::sync::{broadcast, mpsc};
 
 use self::round::NegRounds;
-use super::negentropy::{NegentropyDiff, NegentropyError};
+use super::negentropy::{NegentropyDiff, NegentropyError, RoundLimits};
 use super::{
     RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession, fetch_relay_info,
 };
@@ -171,9 +171,9 @@ impl RelaySession for SdkSession {
         &self,
         filter: Filter,
         have: Vec<(EventId, Timestamp)>,
-        deadline: Duration,
+        limits: RoundLimits,
     ) -> Result<NegentropyDiff, NegentropyError> {
-        self.rounds.run(&self.relay, filter, have, deadline).await
+        self.rounds.run(&self.relay, filter, have, limits).await
     }
 
     async fn disconnect(&self) {

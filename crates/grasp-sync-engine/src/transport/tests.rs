@@ -17,9 +17,8 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::{
     NegentropyDiff, NegentropyError, RelayConnection, RelayConnector, RelayInbound, RelaySession,
-    SdkConnector, classify_refusal,
+    RoundLimits, SdkConnector,
 };
-use crate::transport::negentropy::notice_ends_round;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -83,7 +82,7 @@ async fn diff_returns_exactly_the_ids_the_relay_holds_and_have_lacks() {
     let filter = Filter::new().kind(Kind::TextNote).author(keys.public_key());
     let diff = connection
         .session
-        .negentropy_diff(filter, have, Duration::from_secs(15))
+        .negentropy_diff(filter, have, RoundLimits::within(Duration::from_secs(15)))
         .await
         .expect("diff");
 
@@ -111,7 +110,11 @@ async fn diff_is_a_dry_run_that_downloads_nothing() {
 
     let filter = Filter::new().kind(Kind::TextNote).author(keys.public_key());
     let diff = session
-        .negentropy_diff(filter, have_of(&events[..100]), Duration::from_secs(15))
+        .negentropy_diff(
+            filter,
+            have_of(&events[..100]),
+            RoundLimits::within(Duration::from_secs(15)),
+        )
         .await
         .expect("diff");
     assert_eq!(diff.missing.len(), 200);
@@ -149,7 +152,7 @@ async fn concurrent_rounds_on_one_session_each_get_their_own_diff() {
     relay.seed(issues.clone()).await.expect("seed");
     let connection = connect(&relay.url()).await;
     let session = &connection.session;
-    let deadline = Duration::from_secs(15);
+    let deadline = RoundLimits::within(Duration::from_secs(15));
 
     let (first, second, third) = tokio::join!(
         session.negentropy_diff(
@@ -312,16 +315,19 @@ fn neg_open_subscription(text: &str) -> Option<String> {
 /// Runs one diff against a scripted relay with `deadline`, checks the error, and returns the
 /// relay for further checks.
 async fn check(script: Script, deadline: Duration, expected: NegentropyError) -> ScriptedRelay {
-    check_keeping_session(script, deadline, expected).await.0
+    check_keeping_session(script, RoundLimits::within(deadline), expected)
+        .await
+        .0
 }
 
 /// Like [`check`], but hands back the session too, so a test can keep it open (dropping it
-/// disconnects, which could cut off a NEG-CLOSE that was queued but not yet written).
+/// disconnects, which could cut off a NEG-CLOSE that was queued but not yet written), and
+/// takes the round's limits. Returns the round's duration too.
 async fn check_keeping_session(
     script: Script,
-    deadline: Duration,
+    limits: RoundLimits,
     expected: NegentropyError,
-) -> (ScriptedRelay, super::RelayConnection) {
+) -> (ScriptedRelay, super::RelayConnection, Duration) {
     let relay = ScriptedRelay::start(script).await;
     let connection = connect(&relay.url).await;
     let keys = keys();
@@ -329,24 +335,64 @@ async fn check_keeping_session(
     let started = tokio::time::Instant::now();
     let result = connection
         .session
-        .negentropy_diff(Filter::new().kind(Kind::TextNote), have, deadline)
+        .negentropy_diff(Filter::new().kind(Kind::TextNote), have, limits)
         .await;
     let elapsed = started.elapsed();
     assert_eq!(result, Err(expected));
     // Whatever the relay does, the round ends by its deadline (with scheduling slack).
     assert!(
-        elapsed < deadline + Duration::from_secs(2),
+        elapsed < limits.deadline + Duration::from_secs(2),
         "round took {elapsed:?}"
     );
-    (relay, connection)
+    (relay, connection, elapsed)
+}
+
+/// A probe's limits with a long deadline, so only the first-answer deadline can end it early.
+fn probe(first_answer: Duration) -> RoundLimits {
+    RoundLimits {
+        first_answer,
+        deadline: Duration::from_secs(30),
+        probe: true,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn relay_that_never_answers_times_out_by_the_deadline() {
+async fn relay_that_never_answers_ends_the_round_unanswered_by_the_deadline() {
     check(
         Script::Silent,
         Duration::from_millis(500),
-        NegentropyError::Timeout,
+        NegentropyError::NoAnswer,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_probe_ends_at_its_first_answer_deadline() {
+    let (relay, _session, elapsed) = check_keeping_session(
+        Script::Silent,
+        probe(Duration::from_millis(500)),
+        NegentropyError::NoAnswer,
+    )
+    .await;
+    assert!(elapsed < Duration::from_secs(5), "probe took {elapsed:?}");
+    assert_eq!(relay.frames_with_verb("NEG-OPEN").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_that_names_no_verb_ends_a_probe_as_unsupported() {
+    // nostr-rs-relay's answer to any verb it does not know.
+    let (_relay, _session, elapsed) = check_keeping_session(
+        Script::Reply(r#"["NOTICE","could not parse command"]"#),
+        probe(Duration::from_secs(20)),
+        NegentropyError::Unsupported,
+    )
+    .await;
+    assert!(elapsed < Duration::from_secs(10), "probe took {elapsed:?}");
+    // Outside a probe the same NOTICE could be about anything: the round waits for its answer.
+    check(
+        Script::Reply(r#"["NOTICE","could not parse command"]"#),
+        Duration::from_millis(500),
+        NegentropyError::NoAnswer,
     )
     .await;
 }
@@ -355,11 +401,11 @@ async fn relay_that_never_answers_times_out_by_the_deadline() {
 async fn relay_that_stalls_mid_exchange_times_out_by_the_deadline() {
     // A valid first answer: one range up to infinity with a fingerprint that cannot match, so
     // the client answers and then waits for a reply that never comes.
-    let (relay, _session) = check_keeping_session(
+    let (relay, _session, _) = check_keeping_session(
         Script::Reply(r#"["NEG-MSG","{sub}","61000001ffffffffffffffffffffffffffffffff"]"#),
         // Long enough that a loaded machine still reads the relay's answer (and learns the
         // round's ID) before the deadline, which is what makes NEG-CLOSE possible.
-        Duration::from_secs(3),
+        RoundLimits::within(Duration::from_secs(3)),
         NegentropyError::Timeout,
     )
     .await;
@@ -407,10 +453,10 @@ async fn closed_for_an_open_engine_subscription_does_not_end_a_round() {
         .negentropy_diff(
             Filter::new().kind(Kind::TextNote),
             Vec::new(),
-            Duration::from_millis(500),
+            RoundLimits::within(Duration::from_millis(500)),
         )
         .await;
-    assert_eq!(result, Err(NegentropyError::Timeout));
+    assert_eq!(result, Err(NegentropyError::NoAnswer));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -482,7 +528,7 @@ async fn undecodable_answer_is_a_protocol_failure() {
         .negentropy_diff(
             Filter::new().kind(Kind::TextNote),
             Vec::new(),
-            Duration::from_secs(5),
+            RoundLimits::within(Duration::from_secs(5)),
         )
         .await;
     assert!(
@@ -501,7 +547,7 @@ async fn diff_on_a_disconnected_session_is_not_connected() {
         .negentropy_diff(
             Filter::new().kind(Kind::TextNote),
             Vec::new(),
-            Duration::from_secs(5),
+            RoundLimits::within(Duration::from_secs(5)),
         )
         .await;
     assert_eq!(result, Err(NegentropyError::NotConnected));
@@ -515,52 +561,4 @@ async fn connection_lost_mid_round_is_not_connected() {
         NegentropyError::NotConnected,
     )
     .await;
-}
-
-fn check_refusal(text: &str, expected: NegentropyError) {
-    assert_eq!(classify_refusal(text), expected, "{text}");
-}
-
-#[test]
-fn refusal_texts_map_to_their_errors() {
-    check_refusal("ERROR: bad msg: unknown cmd", NegentropyError::Unsupported);
-    check_refusal("negentropy disabled", NegentropyError::Unsupported);
-    check_refusal(
-        "rate-limited: too many queries",
-        NegentropyError::RateLimited("rate-limited: too many queries".to_owned()),
-    );
-    // A subscription-count limit behind a rate-limited prefix is not a query-rate refusal.
-    check_refusal(
-        "rate-limited: too many REQs",
-        NegentropyError::Refused("rate-limited: too many REQs".to_owned()),
-    );
-    check_refusal(
-        "too many concurrent NEG requests",
-        NegentropyError::Refused("too many concurrent NEG requests".to_owned()),
-    );
-    check_refusal("", NegentropyError::Refused(String::new()));
-}
-
-fn check_notice(text: &str, expected: Option<NegentropyError>) {
-    assert_eq!(notice_ends_round(text), expected, "{text}");
-}
-
-#[test]
-fn only_notices_about_negentropy_or_query_rate_end_a_round() {
-    check_notice("unknown cmd", Some(NegentropyError::Unsupported));
-    check_notice(
-        "ERROR: negentropy error: negentropy query missing elements",
-        Some(NegentropyError::Unsupported),
-    );
-    check_notice("NEG-OPEN not supported", Some(NegentropyError::Unsupported));
-    check_notice(
-        "rate-limited: too many queries",
-        Some(NegentropyError::RateLimited(
-            "rate-limited: too many queries".to_owned(),
-        )),
-    );
-    // Not about negentropy, or not a query-rate refusal: left to the engine.
-    check_notice("COUNT not supported", None);
-    check_notice("rate-limited: too many REQs", None);
-    check_notice("blocked: spam", None);
 }

@@ -251,7 +251,7 @@ impl RelaySession for MemorySession {
         &self,
         filter: Filter,
         have: Vec<(nostr::EventId, nostr::Timestamp)>,
-        _deadline: Duration,
+        _limits: grasp_sync_engine::transport::RoundLimits,
     ) -> Result<NegentropyDiff, NegentropyError> {
         if !self.is_connected() {
             return Err(NegentropyError::NotConnected);

@@ -1,13 +1,16 @@
 //! NIP-77 historic sync against real relays: only the difference crosses the wire, the
 //! fallbacks when a relay cannot serve what it advertises, rejected IDs never fetched twice,
-//! and the store's "have" sets read before a round's pacing decision.
+//! the store's "have" sets read before a round's pacing decision, and what a relay without
+//! NIP-77 costs (nothing when its NIP-11 says so, one short probe when it ignores NEG-OPEN).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use grasp_sync_engine::{
-    EngineParts, EventStore, SdkConnector, StoreError, SyncEngine, negentropy::RecoveryConfig,
+    EngineParts, EventStore, NEGENTROPY_DEADLINE, SdkConnector, StoreError, SyncEngine,
+    negentropy::RecoveryConfig,
 };
+use grasp_sync_health::HealthConfig;
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{ThreadTag, reply};
 use grasp_sync_testkit::{
@@ -425,4 +428,165 @@ async fn a_failed_have_set_read_falls_back_to_req_eose() {
                 .any(|s| !s.subscription_id.starts_with("gs-live-"))
         );
     }
+}
+
+/// A bootstrap relay with an announcement listing `home`, whose thread `home` holds.
+async fn repo_on(bootstrap: &TestRelay, home: &TestRelay, identifier: &str) -> Vec<Event> {
+    let fixture = RepoFixture::new(identifier);
+    let announcement = fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
+    bootstrap
+        .seed([announcement])
+        .await
+        .expect("seed bootstrap");
+    let thread = fixture.thread(1_700_000_100);
+    home.seed(thread.iter().cloned()).await.expect("seed home");
+    thread
+}
+
+/// The status of `relay`'s NIP-77 support as the engine reports it.
+async fn nip77_of(
+    engine: &grasp_sync_engine::EngineHandle,
+    relay: &TestRelay,
+) -> grasp_sync_engine::RelayNip77Status {
+    let key = RelayUrl::parse(&relay.url()).expect("url").to_string();
+    let status = engine.status().await.expect("status");
+    status
+        .negentropy
+        .relays
+        .get(&key)
+        .cloned()
+        .unwrap_or_else(|| panic!("no NIP-77 status for {key}: {status:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_whose_nip11_leaves_out_nip77_gets_no_neg_open() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    // It would answer NIP-77; its document says it does not.
+    let home = TestRelay::start(TestRelayConfig {
+        advertise_negentropy: false,
+        ..counted(true, None)
+    })
+    .await
+    .expect("home");
+    let thread = repo_on(&bootstrap, &home, "unlisted").await;
+    let store = TestStore::open().await;
+    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    wait_for_store(&store, &engine, &ids(&thread), Duration::from_secs(60)).await;
+    let nip77 = nip77_of(&engine, &home).await;
+    engine.shutdown().await;
+
+    let stats = home.strict_stats();
+    let starts: Vec<_> = stats
+        .starts
+        .iter()
+        .map(|s| (s.kind, s.subscription_id.as_str()))
+        .collect();
+    assert_eq!(stats.neg_opens(), 0, "{starts:?}");
+    assert!(
+        stats
+            .req_starts()
+            .any(|s| !s.subscription_id.starts_with("gs-live-")),
+        "history did not come by REQ+EOSE"
+    );
+    assert_eq!(nip77.support, "unsupported", "{nip77:?}");
+    assert_eq!(
+        nip77.reason.as_deref(),
+        Some("nip11_not_listed"),
+        "{nip77:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_that_ignores_neg_open_costs_one_short_probe_and_is_remembered() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    // NIP-11 lists NIP-77, but every NEG-OPEN goes unanswered.
+    let mut home = TestRelay::start(TestRelayConfig::strict(StrictLimits {
+        ignore_neg_open: true,
+        ..StrictLimits::default()
+    }))
+    .await
+    .expect("home");
+    let thread = repo_on(&bootstrap, &home, "ignored").await;
+    let store = TestStore::open().await;
+    let mut config = test_config(&[bootstrap.url()]);
+    config.health = HealthConfig {
+        connect_backoff_base: Duration::from_millis(200),
+        stability_period: Duration::from_secs(1),
+        ..HealthConfig::default()
+    };
+    let engine = start_engine(&store, config).await;
+    wait_for_store(&store, &engine, &ids(&thread), Duration::from_secs(60)).await;
+    let synced_at = tokio::time::Instant::now();
+    let nip77 = nip77_of(&engine, &home).await;
+    assert_eq!(nip77.support, "unsupported", "{nip77:?}");
+    assert_eq!(nip77.reason.as_deref(), Some("no_answer"), "{nip77:?}");
+    assert!(
+        nip77.reprobe_in_secs.is_some_and(|s| s > 23 * 3600),
+        "{nip77:?}"
+    );
+    let first = home.strict_stats();
+    let starts = |stats: &grasp_sync_testkit::StrictStats| -> Vec<(usize, StartKind, String)> {
+        stats
+            .starts
+            .iter()
+            .map(|s| (s.connection, s.kind, s.subscription_id.clone()))
+            .collect()
+    };
+    assert_eq!(first.neg_opens(), 1, "{:?}", starts(&first));
+    // Its history cost one short probe, not a round deadline per batch: the whole sync took
+    // far less than one NEGENTROPY_DEADLINE from the relay's first REQ.
+    let connected_at = first
+        .starts
+        .iter()
+        .filter(|s| s.connection == 0)
+        .map(|s| s.at)
+        .min()
+        .expect("a start on the first connection");
+    let took = synced_at.duration_since(connected_at);
+    assert!(
+        took < NEGENTROPY_DEADLINE * 2 / 3,
+        "history took {took:?} after the relay's first REQ"
+    );
+
+    // A new session remembers: new history on it goes REQ+EOSE without another probe.
+    home.stop().await.expect("stop");
+    home.restart().await.expect("restart");
+    let reconnected = wait_until(Duration::from_secs(30), || async {
+        home.strict_stats().connections() >= 2
+    })
+    .await;
+    assert!(reconnected, "the engine did not reconnect");
+    let later = RepoFixture::new("ignored-later");
+    let announcement = later.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_500);
+    let later_thread = later.thread(1_700_000_600);
+    home.seed(later_thread.iter().cloned())
+        .await
+        .expect("seed home");
+    bootstrap.publish(announcement).await.expect("publish");
+    wait_for_store(
+        &store,
+        &engine,
+        &ids(&later_thread),
+        Duration::from_secs(60),
+    )
+    .await;
+    engine.shutdown().await;
+
+    let stats = home.strict_stats();
+    assert!(stats.connections() >= 2, "{stats:?}");
+    assert_eq!(
+        stats.neg_opens(),
+        1,
+        "a remembered unanswered probe was repeated: {:?}",
+        starts(&stats)
+    );
+    let later_reqs = stats
+        .req_starts()
+        .filter(|s| s.connection > 0 && !s.subscription_id.starts_with("gs-live-"))
+        .count();
+    assert!(later_reqs > 0, "the later history did not come by REQ+EOSE");
 }

@@ -24,6 +24,7 @@ fn every_round_failure_but_a_lost_session_has_a_fallback_reason() {
         Some(FallbackReason::Unsupported),
     );
     check_reason(NegentropyError::Timeout, Some(FallbackReason::Timeout));
+    check_reason(NegentropyError::NoAnswer, Some(FallbackReason::Timeout));
     check_reason(
         NegentropyError::RateLimited("rate-limited: too many queries".to_owned()),
         Some(FallbackReason::RateLimited),

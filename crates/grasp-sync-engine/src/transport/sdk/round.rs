@@ -8,12 +8,13 @@
 //! no open REQ of the engine uses it; the library itself does not recognise a CLOSED and would
 //! wait out its whole initial timeout. Knowing the ID lets a round that ends early (deadline,
 //! refusal NOTICE, broken frame) send NEG-CLOSE, so the relay frees the negentropy session that
-//! strfry-family relays count against the subscription budget.
+//! strfry-family relays count against the subscription budget. A round whose NEG-OPEN went out
+//! and got no answer within its first-answer deadline ends as `NoAnswer`, so the engine can tell
+//! a relay that ignores the verb from one that answered and then stalled.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
 
 use nostr::{ClientMessage, EventId, Filter, RelayMessage, SubscriptionId, Timestamp};
 use nostr_sdk::pool::{RelayNotification, RelayStatus};
@@ -21,7 +22,7 @@ use nostr_sdk::{Relay, SyncOptions};
 use tokio::sync::{MutexGuard, broadcast};
 
 use crate::transport::negentropy::{
-    NegentropyDiff, NegentropyError, classify_refusal, notice_ends_round,
+    NegentropyDiff, NegentropyError, RoundLimits, classify_refusal, notice_ends_round,
 };
 
 /// What one session knows about its negentropy rounds and REQs.
@@ -46,13 +47,14 @@ impl NegRounds {
         lock(&self.open_reqs).remove(id);
     }
 
-    /// Runs one dry-run round; it ends by `deadline` whatever the relay does.
+    /// Runs one dry-run round; it ends by `limits.deadline` whatever the relay does, and by
+    /// `limits.first_answer` after the NEG-OPEN when the relay does not answer it.
     pub(super) async fn run(
         &self,
         relay: &Relay,
         filter: Filter,
         have: Vec<(EventId, Timestamp)>,
-        deadline: Duration,
+        limits: RoundLimits,
     ) -> Result<NegentropyDiff, NegentropyError> {
         let mut state = RoundState::default();
         let round = async {
@@ -64,9 +66,12 @@ impl NegRounds {
             // Subscribe before the NEG-OPEN goes out so no answer is missed.
             let notifications = relay.notifications();
             // Dry run: the library neither uploads nor downloads, it only reconciles.
-            let options = SyncOptions::default().dry_run().initial_timeout(deadline);
+            let options = SyncOptions::default()
+                .dry_run()
+                .initial_timeout(limits.first_answer);
             let sync = relay.sync_with_items(filter, have, &options);
-            let watch = self.watch(notifications, &mut state);
+            state.sent = true;
+            let watch = self.watch(notifications, &mut state, limits);
             // The watcher first: when a NOTICE or CLOSED ends the round, the library may see
             // it at the same time and report it less precisely.
             tokio::select! {
@@ -76,10 +81,15 @@ impl NegRounds {
             }
         };
         // The library has no idle timeout: a stalled exchange never returns on its own.
-        let outcome = tokio::time::timeout(deadline, round)
+        let mut outcome = tokio::time::timeout(limits.deadline, round)
             .await
             .unwrap_or(Err(NegentropyError::Timeout));
         state.opening = None;
+        if matches!(outcome, Err(NegentropyError::Timeout)) && state.sent && state.id.is_none() {
+            // Whichever timer ended it (ours, the library's initial one or the whole
+            // deadline), the NEG-OPEN went out and nothing answered it.
+            outcome = Err(NegentropyError::NoAnswer);
+        }
         if outcome.is_err()
             && !state.closed_by_relay
             && let Some(id) = state.id.take()
@@ -108,15 +118,22 @@ impl NegRounds {
 
     /// Watches the connection during a round: learns the round's ID, and ends the round on
     /// what the library does not recognise (a CLOSED for it, a NOTICE saying the verbs are
-    /// unknown, a query-rate NOTICE, the connection ending before the first answer). Never
-    /// returns on its own otherwise.
+    /// unknown, a query-rate NOTICE, the connection ending before the first answer) and when
+    /// no first answer came within `limits.first_answer`. Never returns on its own otherwise.
     async fn watch<'a>(
         &'a self,
         mut notifications: broadcast::Receiver<RelayNotification>,
         state: &mut RoundState<'a>,
+        limits: RoundLimits,
     ) -> NegentropyError {
+        let first_answer = tokio::time::sleep(limits.first_answer);
+        tokio::pin!(first_answer);
         loop {
-            let message = match notifications.recv().await {
+            let received = tokio::select! {
+                received = notifications.recv() => received,
+                () = &mut first_answer, if state.id.is_none() => return NegentropyError::NoAnswer,
+            };
+            let message = match received {
                 Ok(RelayNotification::Message { message }) => message,
                 // The library notices a lost connection only after the relay's first answer.
                 Ok(RelayNotification::RelayStatus {
@@ -163,7 +180,7 @@ impl NegRounds {
                     }
                 }
                 RelayMessage::Notice(text) => {
-                    if let Some(error) = notice_ends_round(&text) {
+                    if let Some(error) = notice_ends_round(&text, limits.probe) {
                         return error;
                     }
                 }
@@ -193,6 +210,8 @@ impl NegRounds {
 struct RoundState<'a> {
     /// The opening lock, until the round's ID is known or the round ends.
     opening: Option<MutexGuard<'a, ()>>,
+    /// The NEG-OPEN was handed to the library (the round had its turn to open).
+    sent: bool,
     /// The round's subscription ID, once the relay answered.
     id: Option<SubscriptionId>,
     /// The relay ended the round itself (NEG-ERR or CLOSED): no NEG-CLOSE is due.
