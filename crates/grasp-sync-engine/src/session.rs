@@ -49,6 +49,25 @@ pub(crate) enum SessionEvent {
     Ended { reason: String },
 }
 
+impl SessionEvent {
+    /// The subscription the relay answered, for an event, EOSE or CLOSED.
+    pub(crate) fn subscription_id(&self) -> Option<&SubscriptionId> {
+        match self {
+            SessionEvent::Event {
+                subscription_id, ..
+            }
+            | SessionEvent::Closed {
+                subscription_id, ..
+            }
+            | SessionEvent::Eose(subscription_id) => Some(subscription_id),
+            SessionEvent::Notice(_)
+            | SessionEvent::SendFailed { .. }
+            | SessionEvent::CloseSent(_)
+            | SessionEvent::Ended { .. } => None,
+        }
+    }
+}
+
 /// A request for the sender task.
 #[derive(Debug)]
 pub(crate) enum Outbound {

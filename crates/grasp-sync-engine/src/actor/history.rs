@@ -336,7 +336,7 @@ impl Actor {
             if let Some(metrics) = &self.metrics {
                 metrics.record_req("historic");
             }
-            let sent = session.next_sent();
+            let sent = session.next_sent(&start.subscription_id);
             session.transients.insert(
                 start.subscription_id,
                 Transient {

@@ -282,6 +282,7 @@ impl Actor {
             queue: VecDeque::new(),
             gate_wait: None,
             sent: 0,
+            unanswered: VecDeque::new(),
             live_queue: VecDeque::new(),
             live_repair_at: None,
             rebuild_pending: false,

@@ -21,6 +21,14 @@ impl Actor {
         if !current {
             return; // a retired session: nothing it says matters now
         }
+        if let (Some(id), Some(session)) = (
+            event.subscription_id(),
+            self.runtimes
+                .get_mut(&relay)
+                .and_then(|r| r.session.as_mut()),
+        ) {
+            session.handle_answer(id);
+        }
         match event {
             SessionEvent::Event {
                 subscription_id,
@@ -244,6 +252,21 @@ impl Actor {
             tracing::debug!(%relay, notice = %text, "notice");
             return;
         }
+        // A NOTICE names no subscription: one that refuses a REQ answers the newest REQ not
+        // answered yet, and is handled as that REQ's CLOSED, which frees its slot.
+        if refuses_a_req(refusal.category) {
+            let refused = self
+                .runtimes
+                .get_mut(relay)
+                .and_then(|r| r.session.as_mut())
+                .and_then(|s| s.take_newest_unanswered());
+            if let Some(subscription_id) = refused {
+                tracing::debug!(%relay, subscription = %subscription_id, notice = %text,
+                    "a refusal NOTICE answers the newest unanswered REQ");
+                self.handle_closed(relay, &subscription_id, text);
+                return;
+            }
+        }
         self.count_refusal(relay, &refusal, text);
         if refusal.category == RefusalCategory::TooManySubscriptions
             && self.learn_subscription_budget(relay, None)
@@ -360,4 +383,16 @@ impl Actor {
             }
         }
     }
+}
+
+/// Whether a NOTICE of `category` refuses a REQ (rather than a negentropy round, an event or
+/// the connection).
+fn refuses_a_req(category: RefusalCategory) -> bool {
+    matches!(
+        category,
+        RefusalCategory::TooManySubscriptions
+            | RefusalCategory::TooManyFilters
+            | RefusalCategory::InvalidFilter
+            | RefusalCategory::RetainedBytesExceeded
+    )
 }

@@ -94,6 +94,9 @@ pub(super) struct Session {
     pub(super) gate_wait: Option<Instant>,
     /// REQs sent in this session (the next one's send order).
     pub(super) sent: u64,
+    /// The latest REQs the relay has not answered yet, oldest first (at most
+    /// [`UNANSWERED_KEPT`]).
+    pub(super) unanswered: VecDeque<SubscriptionId>,
     /// Live groups admitted by the ledger whose REQ waits for the reactive gate (only while
     /// a query-rate episode spaces starts; otherwise they are sent at once).
     pub(super) live_queue: VecDeque<SubscriptionId>,
@@ -108,10 +111,34 @@ pub(super) struct Session {
 }
 
 impl Session {
-    /// The send order for the next REQ.
-    pub(super) fn next_sent(&mut self) -> u64 {
+    /// The send order for the next REQ, `id`'s; it stays unanswered until the relay says
+    /// anything about it.
+    pub(super) fn next_sent(&mut self, id: &SubscriptionId) -> u64 {
         self.sent += 1;
+        if self.unanswered.len() >= UNANSWERED_KEPT {
+            self.unanswered.pop_front();
+        }
+        self.unanswered.push_back(id.clone());
         self.sent
+    }
+
+    /// The relay answered `id` (an event, EOSE or CLOSED).
+    pub(super) fn handle_answer(&mut self, id: &SubscriptionId) {
+        if let Some(at) = self.unanswered.iter().position(|u| u == id) {
+            self.unanswered.remove(at);
+        }
+    }
+
+    /// The newest REQ still held that the relay has not answered: the one a NOTICE refusing
+    /// a REQ most likely answers (relays answer a connection's messages in order, and a
+    /// refusal comes before any result).
+    pub(super) fn take_newest_unanswered(&mut self) -> Option<SubscriptionId> {
+        while let Some(id) = self.unanswered.pop_back() {
+            if self.live.contains_key(&id) || self.transients.contains_key(&id) {
+                return Some(id);
+            }
+        }
+        None
     }
 
     /// Subscriptions still open that were sent before the one with send order `before`.
@@ -159,7 +186,7 @@ impl Session {
                 break;
             }
             self.live_queue.pop_front();
-            let sent = self.next_sent();
+            let sent = self.next_sent(&id);
             let Some(group) = self.live.get_mut(&id) else {
                 continue;
             };
@@ -198,6 +225,9 @@ pub(super) struct LiveGroup {
     /// Send order within the session; [`UNSENT`] while its REQ waits in the live queue.
     pub(super) sent: u64,
 }
+
+/// How many unanswered REQs a session remembers for matching a refusal NOTICE.
+pub(super) const UNANSWERED_KEPT: usize = 64;
 
 /// The send order of a live group whose REQ has not been sent: after every real one.
 pub(super) const UNSENT: u64 = u64::MAX;

@@ -6,6 +6,7 @@ mod delivery;
 mod discovery;
 mod memory;
 mod negentropy;
+mod notice;
 mod rate_limit;
 mod reconnect;
 mod support;
