@@ -9,7 +9,9 @@
 //! the pages themselves and pages around it; what it still cannot reach it reports as a
 //! [`Truncation`], never as complete.
 
+mod cursor;
 mod group;
+mod page;
 mod session;
 mod split;
 

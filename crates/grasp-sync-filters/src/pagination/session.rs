@@ -221,13 +221,13 @@ impl RelayPageSession {
     }
 
     /// The order full pages came in, if the session saw one.
-    pub(crate) fn known_order(&self) -> super::group::Order {
+    pub(crate) fn known_order(&self) -> super::page::Order {
         if self.quirks.oldest_first {
-            super::group::Order::OldestFirst
+            super::page::Order::OldestFirst
         } else if self.newest_first_seen {
-            super::group::Order::NewestFirst
+            super::page::Order::NewestFirst
         } else {
-            super::group::Order::Unknown
+            super::page::Order::Unknown
         }
     }
 

@@ -1,0 +1,86 @@
+//! `Page`: the counters of one cursor's page in flight, and the order its events came in.
+
+use std::collections::BTreeSet;
+
+use nostr::{EventId, Timestamp};
+
+use super::cursor::Boundary;
+
+/// The order a page's events came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Order {
+    NewestFirst,
+    OldestFirst,
+    /// All in one second: the page does not say.
+    Unknown,
+}
+
+/// The counters of one cursor's page in flight.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Page {
+    pub(super) count: usize,
+    /// Deliveries the previous page had not delivered at the boundary second.
+    pub(super) new_events: usize,
+    pub(super) at_boundary: usize,
+    pub(super) min_t: Option<Timestamp>,
+    pub(super) max_t: Option<Timestamp>,
+    pub(super) last_t: Option<Timestamp>,
+    pub(super) ascending: usize,
+    pub(super) descending: usize,
+    pub(super) ids_at_min: BTreeSet<EventId>,
+    pub(super) ids_at_max: BTreeSet<EventId>,
+}
+
+impl Page {
+    pub(super) fn record(
+        &mut self,
+        id: EventId,
+        created_at: Timestamp,
+        boundary: Option<&Boundary>,
+    ) {
+        self.count += 1;
+        let at_boundary = boundary.is_some_and(|b| b.at == created_at);
+        if at_boundary {
+            self.at_boundary += 1;
+        }
+        if !(at_boundary && boundary.is_some_and(|b| b.seen.contains(&id))) {
+            self.new_events += 1;
+        }
+        match self.last_t {
+            Some(last) if created_at > last => self.ascending += 1,
+            Some(last) if created_at < last => self.descending += 1,
+            _ => {}
+        }
+        self.last_t = Some(created_at);
+        match self.min_t {
+            Some(min) if created_at > min => {}
+            Some(min) if created_at == min => {
+                self.ids_at_min.insert(id);
+            }
+            _ => {
+                self.min_t = Some(created_at);
+                self.ids_at_min = BTreeSet::from([id]);
+            }
+        }
+        match self.max_t {
+            Some(max) if created_at < max => {}
+            Some(max) if created_at == max => {
+                self.ids_at_max.insert(id);
+            }
+            _ => {
+                self.max_t = Some(created_at);
+                self.ids_at_max = BTreeSet::from([id]);
+            }
+        }
+    }
+
+    /// The page's order by the majority of its steps between seconds (a relay answering
+    /// overlapping filters one after another can step back now and then).
+    pub(super) fn order(&self) -> Order {
+        match (self.descending, self.ascending) {
+            (0, 0) => Order::Unknown,
+            (down, up) if down >= up => Order::NewestFirst,
+            _ => Order::OldestFirst,
+        }
+    }
+}
