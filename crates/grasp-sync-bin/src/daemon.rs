@@ -21,8 +21,9 @@ use crate::config::Settings;
 use crate::endpoints::{Endpoints, EngineSlot};
 use crate::external::{ExternalFeed, ExternalStore, HaveIndex, OwnRelayLink};
 use crate::feed::RestartingFeed;
-use crate::metrics::{MetricsRegistry, SyncedCounter};
+use crate::metrics::MetricsRegistry;
 use crate::relay::EmbeddedRelay;
+use crate::synced::SyncedEvents;
 
 /// The whole shutdown must finish within this, or the daemon exits anyway.
 pub const SHUTDOWN_LIMIT: Duration = Duration::from_secs(9);
@@ -44,6 +45,16 @@ enum Own {
         link: Arc<OwnRelayLink>,
         store: ExternalStore,
     },
+}
+
+impl Own {
+    /// The relay whose subscribers see synced events live: the embedded one.
+    fn live_relay(&self) -> Option<nostr_relay_builder::LocalRelay> {
+        match self {
+            Own::Embedded { relay, .. } => Some(relay.local()),
+            Own::External { .. } => None,
+        }
+    }
 }
 
 /// A running daemon.
@@ -111,7 +122,10 @@ impl Daemon {
             settings.engine_config(&service_url),
             parts
                 .meter(metrics.meter())
-                .hook(Arc::new(SyncedCounter::new(&metrics.meter()))),
+                .hook(Arc::new(SyncedEvents::new(
+                    &metrics.meter(),
+                    own.live_relay(),
+                ))),
         )
         .await
         .context("starting the sync engine")?;

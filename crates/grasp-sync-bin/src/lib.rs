@@ -22,6 +22,7 @@ mod http;
 pub mod metrics;
 mod relay;
 pub mod sim;
+pub mod synced;
 
 pub use cli::{Cli, Command, DemoArgs, RunArgs, SimArgs};
 pub use config::{RawConfig, Settings};

@@ -1,11 +1,7 @@
 //! [`MetricsRegistry`]: the opentelemetry meter the engine records on, exported to a
-//! Prometheus registry and rendered as Prometheus text for `/metrics`; and [`SyncedCounter`],
-//! which counts the events sync newly saved into `grasp_sync_events_synced_total`.
+//! Prometheus registry and rendered as Prometheus text for `/metrics`.
 
 use anyhow::Context;
-use async_trait::async_trait;
-use grasp_sync_engine::{SyncMetrics, SyncedEventHook};
-use nostr::Event;
 use opentelemetry::metrics::{Meter, MeterProvider};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use prometheus::{Encoder, TextEncoder};
@@ -56,28 +52,5 @@ impl MetricsRegistry {
         if let Err(error) = self.provider.shutdown() {
             tracing::debug!(%error, "meter provider shutdown");
         }
-    }
-}
-
-/// Counts newly saved synced events on `grasp_sync_events_synced_total`. The engine defines
-/// the counter but does not add to it itself; its synced-event hook sees every new save.
-#[derive(Debug, Clone)]
-pub struct SyncedCounter {
-    metrics: SyncMetrics,
-}
-
-impl SyncedCounter {
-    /// A counter on `meter` (the same instruments the engine records on).
-    pub fn new(meter: &Meter) -> Self {
-        Self {
-            metrics: SyncMetrics::new(meter),
-        }
-    }
-}
-
-#[async_trait]
-impl SyncedEventHook for SyncedCounter {
-    async fn events_synced(&self, events: Vec<Event>) {
-        self.metrics.record_synced(events.len() as u64);
     }
 }

@@ -72,6 +72,11 @@ impl EmbeddedRelay {
         self.addr
     }
 
+    /// A handle to the relay, for pushing events to its subscribers.
+    pub(crate) fn local(&self) -> LocalRelay {
+        self.relay.clone()
+    }
+
     /// Stops accepting, closes every connection and stops the relay.
     pub(crate) async fn stop(self) {
         self.relay.shutdown();

@@ -1,9 +1,11 @@
 //! Integration tests of the `grasp-sync` daemon: the command line (the built binary), the
-//! embedded relay's acceptance policy over WebSocket, the demo, the sim, and external mode.
+//! embedded relay's acceptance policy over WebSocket, live delivery of synced events to its
+//! subscribers, the demo, the sim, and external mode.
 
 mod acceptance;
 mod cli;
 mod demo;
 mod external;
+mod live;
 mod sim;
 mod support;
