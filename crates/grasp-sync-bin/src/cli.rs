@@ -98,6 +98,13 @@ pub struct RunArgs {
     /// Address of /metrics and /status [default: 127.0.0.1:9477].
     #[arg(long, env = "GRASP_SYNC_METRICS_LISTEN", value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// How far in the future an event's created_at may be [default: 15m].
+    #[arg(
+        long,
+        env = "GRASP_SYNC_MAX_FUTURE_CREATED_AT",
+        value_name = "DURATION"
+    )]
+    pub max_future_created_at: Option<String>,
 }
 
 impl RunArgs {
@@ -121,6 +128,7 @@ impl RunArgs {
             backoff_base: self.backoff_base.clone(),
             backoff_cap: self.backoff_cap.clone(),
             metrics_listen: self.metrics_listen.clone(),
+            max_future_created_at: self.max_future_created_at.clone(),
         })
     }
 

@@ -269,7 +269,11 @@ async fn embedded(
     let domain = service_domain(&service_url);
     let path = settings.data_dir.join(STORE_DIR);
     create_dir(&path)?;
-    let store = LmdbStore::open(&path, StoreConfig::new(service_url.clone(), domain))
+    let config = StoreConfig {
+        max_future_created_at: settings.max_future_created_at,
+        ..StoreConfig::new(service_url.clone(), domain)
+    };
+    let store = LmdbStore::open(&path, config)
         .await
         .with_context(|| format!("opening the store in {}", path.display()))?;
     let relay = EmbeddedRelay::start(listener, &store).context("starting the relay")?;

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use grasp_sync_engine::store::DEFAULT_MAX_FUTURE_CREATED_AT;
 use grasp_sync_engine::{AddressPolicy, EngineConfig};
 use grasp_sync_health::HealthConfig;
 use grasp_sync_model::RelayUrl;
@@ -54,6 +55,8 @@ pub struct RawConfig {
     pub backoff_cap: Option<String>,
     /// Address of the `/metrics` and `/status` endpoints.
     pub metrics_listen: Option<String>,
+    /// How far in the future an event's `created_at` may be, e.g. `15m`.
+    pub max_future_created_at: Option<String>,
 }
 
 impl RawConfig {
@@ -90,6 +93,7 @@ impl RawConfig {
             backoff_base: over.backoff_base.or(self.backoff_base),
             backoff_cap: over.backoff_cap.or(self.backoff_cap),
             metrics_listen: over.metrics_listen.or(self.metrics_listen),
+            max_future_created_at: over.max_future_created_at.or(self.max_future_created_at),
         }
     }
 }
@@ -118,6 +122,8 @@ pub struct Settings {
     pub backoff_cap: Duration,
     /// Address of the `/metrics` and `/status` endpoints (port 0 picks a free port).
     pub metrics_listen: SocketAddr,
+    /// How far ahead of the clock the own store takes an event's `created_at`.
+    pub max_future_created_at: Duration,
 }
 
 impl Settings {
@@ -178,6 +184,11 @@ impl Settings {
                 raw.metrics_listen.as_deref(),
                 DEFAULT_METRICS_LISTEN,
             )?,
+            max_future_created_at: duration_key(
+                "max_future_created_at",
+                raw.max_future_created_at.as_deref(),
+            )?
+            .unwrap_or(DEFAULT_MAX_FUTURE_CREATED_AT),
         })
     }
 

@@ -27,6 +27,7 @@ fn defaults_apply_when_nothing_is_set() {
     assert_eq!(settings.batch_window, Duration::from_secs(5));
     assert_eq!(settings.backoff_base, Duration::from_secs(5));
     assert_eq!(settings.backoff_cap, Duration::from_secs(3600));
+    assert_eq!(settings.max_future_created_at, Duration::from_secs(900));
     assert!(!settings.address_policy.allow_private);
     assert!(settings.own_relay.is_none() && settings.service_url.is_none());
 }
@@ -47,9 +48,11 @@ fn every_key_is_read_from_the_file() {
         backoff_base = "2s"
         backoff_cap = "10m"
         metrics_listen = "127.0.0.1:0"
+        max_future_created_at = "1h"
         "#,
     )
     .expect("valid");
+    assert_eq!(settings.max_future_created_at, Duration::from_secs(3600));
     assert_eq!(settings.listen.to_string(), "0.0.0.0:8000");
     assert_eq!(
         settings.service_url,

@@ -134,3 +134,40 @@ async fn the_endpoints_serve_prometheus_metrics_and_json_status() {
     assert_eq!(http_get(addr, "/nothing").await.0, 404);
     daemon.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_dated_ten_years_ahead_is_refused_with_a_clear_reason() {
+    let dir = tempfile::tempdir().expect("dir");
+    let daemon = Daemon::start(&test_settings(dir.path()))
+        .await
+        .expect("daemon");
+    let addr = daemon.relay_addr().expect("embedded relay");
+    let service = format!("ws://{addr}");
+    let publisher = Publisher::connect(&service).await;
+    let owner = Keys::generate();
+    let ten_years = 10 * 365 * 24 * 3600;
+    let ahead = nip34::announcement(
+        &owner,
+        &Announcement {
+            identifier: "ahead".to_owned(),
+            name: "ahead".to_owned(),
+            relays: vec![service.clone()],
+            clone: vec![format!(
+                "http://{addr}/{}/ahead.git",
+                owner.public_key().to_hex()
+            )],
+            maintainers: Vec::new(),
+            created_at: Timestamp::from_secs(Timestamp::now().as_secs() + ten_years),
+        },
+    )
+    .expect("announcement");
+    let (accepted, message) = publisher.publish(&ahead).await;
+    assert!(!accepted, "an announcement ten years ahead was accepted");
+    assert!(
+        message.contains("invalid: created_at is more than 900 s in the future"),
+        "{message}"
+    );
+    assert!(!daemon.holds(&ahead.id).await.expect("holds"));
+    publisher.close().await;
+    daemon.shutdown().await;
+}

@@ -1,5 +1,7 @@
 //! `StoreConfig`: the acceptance policy's configuration plus the store's own bounds.
 
+use std::time::Duration;
+
 use grasp_sync_model::RelayUrl;
 
 use crate::store::feed::DEFAULT_FEED_CAPACITY;
@@ -15,7 +17,14 @@ pub struct StoreConfig {
     pub rejected: RejectedConfig,
     /// Most live events buffered per self-feed consumer before it is cut off.
     pub feed_capacity: usize,
+    /// How far ahead of the store's clock an event's `created_at` may be; later ones are
+    /// refused with `invalid:` (and not remembered, so they are taken once their time comes).
+    pub max_future_created_at: Duration,
 }
+
+/// [`StoreConfig::max_future_created_at`]'s default: 15 minutes, strfry's
+/// `rejectEventsNewerThanSeconds`.
+pub const DEFAULT_MAX_FUTURE_CREATED_AT: Duration = Duration::from_secs(15 * 60);
 
 impl StoreConfig {
     /// Default bounds for the service at `service_url` with clone URLs on `domain`.
@@ -24,6 +33,7 @@ impl StoreConfig {
             policy: PolicyConfig::new(service_url, domain),
             rejected: RejectedConfig::default(),
             feed_capacity: DEFAULT_FEED_CAPACITY,
+            max_future_created_at: DEFAULT_MAX_FUTURE_CREATED_AT,
         }
     }
 }

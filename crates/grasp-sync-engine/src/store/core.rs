@@ -41,6 +41,7 @@ pub(crate) struct CoreParts {
     /// `None` keeps the cold tier in memory only.
     pub(crate) cold: Option<ColdStore>,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) max_future_created_at: std::time::Duration,
 }
 
 /// The shared state of one store.
@@ -53,6 +54,7 @@ pub(crate) struct StoreCore {
     /// Serialises draining and applying cold-tier writes, so they land in the order made.
     persisting: tokio::sync::Mutex<()>,
     clock: Arc<dyn Clock>,
+    max_future_created_at: std::time::Duration,
 }
 
 impl fmt::Debug for StoreCore {
@@ -84,6 +86,7 @@ impl StoreCore {
             cold: parts.cold,
             persisting: tokio::sync::Mutex::new(()),
             clock: parts.clock,
+            max_future_created_at: parts.max_future_created_at,
         };
         core.restore().await?;
         Ok(core)
@@ -115,6 +118,10 @@ impl StoreCore {
         event: &Event,
         source: Option<&RelayUrl>,
     ) -> Result<PolicyDecision, StoreError> {
+        if let Some(reason) = self.too_far_ahead(event) {
+            // Not remembered: once its time comes, the event is as welcome as any.
+            return Ok(PolicyDecision::Reject(reason));
+        }
         let Some(policy) = &self.policy else {
             self.rejected()?
                 .handle_accepted(self.now(), &event.id, &[Dependency::Event(event.id)]);
@@ -286,6 +293,14 @@ impl StoreCore {
             }
         }
         Ok(known)
+    }
+
+    /// The refusal of an event dated further ahead than the window allows.
+    fn too_far_ahead(&self, event: &Event) -> Option<String> {
+        let window = self.max_future_created_at.as_secs();
+        let latest = self.now().as_secs().saturating_add(window);
+        (event.created_at.as_secs() > latest)
+            .then(|| format!("invalid: created_at is more than {window} s in the future"))
     }
 
     fn now(&self) -> Timestamp {

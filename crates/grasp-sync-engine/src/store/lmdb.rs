@@ -56,6 +56,7 @@ impl LmdbStore {
             feed_capacity: config.feed_capacity,
             cold: Some(cold),
             clock,
+            max_future_created_at: config.max_future_created_at,
         })
         .await?;
         Ok(Self {

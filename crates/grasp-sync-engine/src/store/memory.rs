@@ -59,6 +59,7 @@ impl MemoryStore {
             feed_capacity,
             cold: None,
             clock: Arc::new(TokioClock::from_system()),
+            max_future_created_at: crate::store::config::DEFAULT_MAX_FUTURE_CREATED_AT,
         })
         .await?;
         Ok(Self {

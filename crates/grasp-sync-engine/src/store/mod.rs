@@ -23,7 +23,7 @@ mod rejected;
 mod write_policy;
 
 pub use cold::{COLD_DIRECTORY, COLD_RECORD_KIND};
-pub use config::StoreConfig;
+pub use config::{DEFAULT_MAX_FUTURE_CREATED_AT, StoreConfig};
 pub use core::{BAD_SIGNATURE_REASON, REBUILD_SCAN_LIMIT};
 pub use database::GraspDatabase;
 pub use feed::{DEFAULT_FEED_CAPACITY, FEED_KINDS, StoreFeed};

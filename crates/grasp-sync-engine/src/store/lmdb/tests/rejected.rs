@@ -9,7 +9,7 @@ use grasp_sync_model::RelayUrl;
 use nostr::{Event, EventId, Filter, Keys, Kind, Timestamp};
 use tempfile::TempDir;
 
-use super::{announcement, config, event, issue, keys, source};
+use super::{SERVICE, announcement, config, event, issue, keys, source};
 use crate::boundary::{EventStore, IngestOutcome};
 use crate::clock::Clock;
 use crate::store::LmdbStore;
@@ -246,4 +246,37 @@ async fn cold_entries_expire_across_a_reopen() {
     let store = open_at(&dir, &clock).await;
     assert!(!store.contains(&stray.id).await.expect("contains"));
     assert_eq!(store.rejection_reason(&stray.id), Ok(None));
+}
+
+#[tokio::test]
+async fn an_event_dated_past_the_window_is_refused_unremembered_and_taken_once_its_time_comes() {
+    let dir = TempDir::new().expect("temp dir");
+    let clock = SetClock::at(T0);
+    let store = open_at(&dir, &clock).await;
+    let ten_years = 10 * 365 * DAY;
+    let owner = keys(1);
+    let ahead = event(
+        &owner,
+        30617,
+        T0 + ten_years,
+        &[
+            &["d", "repo"],
+            &["relays", SERVICE],
+            &["clone", "https://relay.example.com/repo.git"],
+        ],
+    );
+    let Ok(IngestOutcome::Rejected(reason)) = store.ingest(ahead.clone(), &source()).await else {
+        panic!("an event ten years ahead was taken");
+    };
+    assert_eq!(
+        reason,
+        "invalid: created_at is more than 900 s in the future"
+    );
+    assert!(!store.contains(&ahead.id).await.expect("contains"));
+    // Within the window it is a plain announcement.
+    clock.set(T0 + ten_years - 15 * MINUTE);
+    assert_eq!(
+        store.ingest(ahead.clone(), &source()).await,
+        Ok(IngestOutcome::Saved)
+    );
 }
