@@ -24,15 +24,15 @@ use crate::session::Outbound;
 const RETRY_FLOOR: Duration = Duration::from_secs(1);
 
 /// The first wait before a truncated batch's coverage is derived again; it doubles with each
-/// truncated batch in a row, up to [`TRUNCATION_RETRY_CAP`].
+/// truncated batch of the relay, up to [`TRUNCATION_RETRY_CAP`].
 const TRUNCATION_RETRY: Duration = Duration::from_secs(60);
 
 /// The longest wait before a truncated batch's coverage is derived again.
 const TRUNCATION_RETRY_CAP: Duration = Duration::from_secs(6 * 60 * 60);
 
-/// The wait before the `streak`-th truncated batch in a row is retried.
-fn truncation_backoff(streak: u32) -> Duration {
-    let doublings = streak.saturating_sub(1).min(16);
+/// The wait before the relay's `truncations`-th truncated batch is retried.
+fn truncation_backoff(truncations: u32) -> Duration {
+    let doublings = truncations.saturating_sub(1).min(16);
     TRUNCATION_RETRY
         .saturating_mul(1 << doublings)
         .min(TRUNCATION_RETRY_CAP)
@@ -490,8 +490,8 @@ impl Actor {
     pub(super) fn confirm(&mut self, relay: &RelayUrl, batch: BatchId) {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             if runtime.truncated_batches.remove(&batch) {
-                runtime.truncation_streak = runtime.truncation_streak.saturating_add(1);
-                let backoff = truncation_backoff(runtime.truncation_streak);
+                runtime.truncations = runtime.truncations.saturating_add(1);
+                let backoff = truncation_backoff(runtime.truncations);
                 self.fail_batch(relay, batch, "history truncated by the relay's page size");
                 let now = self.now();
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
@@ -500,7 +500,6 @@ impl Actor {
                 }
                 return;
             }
-            runtime.truncation_streak = 0;
         }
         let unix = self.clock.unix_now();
         let outcome = match self
@@ -553,6 +552,7 @@ impl Actor {
         if runtime.announcements_batch == Some(batch) {
             runtime.announcements_batch = None;
         }
+        runtime.truncated_batches.remove(&batch);
         let pause_end = runtime.health.sync_paused_until(now).unwrap_or(now);
         let retry = pause_end.max(now + RETRY_FLOOR);
         runtime.retry_at = Some(runtime.retry_at.map_or(retry, |at| at.min(retry)));

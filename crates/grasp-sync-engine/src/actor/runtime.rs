@@ -56,8 +56,9 @@ pub(super) struct RelayRuntime {
     /// Pending batches with a truncated filter: never confirmed, abandoned once drained.
     /// Bounded by the pending batches.
     pub(super) truncated_batches: std::collections::BTreeSet<BatchId>,
-    /// Consecutive truncated batches, for the retry backoff; reset by a confirmed batch.
-    pub(super) truncation_streak: u32,
+    /// Truncated batches so far, for the retry backoff (a relay that truncates once is likely
+    /// to again: each retry waits twice as long, up to six hours).
+    pub(super) truncations: u32,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
@@ -295,7 +296,7 @@ impl RelayRuntime {
             catch_up: super::catch_up::CatchUp::default(),
             probe_batches: BTreeMap::new(),
             truncated_batches: std::collections::BTreeSet::new(),
-            truncation_streak: 0,
+            truncations: 0,
         }
     }
 

@@ -288,3 +288,57 @@ async fn a_relay_killed_mid_sync_is_redialled_and_the_store_ends_complete() {
     assert!(status.relays[&home_key].connections >= 2, "{status:#?}");
     engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_over_the_page_size_is_reported_truncated_and_never_confirmed() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let home = TestRelay::start(without_negentropy(100))
+        .await
+        .expect("home");
+    let (_fixture, thread) = seed_repo(&bootstrap, &home, "burst").await;
+    let issue = thread.last().expect("issue").clone();
+    // 150 replies by one tag in one second: one value of one kind over a 100-event page.
+    let author = Keys::generate();
+    let burst: Vec<nostr::Event> = (0..150u64)
+        .map(|i| {
+            reply(
+                &author,
+                &issue,
+                ThreadTag::LowerE,
+                &format!("b{i}"),
+                Timestamp::from_secs(1_700_003_000),
+            )
+            .expect("reply")
+        })
+        .collect();
+    home.seed(burst).await.expect("seed burst");
+    let store = TestStore::open().await;
+    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    let key = grasp_sync_model::RelayUrl::parse(&home.url())
+        .expect("url")
+        .to_string();
+    let reported = wait_until(Duration::from_secs(60), || async {
+        engine
+            .status()
+            .await
+            .and_then(|s| s.relays.get(&key).cloned())
+            .is_some_and(|r| r.history_truncated > 0 && r.pending_batches == 0)
+    })
+    .await;
+    let status = engine.status().await.expect("status");
+    let relay = &status.relays[&key];
+    assert!(reported, "{relay:#?}");
+    // The batch was abandoned, not confirmed: none of the roots it covered (the issue, the
+    // patch, the pull request) is confirmed for the relay, so they are derived again later.
+    assert_eq!(relay.confirmed_root_events, 0, "{relay:#?}");
+    assert!(
+        relay
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("truncated")),
+        "{relay:#?}"
+    );
+    engine.shutdown().await;
+}
