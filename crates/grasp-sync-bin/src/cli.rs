@@ -105,6 +105,9 @@ pub struct RunArgs {
         value_name = "DURATION"
     )]
     pub max_future_created_at: Option<String>,
+    /// The embedded store's LMDB map size, e.g. 32GiB [default: 32GiB].
+    #[arg(long, env = "GRASP_SYNC_LMDB_MAP_SIZE", value_name = "SIZE")]
+    pub lmdb_map_size: Option<String>,
 }
 
 impl RunArgs {
@@ -129,6 +132,7 @@ impl RunArgs {
             backoff_cap: self.backoff_cap.clone(),
             metrics_listen: self.metrics_listen.clone(),
             max_future_created_at: self.max_future_created_at.clone(),
+            lmdb_map_size: self.lmdb_map_size.clone(),
         })
     }
 

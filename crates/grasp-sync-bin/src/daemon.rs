@@ -271,6 +271,7 @@ async fn embedded(
     create_dir(&path)?;
     let config = StoreConfig {
         max_future_created_at: settings.max_future_created_at,
+        lmdb_map_size: settings.lmdb_map_size,
         ..StoreConfig::new(service_url.clone(), domain)
     };
     let store = LmdbStore::open(&path, config)

@@ -93,9 +93,14 @@ impl SyncEngine {
         let (session_tx, sessions) = mpsc::channel(config.session_inbox.max(1));
         let (dial_tx, dials) = mpsc::channel(64);
         let (jobs_tx, jobs) = mpsc::channel(64);
-        let ingestor = Ingestor::new(parts.store, config.ingest_in_flight, parts.hook);
-        let dialer = Dialer::start(parts.connector, config.dial, dial_tx);
         let metrics = parts.meter.as_ref().map(SyncMetrics::new);
+        let ingestor = Ingestor::new(
+            parts.store,
+            config.ingest_in_flight,
+            parts.hook,
+            metrics.clone(),
+        );
+        let dialer = Dialer::start(parts.connector, config.dial, dial_tx);
         let seed = config
             .rng_seed
             .unwrap_or_else(|| parts.clock.unix_now().as_secs() ^ 0x9e37_79b9_7f4a_7c15);

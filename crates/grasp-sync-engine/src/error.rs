@@ -37,3 +37,13 @@ pub enum StoreError {
     #[error("store is closed")]
     Closed,
 }
+
+impl StoreError {
+    /// A bounded label for metrics: `backend` or `closed`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            StoreError::Backend(_) => "backend",
+            StoreError::Closed => "closed",
+        }
+    }
+}

@@ -63,6 +63,7 @@ pub(crate) struct Ingestor {
     slots: Arc<Semaphore>,
     counts: Arc<DashMap<RelayUrl, Arc<IngestCounts>>>,
     saved: Option<mpsc::Sender<Event>>,
+    metrics: Option<crate::metrics::SyncMetrics>,
 }
 
 impl Ingestor {
@@ -71,6 +72,7 @@ impl Ingestor {
         store: Arc<dyn EventStore>,
         in_flight: usize,
         hook: Option<Arc<dyn SyncedEventHook>>,
+        metrics: Option<crate::metrics::SyncMetrics>,
     ) -> Self {
         let saved = hook.map(|hook| {
             let (tx, rx) = mpsc::channel(in_flight.max(1) * 2);
@@ -82,6 +84,7 @@ impl Ingestor {
             slots: Arc::new(Semaphore::new(in_flight.max(1))),
             counts: Arc::new(DashMap::new()),
             saved,
+            metrics,
         }
     }
 
@@ -93,6 +96,7 @@ impl Ingestor {
         let counts = self.counts_for(&source);
         let store = Arc::clone(&self.store);
         let saved = self.saved.clone();
+        let metrics = self.metrics.clone();
         tokio::spawn(async move {
             let keep = saved.as_ref().map(|_| event.clone());
             match store.ingest(event, &source).await {
@@ -116,6 +120,9 @@ impl Ingestor {
                 }
                 Err(error) => {
                     counts.failed.fetch_add(1, Ordering::Relaxed);
+                    if let Some(metrics) = &metrics {
+                        metrics.record_write_failure(error.metric_label());
+                    }
                     tracing::warn!(relay = %source, %error, "store failed to ingest a synced event");
                 }
             }

@@ -27,6 +27,7 @@ pub struct SyncMetrics {
     recovery_ids: Gauge<u64>,
     history_truncated: Counter<u64>,
     quirks_learned: Counter<u64>,
+    write_failures: Counter<u64>,
 }
 
 impl SyncMetrics {
@@ -101,6 +102,10 @@ impl SyncMetrics {
                 .u64_counter("grasp_sync_relay_quirks_learned_total")
                 .with_description("relay sessions that showed a paging quirk, by quirk (oldest_first, exclusive_until, cap_per_request)")
                 .build(),
+            write_failures: meter
+                .u64_counter("grasp_sync_store_write_failures_total")
+                .with_description("synced events the own store failed to save, by reason (backend, closed)")
+                .build(),
             reconnects: meter
                 .u64_counter("grasp_sync_reconnects_total")
                 .with_description("reconnections after a disconnect longer than 15 minutes")
@@ -160,6 +165,12 @@ impl SyncMetrics {
     /// One session that showed a paging quirk (a bounded label).
     pub fn record_quirk(&self, quirk: &'static str) {
         self.quirks_learned.add(1, &[KeyValue::new("quirk", quirk)]);
+    }
+
+    /// One synced event the store failed to save (a bounded label).
+    pub fn record_write_failure(&self, reason: &'static str) {
+        self.write_failures
+            .add(1, &[KeyValue::new("reason", reason)]);
     }
 
     /// One REQ sent.

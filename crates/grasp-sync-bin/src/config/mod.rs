@@ -57,6 +57,8 @@ pub struct RawConfig {
     pub metrics_listen: Option<String>,
     /// How far in the future an event's `created_at` may be, e.g. `15m`.
     pub max_future_created_at: Option<String>,
+    /// The embedded store's LMDB map size, e.g. `32GiB`.
+    pub lmdb_map_size: Option<String>,
 }
 
 impl RawConfig {
@@ -94,6 +96,7 @@ impl RawConfig {
             backoff_cap: over.backoff_cap.or(self.backoff_cap),
             metrics_listen: over.metrics_listen.or(self.metrics_listen),
             max_future_created_at: over.max_future_created_at.or(self.max_future_created_at),
+            lmdb_map_size: over.lmdb_map_size.or(self.lmdb_map_size),
         }
     }
 }
@@ -124,6 +127,8 @@ pub struct Settings {
     pub metrics_listen: SocketAddr,
     /// How far ahead of the clock the own store takes an event's `created_at`.
     pub max_future_created_at: Duration,
+    /// The embedded store's LMDB map size in bytes; `None` keeps the backend's default.
+    pub lmdb_map_size: Option<usize>,
 }
 
 impl Settings {
@@ -189,6 +194,7 @@ impl Settings {
                 raw.max_future_created_at.as_deref(),
             )?
             .unwrap_or(DEFAULT_MAX_FUTURE_CREATED_AT),
+            lmdb_map_size: size_key("lmdb_map_size", raw.lmdb_map_size.as_deref())?,
         })
     }
 
@@ -225,6 +231,34 @@ fn duration_key(key: &'static str, value: Option<&str>) -> Result<Option<Duratio
     value
         .map(|text| parse_duration(text).map_err(|reason| ConfigError::invalid(key, reason)))
         .transpose()
+}
+
+/// A byte size: a whole number, optionally followed by `KiB`, `MiB`, `GiB` or `TiB`.
+fn size_key(key: &'static str, value: Option<&str>) -> Result<Option<usize>, ConfigError> {
+    let Some(text) = value.map(str::trim) else {
+        return Ok(None);
+    };
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: u32 = match text[digits.len()..].trim() {
+        "" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        "TiB" => 40,
+        other => {
+            return Err(ConfigError::invalid(
+                key,
+                format!("unknown unit `{other}` (use KiB, MiB, GiB or TiB)"),
+            ));
+        }
+    };
+    let invalid = || ConfigError::invalid(key, format!("`{text}` is not a size such as `32GiB`"));
+    let number: usize = digits.trim().parse().map_err(|_| invalid())?;
+    let bytes = number.checked_mul(1usize << unit).ok_or_else(invalid)?;
+    if bytes == 0 {
+        return Err(ConfigError::invalid(key, "must be larger than 0"));
+    }
+    Ok(Some(bytes))
 }
 
 fn address_key(

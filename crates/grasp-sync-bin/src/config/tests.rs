@@ -49,9 +49,11 @@ fn every_key_is_read_from_the_file() {
         backoff_cap = "10m"
         metrics_listen = "127.0.0.1:0"
         max_future_created_at = "1h"
+        lmdb_map_size = "64MiB"
         "#,
     )
     .expect("valid");
+    assert_eq!(settings.lmdb_map_size, Some(64 * 1024 * 1024));
     assert_eq!(settings.max_future_created_at, Duration::from_secs(3600));
     assert_eq!(settings.listen.to_string(), "0.0.0.0:8000");
     assert_eq!(
@@ -81,6 +83,8 @@ fn each_bad_value_names_its_key() {
     for (text, key) in [
         (r#"listen = "localhost""#, "listen"),
         (r#"metrics_listen = "9477""#, "metrics_listen"),
+        (r#"lmdb_map_size = "12 parsecs""#, "lmdb_map_size"),
+        (r#"lmdb_map_size = "0""#, "lmdb_map_size"),
         (
             r#"service_url = "https://grasp.example.com""#,
             "service_url",

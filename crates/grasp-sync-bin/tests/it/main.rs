@@ -6,6 +6,7 @@ mod acceptance;
 mod cli;
 mod demo;
 mod external;
+mod full_store;
 mod live;
 mod sim;
 mod support;

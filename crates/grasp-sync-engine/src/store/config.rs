@@ -20,6 +20,9 @@ pub struct StoreConfig {
     /// How far ahead of the store's clock an event's `created_at` may be; later ones are
     /// refused with `invalid:` (and not remembered, so they are taken once their time comes).
     pub max_future_created_at: Duration,
+    /// The LMDB map size in bytes (the most the store can hold); `None` keeps the backend's
+    /// default (32 GiB on 64-bit hosts). A larger map can be given when the store is reopened.
+    pub lmdb_map_size: Option<usize>,
 }
 
 /// [`StoreConfig::max_future_created_at`]'s default: 15 minutes, strfry's
@@ -34,6 +37,7 @@ impl StoreConfig {
             rejected: RejectedConfig::default(),
             feed_capacity: DEFAULT_FEED_CAPACITY,
             max_future_created_at: DEFAULT_MAX_FUTURE_CREATED_AT,
+            lmdb_map_size: None,
         }
     }
 }

@@ -47,7 +47,13 @@ impl LmdbStore {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         let path = path.as_ref();
-        let lmdb = NostrLMDB::open(path).map_err(|error| StoreError::Backend(error.to_string()))?;
+        let mut builder = NostrLMDB::builder(path);
+        if let Some(map_size) = config.lmdb_map_size {
+            builder = builder.map_size(map_size);
+        }
+        let lmdb = builder
+            .build()
+            .map_err(|error| StoreError::Backend(error.to_string()))?;
         let cold = ColdStore::open(path, config.rejected.cold_capacity)?;
         let core = StoreCore::open(CoreParts {
             backend: Arc::new(lmdb),

@@ -10,7 +10,7 @@ use nostr_database::{MemoryDatabase, MemoryDatabaseOptions};
 use tokio::sync::mpsc;
 
 use crate::boundary::{EventStore, IngestOutcome, SelfFeed};
-use crate::clock::TokioClock;
+use crate::clock::{Clock, TokioClock};
 use crate::error::StoreError;
 use crate::store::config::StoreConfig;
 use crate::store::core::{CoreParts, StoreCore};
@@ -30,23 +30,43 @@ pub struct MemoryStore {
 impl MemoryStore {
     /// An empty store applying the GRASP policy.
     pub async fn new(config: StoreConfig) -> Result<Self, StoreError> {
+        Self::with_clock(config, Arc::new(TokioClock::from_system())).await
+    }
+
+    /// [`MemoryStore::new`] reading time (the `created_at` window, the rejected-events index's
+    /// lifetimes) from `clock`, as an engine on the same clock does.
+    pub async fn with_clock(
+        config: StoreConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StoreError> {
         Self::open(
             Some(GraspPolicy::new(config.policy)),
             config.rejected,
             config.feed_capacity,
+            config.max_future_created_at,
+            clock,
         )
         .await
     }
 
     /// An empty store that accepts every event whose signature verifies.
     pub async fn accept_all() -> Result<Self, StoreError> {
-        Self::open(None, RejectedConfig::default(), DEFAULT_FEED_CAPACITY).await
+        Self::open(
+            None,
+            RejectedConfig::default(),
+            DEFAULT_FEED_CAPACITY,
+            crate::store::config::DEFAULT_MAX_FUTURE_CREATED_AT,
+            Arc::new(TokioClock::from_system()),
+        )
+        .await
     }
 
     async fn open(
         policy: Option<GraspPolicy>,
         rejected: RejectedConfig,
         feed_capacity: usize,
+        max_future_created_at: std::time::Duration,
+        clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         let backend = MemoryDatabase::with_opts(MemoryDatabaseOptions {
             events: true,
@@ -58,8 +78,8 @@ impl MemoryStore {
             rejected,
             feed_capacity,
             cold: None,
-            clock: Arc::new(TokioClock::from_system()),
-            max_future_created_at: crate::store::config::DEFAULT_MAX_FUTURE_CREATED_AT,
+            clock,
+            max_future_created_at,
         })
         .await?;
         Ok(Self {

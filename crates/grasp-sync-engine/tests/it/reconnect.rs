@@ -32,10 +32,12 @@ async fn setup() -> Setup {
     let thread = fixture.thread(START - 900);
     let issue = thread.last().expect("issue").clone();
     let home = network.add(HOME, thread.clone());
-    let store = MemoryStore::new(StoreConfig::new(
-        RelayUrl::parse(SERVICE_URL).expect("url"),
-        "grasp.test",
-    ))
+    // The store reads the engine's clock, so events dated by it are not "in the future".
+    let clock = Arc::new(TokioClock::anchored_at(Timestamp::from_secs(START)));
+    let store = MemoryStore::with_clock(
+        StoreConfig::new(RelayUrl::parse(SERVICE_URL).expect("url"), "grasp.test"),
+        clock.clone(),
+    )
     .await
     .expect("store");
     let parts = EngineParts::new(
@@ -43,9 +45,7 @@ async fn setup() -> Setup {
         Arc::new(store.clone()),
         Arc::new(store.clone()),
     )
-    .clock(Arc::new(TokioClock::anchored_at(Timestamp::from_secs(
-        START,
-    ))));
+    .clock(clock);
     let engine = SyncEngine::start(test_config(&[BOOTSTRAP.to_owned()]), parts)
         .await
         .expect("engine");
