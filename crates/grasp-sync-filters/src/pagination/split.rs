@@ -28,46 +28,24 @@ pub fn split_filter(filter: &Filter) -> Option<[Filter; 2]> {
         second.generic_tags.insert(tag, high);
         return Some([first, second]);
     }
-    if let Some(kinds) = filter.kinds.as_ref().filter(|k| k.len() > 1) {
-        let (low, high) = halves(kinds);
-        return Some([
-            Filter {
-                kinds: Some(low),
-                ..filter.clone()
-            },
-            Filter {
-                kinds: Some(high),
-                ..filter.clone()
-            },
-        ]);
-    }
-    if let Some(authors) = filter.authors.as_ref().filter(|a| a.len() > 1) {
-        let (low, high) = halves(authors);
-        return Some([
-            Filter {
-                authors: Some(low),
-                ..filter.clone()
-            },
-            Filter {
-                authors: Some(high),
-                ..filter.clone()
-            },
-        ]);
-    }
-    if let Some(ids) = filter.ids.as_ref().filter(|i| i.len() > 1) {
-        let (low, high) = halves(ids);
-        return Some([
-            Filter {
-                ids: Some(low),
-                ..filter.clone()
-            },
-            Filter {
-                ids: Some(high),
-                ..filter.clone()
-            },
-        ]);
-    }
-    None
+    split_list(filter, |f| &mut f.kinds)
+        .or_else(|| split_list(filter, |f| &mut f.authors))
+        .or_else(|| split_list(filter, |f| &mut f.ids))
+}
+
+/// `filter` twice, with the list `field` selects halved between the two; `None` when that list
+/// has fewer than two values.
+fn split_list<T: Ord + Clone>(
+    filter: &Filter,
+    field: impl Fn(&mut Filter) -> &mut Option<BTreeSet<T>>,
+) -> Option<[Filter; 2]> {
+    let mut first = filter.clone();
+    let values = field(&mut first).take().filter(|v| v.len() > 1)?;
+    let (low, high) = halves(&values);
+    let mut second = filter.clone();
+    *field(&mut first) = Some(low);
+    *field(&mut second) = Some(high);
+    Some([first, second])
 }
 
 /// The lower and upper halves of a set (the lower one takes the odd value).
