@@ -31,7 +31,7 @@ pub struct RoundLimits {
     /// The session does not know yet whether the relay speaks NIP-77. A NOTICE cannot name the
     /// round it answers; during a probe, one saying that some message is unsupported or could
     /// not be parsed ends the round as [`NegentropyError::Unsupported`] even when it does not
-    /// name negentropy (see [`notice_ends_round`]).
+    /// name negentropy (see `notice_ends_round`).
     pub probe: bool,
 }
 
@@ -75,7 +75,7 @@ pub struct NegentropyDiff {
 #[non_exhaustive]
 pub enum NegentropyError {
     /// The relay does not speak NIP-77: it said the verb is unknown, unsupported or turned off
-    /// (see [`classify_refusal`] and [`notice_ends_round`]), or the client library detected it.
+    /// (see [`classify_refusal`] and `notice_ends_round`), or the client library detected it.
     #[error("negentropy unsupported by relay")]
     Unsupported,
     /// The NEG-OPEN went out and the relay did not answer it within the round's first-answer

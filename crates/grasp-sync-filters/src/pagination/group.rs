@@ -47,7 +47,7 @@ pub struct Truncation {
 /// the window past what it covered: for a newest-first page `until` becomes its oldest second,
 /// for an oldest-first page `since` becomes its newest second, and the boundary second is read
 /// again. A full page inside one second splits the filter into halves for that second
-/// ([`split_filter`]); a part that cannot be split is a [`Truncation`]. A short filter of a
+/// ([`split_filter`](crate::split_filter)); a part that cannot be split is a [`Truncation`]. A short filter of a
 /// multi-filter REQ whose total may have been cut by a per-REQ cap is sent again alone before
 /// it counts as finished.
 ///
