@@ -9,10 +9,13 @@
 //! messages and real disconnects. It does not sync anything itself and holds no sync logic;
 //! the only rules it knows are which generated events a correct sync must end up with, and
 //! the limits its strict relays enforce.
-//! It is not for production use: stores live in memory or in temporary directories.
+//! Its relays are not for production use: stores live in memory or in temporary
+//! directories. Its [`front`] module, the HTTP/WebSocket front of those relays, is the same
+//! front the grasp-sync daemon serves its own relay and endpoints on.
 #![doc = include_str!("../README.md")]
 
 mod error;
+pub mod front;
 pub mod network;
 pub mod nip34;
 mod relay;

@@ -19,11 +19,11 @@ use nostr_relay_builder::LocalRelay;
 use nostr_relay_builder::builder::{RateLimit, RelayBuilder};
 use tempfile::TempDir;
 use tokio::net::TcpSocket;
-use tokio::sync::watch;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinSet;
 
 use crate::TestkitError;
-use front::{Counters, Front};
+use crate::front::{Front, FrontLimits};
+use front::{Counters, RelaySite};
 use strict::proxy::Strict;
 use strict::{FilterCaps, Recorder, StrictLimits, StrictStats};
 
@@ -131,8 +131,7 @@ pub struct TestRelay {
 #[derive(Debug)]
 struct Running {
     relay: LocalRelay,
-    stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
+    front: Front,
 }
 
 impl TestRelay {
@@ -266,9 +265,7 @@ impl TestRelay {
     pub async fn stop(&mut self) -> Result<(), TestkitError> {
         if let Some(running) = self.running.take() {
             running.relay.shutdown();
-            // The task may already be gone; its exit is what we wait for.
-            let _ = running.stop.send(true);
-            running.task.await?;
+            running.front.stop().await;
         }
         Ok(())
     }
@@ -289,21 +286,20 @@ impl TestRelay {
         let listener = socket.listen(1024)?;
         self.addr = listener.local_addr()?;
         let relay = LocalRelay::new(builder(&self.config, Arc::clone(&self.database)));
-        let (stop, stopped) = watch::channel(false);
         let strict = self.config.strict.clone().map(|limits| Strict {
             limits: Arc::new(limits),
             recorder: Arc::clone(&self.recorder),
             store: Arc::clone(&self.database),
             caps: self.config.filter_caps(),
         });
-        let front = Front::new(
+        let site = RelaySite::new(
             relay.clone(),
             nip11::document(&self.config),
             Arc::clone(&self.counters),
             strict,
         );
-        let task = tokio::spawn(front.serve(listener, stopped));
-        self.running = Some(Running { relay, stop, task });
+        let front = Front::start(listener, FrontLimits::default(), site)?;
+        self.running = Some(Running { relay, front });
         Ok(())
     }
 }
@@ -314,7 +310,7 @@ impl Drop for TestRelay {
             running.relay.shutdown();
             // Aborting the accept loop drops its connection set, which aborts every
             // connection task.
-            running.task.abort();
+            running.front.abort();
         }
     }
 }
