@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{RawConfig, Settings, parse_bool};
+use crate::config::{RawConfig, RawRelayLimits, Settings, parse_bool};
 use crate::error::ConfigError;
 use crate::sim::{Preset, Profiles};
 
@@ -108,6 +108,9 @@ pub struct RunArgs {
     /// The embedded store's LMDB map size, e.g. 32GiB [default: 32GiB].
     #[arg(long, env = "GRASP_SYNC_LMDB_MAP_SIZE", value_name = "SIZE")]
     pub lmdb_map_size: Option<String>,
+    /// The embedded relay's limits (`[relay]` keys).
+    #[command(flatten)]
+    pub relay: RawRelayLimits,
 }
 
 impl RunArgs {
@@ -133,6 +136,7 @@ impl RunArgs {
             metrics_listen: self.metrics_listen.clone(),
             max_future_created_at: self.max_future_created_at.clone(),
             lmdb_map_size: self.lmdb_map_size.clone(),
+            relay: self.relay.clone(),
         })
     }
 

@@ -277,7 +277,8 @@ async fn embedded(
     let store = LmdbStore::open(&path, config)
         .await
         .with_context(|| format!("opening the store in {}", path.display()))?;
-    let relay = EmbeddedRelay::start(listener, &store).context("starting the relay")?;
+    let relay = EmbeddedRelay::start(listener, &store, settings.relay.clone())
+        .context("starting the relay")?;
     let parts = EngineParts::new(
         Arc::new(SdkConnector::default()),
         Arc::new(store.clone()),

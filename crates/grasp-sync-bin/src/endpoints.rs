@@ -1,33 +1,40 @@
 //! The operator endpoints: `GET /metrics` (Prometheus text) and `GET /status` (the engine's
 //! [`EngineStatus`](grasp_sync_engine::EngineStatus) as JSON), on their own listener.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
+use grasp_sync_testkit::front::{Front, FrontLimits, Site, plain, respond};
+use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
+use hyper::upgrade::Upgraded;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::{RwLock, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::sync::RwLock;
 
 use grasp_sync_engine::EngineHandle;
 
-use crate::http::{Body, plain, respond};
 use crate::metrics::MetricsRegistry;
+
+type Body = Full<Bytes>;
 
 /// The running engine, shared with the endpoints; `None` once it is shut down.
 pub(crate) type EngineSlot = Arc<RwLock<Option<EngineHandle>>>;
 
+/// The endpoints' own bounds: few clients (a scraper, an operator), each kept short.
+const LIMITS: FrontLimits = FrontLimits {
+    max_connections: 64,
+    max_connections_per_ip: 0,
+    header_read_timeout: Duration::from_secs(10),
+    shutdown_grace: Duration::from_secs(2),
+};
+
 /// The running endpoints server.
 #[derive(Debug)]
 pub(crate) struct Endpoints {
-    addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
+    front: Front,
 }
 
 impl Endpoints {
@@ -37,23 +44,19 @@ impl Endpoints {
         metrics: MetricsRegistry,
         engine: EngineSlot,
     ) -> std::io::Result<Endpoints> {
-        let addr = listener.local_addr()?;
-        let (stop, stopped) = watch::channel(false);
         let state = Arc::new(State { metrics, engine });
-        let task = tokio::spawn(serve(listener, stopped, state));
-        Ok(Endpoints { addr, stop, task })
+        let front = Front::start(listener, LIMITS, EndpointSite { state })?;
+        Ok(Endpoints { front })
     }
 
     /// The bound address.
     pub(crate) fn addr(&self) -> SocketAddr {
-        self.addr
+        self.front.addr()
     }
 
     /// Stops accepting and closes open connections.
     pub(crate) async fn stop(self) {
-        // The task may already be gone; its exit is what we wait for.
-        let _ = self.stop.send(true);
-        let _ = self.task.await;
+        self.front.stop().await;
     }
 }
 
@@ -63,33 +66,21 @@ struct State {
     engine: EngineSlot,
 }
 
-async fn serve(listener: TcpListener, mut stopped: watch::Receiver<bool>, state: Arc<State>) {
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = stopped.changed() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => {
-                    let state = Arc::clone(&state);
-                    connections.spawn(async move {
-                        let service = service_fn(move |request| {
-                            let state = Arc::clone(&state);
-                            async move { Ok::<_, Infallible>(answer(&state, request).await) }
-                        });
-                        let served = http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                        if let Err(error) = served {
-                            tracing::debug!(%error, "endpoint connection ended");
-                        }
-                    });
-                }
-                Err(error) => tracing::warn!(%error, "endpoints cannot accept"),
-            },
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-        }
+#[derive(Debug, Clone)]
+struct EndpointSite {
+    state: Arc<State>,
+}
+
+impl Site for EndpointSite {
+    async fn respond(&self, request: Request<Incoming>) -> Response<Body> {
+        answer(&self.state, request).await
     }
-    connections.shutdown().await;
+
+    fn serves_websockets(&self) -> bool {
+        false
+    }
+
+    async fn websocket(&self, _io: TokioIo<Upgraded>, _peer: SocketAddr) {}
 }
 
 async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {

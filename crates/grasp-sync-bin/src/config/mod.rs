@@ -4,6 +4,7 @@
 //! the key at fault.
 
 mod duration;
+mod relay;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -16,8 +17,10 @@ use grasp_sync_model::RelayUrl;
 use serde::Deserialize;
 
 use crate::error::ConfigError;
+use crate::relay::RelayLimits;
 
 pub use duration::{format_duration, parse_duration};
+pub use relay::RawRelayLimits;
 
 /// Default address of the embedded relay.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7777";
@@ -59,6 +62,9 @@ pub struct RawConfig {
     pub max_future_created_at: Option<String>,
     /// The embedded store's LMDB map size, e.g. `32GiB`.
     pub lmdb_map_size: Option<String>,
+    /// The embedded relay's limits (the `[relay]` table).
+    #[serde(default)]
+    pub relay: RawRelayLimits,
 }
 
 impl RawConfig {
@@ -97,6 +103,7 @@ impl RawConfig {
             metrics_listen: over.metrics_listen.or(self.metrics_listen),
             max_future_created_at: over.max_future_created_at.or(self.max_future_created_at),
             lmdb_map_size: over.lmdb_map_size.or(self.lmdb_map_size),
+            relay: self.relay.merge(over.relay),
         }
     }
 }
@@ -129,6 +136,8 @@ pub struct Settings {
     pub max_future_created_at: Duration,
     /// The embedded store's LMDB map size in bytes; `None` keeps the backend's default.
     pub lmdb_map_size: Option<usize>,
+    /// The embedded relay's limits; its `created_at` window is `max_future_created_at`.
+    pub relay: RelayLimits,
 }
 
 impl Settings {
@@ -170,6 +179,15 @@ impl Settings {
         if data_dir.as_os_str().is_empty() {
             return Err(ConfigError::invalid("data_dir", "must not be empty"));
         }
+        let max_future_created_at = duration_key(
+            "max_future_created_at",
+            raw.max_future_created_at.as_deref(),
+        )?
+        .unwrap_or(DEFAULT_MAX_FUTURE_CREATED_AT);
+        let relay = RelayLimits {
+            max_future_created_at,
+            ..raw.relay.resolve()?
+        };
         Ok(Settings {
             listen: address_key("listen", raw.listen.as_deref(), DEFAULT_LISTEN)?,
             data_dir,
@@ -189,12 +207,9 @@ impl Settings {
                 raw.metrics_listen.as_deref(),
                 DEFAULT_METRICS_LISTEN,
             )?,
-            max_future_created_at: duration_key(
-                "max_future_created_at",
-                raw.max_future_created_at.as_deref(),
-            )?
-            .unwrap_or(DEFAULT_MAX_FUTURE_CREATED_AT),
+            max_future_created_at,
             lmdb_map_size: size_key("lmdb_map_size", raw.lmdb_map_size.as_deref())?,
+            relay,
         })
     }
 

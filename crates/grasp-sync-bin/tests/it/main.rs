@@ -1,12 +1,16 @@
 //! Integration tests of the `grasp-sync` daemon: the command line (the built binary), the
 //! embedded relay's acceptance policy over WebSocket, live delivery of synced events to its
-//! subscribers, the demo, the sim, and external mode.
+//! subscribers, the limits its NIP-11 document advertises, the demo, the sim, and external
+//! mode.
 
 mod acceptance;
 mod cli;
 mod demo;
 mod external;
 mod full_store;
+mod limits;
 mod live;
+#[path = "../common/raw.rs"]
+mod raw;
 mod sim;
 mod support;
