@@ -149,3 +149,83 @@ fn durations_round_trip_through_their_text_form() {
     assert!(parse_duration("3").is_err());
     assert!(parse_duration("3d").is_err());
 }
+
+#[test]
+fn relay_limits_come_from_the_relay_table_with_defaults_for_the_rest() {
+    let settings = check_toml(
+        r#"
+        max_future_created_at = "1h"
+        [relay]
+        max_connections = 10
+        max_connections_per_ip = 0
+        idle_timeout = "30s"
+        max_filters = 3
+        max_limit = 50
+        default_limit = 20
+        "#,
+    )
+    .expect("valid");
+    let relay = settings.relay;
+    assert_eq!(relay.max_connections, 10);
+    assert_eq!(relay.max_connections_per_ip, 0);
+    assert_eq!(relay.idle_timeout, Duration::from_secs(30));
+    assert_eq!(
+        (relay.max_filters, relay.max_limit, relay.default_limit),
+        (3, 50, 20)
+    );
+    assert_eq!(relay.max_subscriptions, 100);
+    assert_eq!(relay.max_future_created_at, Duration::from_secs(3600));
+}
+
+#[test]
+fn bad_relay_limits_name_their_key() {
+    assert_eq!(
+        check_toml("[relay]\nmax_filters = 0").map(|_| ()),
+        Err("relay.max_filters".to_owned())
+    );
+    assert_eq!(
+        check_toml("[relay]\nmax_limit = 10\ndefault_limit = 11").map(|_| ()),
+        Err("relay.default_limit".to_owned())
+    );
+    assert_eq!(
+        check_toml("[relay]\nnegentropy_frame_size = 100").map(|_| ()),
+        Err("relay.negentropy_frame_size".to_owned())
+    );
+    assert_eq!(
+        check_toml("[relay]\nheader_read_timeout = \"0s\"").map(|_| ()),
+        Err("relay.header_read_timeout".to_owned())
+    );
+    let unknown = check_toml("[relay]\nmax_connection = 5").expect_err("unknown key");
+    assert!(
+        unknown.starts_with("file:") && unknown.contains("max_connection"),
+        "{unknown}"
+    );
+}
+
+#[test]
+fn relay_flags_and_variables_override_the_file() {
+    use clap::Parser;
+
+    let cli = crate::Cli::try_parse_from([
+        "grasp-sync",
+        "run",
+        "--relay-max-subscriptions",
+        "7",
+        "--relay-idle-timeout",
+        "1m",
+    ])
+    .expect("flags");
+    let crate::Command::Run(args) = cli.command else {
+        panic!("run");
+    };
+    let file = RawConfig::from_toml(
+        "[relay]\nmax_subscriptions = 3\nmax_filters = 4",
+        "test.toml",
+    )
+    .expect("file");
+    let settings =
+        Settings::resolve(file.merge(args.overrides().expect("overrides"))).expect("valid");
+    assert_eq!(settings.relay.max_subscriptions, 7);
+    assert_eq!(settings.relay.max_filters, 4);
+    assert_eq!(settings.relay.idle_timeout, Duration::from_secs(60));
+}
