@@ -68,7 +68,7 @@ pub struct RawRelayLimits {
         value_name = "N"
     )]
     pub max_subscriptions: Option<usize>,
-    /// Filters per REQ, COUNT or NEG-OPEN [default: 20].
+    /// Filters per REQ [default: 20].
     #[arg(
         long = "relay-max-filters",
         env = "GRASP_SYNC_RELAY_MAX_FILTERS",

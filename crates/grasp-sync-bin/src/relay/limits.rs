@@ -29,7 +29,7 @@ pub struct RelayLimits {
     pub max_event_tags: usize,
     /// Open subscriptions per connection (NIP-11 `max_subscriptions`).
     pub max_subscriptions: usize,
-    /// Filters in one REQ, COUNT or NEG-OPEN (advertised as `max_filters`, a field some
+    /// Filters in one REQ (advertised as `max_filters`, a field some
     /// relays use; NIP-11 has no standard one).
     pub max_filters: usize,
     /// Longest subscription ID (NIP-11 `max_subid_length`).
