@@ -65,9 +65,7 @@ impl LmdbStore {
             max_future_created_at: config.max_future_created_at,
         })
         .await?;
-        Ok(Self {
-            core: Arc::new(core),
-        })
+        Ok(Self { core })
     }
 
     /// The database to serve through `nostr_relay_builder::LocalRelay` (with

@@ -82,9 +82,7 @@ impl MemoryStore {
             max_future_created_at,
         })
         .await?;
-        Ok(Self {
-            core: Arc::new(core),
-        })
+        Ok(Self { core })
     }
 
     /// The database, to serve through a `LocalRelay`.
