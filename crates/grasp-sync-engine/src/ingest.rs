@@ -8,7 +8,7 @@
 //! event the store failed to save, so a batch is never confirmed over a failed write.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -130,6 +130,8 @@ pub(crate) struct Ingestor {
     counts: Arc<DashMap<RelayUrl, Arc<IngestCounts>>>,
     saved: Option<mpsc::Sender<Event>>,
     metrics: Option<crate::metrics::SyncMetrics>,
+    /// A full store was reported, and nothing saved since: later failures log quietly.
+    full_reported: Arc<AtomicBool>,
 }
 
 impl Ingestor {
@@ -152,6 +154,7 @@ impl Ingestor {
             counts: Arc::new(DashMap::new()),
             saved,
             metrics,
+            full_reported: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -170,12 +173,14 @@ impl Ingestor {
         let store = Arc::clone(&self.store);
         let saved = self.saved.clone();
         let metrics = self.metrics.clone();
+        let full_reported = Arc::clone(&self.full_reported);
         tokio::spawn(async move {
             let keep = saved.as_ref().map(|_| event.clone());
             let id = event.id;
             match store.ingest(event, &source).await {
                 Ok(IngestOutcome::Saved) => {
                     counts.saved.fetch_add(1, Ordering::Relaxed);
+                    full_reported.store(false, Ordering::Relaxed);
                     if let (Some(tx), Some(event)) = (saved, keep) {
                         // The hook batcher never stops before the ingestor; a closed channel
                         // means shutdown, when the trigger no longer matters.
@@ -197,7 +202,18 @@ impl Ingestor {
                     if let Some(metrics) = &metrics {
                         metrics.record_write_failure(error.metric_label());
                     }
-                    tracing::warn!(relay = %source, %error, "store failed to ingest a synced event");
+                    match &error {
+                        StoreError::Full { .. } if !full_reported.swap(true, Ordering::Relaxed) => {
+                            tracing::error!(relay = %source, %error,
+                                "the own store is full: synced events are not saved, and their batches are retried, until it is restarted with a larger lmdb_map_size");
+                        }
+                        StoreError::Full { .. } => {
+                            tracing::debug!(relay = %source, %error, "store full: a synced event was not saved");
+                        }
+                        _ => {
+                            tracing::warn!(relay = %source, %error, "store failed to ingest a synced event");
+                        }
+                    }
                     if let Some(watch) = &watch {
                         // The reader outlives every watch it handed out, unless the session
                         // ended, when nobody needs the failure any more.

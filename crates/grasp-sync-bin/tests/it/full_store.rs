@@ -34,7 +34,7 @@ async fn missing(daemon: &Daemon, expected: &BTreeSet<EventId>) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_that_fills_during_sync_counts_its_failed_saves() {
+async fn a_store_that_fills_during_sync_counts_its_failed_saves_as_full() {
     let spec = NetworkSpec {
         relays: 1,
         repos: 30,
@@ -57,7 +57,7 @@ async fn a_store_that_fills_during_sync_counts_its_failed_saves() {
         .expect("daemon with a tiny store");
     let full = wait_until(Duration::from_secs(60), || async {
         let (_, metrics) = http_get(daemon.metrics_addr(), "/metrics").await;
-        metrics.contains("grasp_sync_store_write_failures_total{reason=\"backend\"}")
+        metrics.contains("grasp_sync_store_write_failures_total{reason=\"full\"}")
     })
     .await;
     assert!(

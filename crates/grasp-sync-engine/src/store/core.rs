@@ -25,6 +25,7 @@ use crate::error::StoreError;
 use crate::store::cold::ColdStore;
 use crate::store::database::GraspDatabase;
 use crate::store::feed::FeedHub;
+use crate::store::lmdb::MapRoom;
 use crate::store::policy::{GraspPolicy, PolicyDecision};
 use crate::store::rejected::{Dependency, RejectedConfig, RejectedIndex};
 
@@ -48,6 +49,8 @@ pub(crate) struct CoreParts {
     pub(crate) cold: Option<ColdStore>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) max_future_created_at: std::time::Duration,
+    /// Tells a full LMDB map from other failed saves; `None` for other backends.
+    pub(crate) room: Option<MapRoom>,
 }
 
 /// The shared state of one store.
@@ -61,6 +64,7 @@ pub(crate) struct StoreCore {
     persisting: tokio::sync::Mutex<()>,
     clock: Arc<dyn Clock>,
     max_future_created_at: std::time::Duration,
+    room: Option<MapRoom>,
 }
 
 impl fmt::Debug for StoreCore {
@@ -94,6 +98,7 @@ impl StoreCore {
             persisting: tokio::sync::Mutex::new(()),
             clock: parts.clock,
             max_future_created_at: parts.max_future_created_at,
+            room: parts.room,
         };
         let core = Arc::new(core);
         core.database.attach(Arc::downgrade(&core));
@@ -250,7 +255,11 @@ impl StoreCore {
             return Ok(IngestOutcome::Rejected(reason));
         }
         // The database commits the acceptance once the save succeeded.
-        let status = self.database.save(event).await.map_err(backend)?;
+        let status = self
+            .database
+            .save(event)
+            .await
+            .map_err(|error| self.save_failed(error))?;
         Ok(match status {
             SaveEventStatus::Success => IngestOutcome::Saved,
             SaveEventStatus::Rejected(RejectedReason::Duplicate) => IngestOutcome::Duplicate,
@@ -327,6 +336,15 @@ impl StoreCore {
         self.rejected()?
             .handle_rejected(self.now(), event, reason, awaited, source);
         Ok(())
+    }
+
+    /// What a failed save means, telling a full map apart where the backend allows.
+    fn save_failed(&self, error: DatabaseError) -> StoreError {
+        let error = backend(error);
+        match &self.room {
+            Some(room) => room.classify(error),
+            None => error,
+        }
     }
 
     /// The refusal of an event dated further ahead than the window allows.

@@ -80,6 +80,7 @@ impl MemoryStore {
             cold: None,
             clock,
             max_future_created_at,
+            room: None,
         })
         .await?;
         Ok(Self { core })

@@ -107,6 +107,7 @@ async fn open() -> (Arc<StoreCore>, Arc<FlakyBackend>) {
         cold: None,
         clock: Arc::new(TokioClock::from_system()),
         max_future_created_at: DEFAULT_MAX_FUTURE_CREATED_AT,
+        room: None,
     })
     .await
     .expect("store opens");
