@@ -36,14 +36,26 @@ pub enum StoreError {
     /// The store has been shut down.
     #[error("store is closed")]
     Closed,
+    /// The store is full: a save failed with less room left in its LMDB map than a write
+    /// batch may need. Nothing more is saved until it is reopened with a larger map.
+    #[error(
+        "store is full: {used} of its {map_size}-byte LMDB map in use; raise lmdb_map_size and restart"
+    )]
+    Full {
+        /// The configured map size in bytes.
+        map_size: usize,
+        /// The bytes of the map in use when the save failed.
+        used: u64,
+    },
 }
 
 impl StoreError {
-    /// A bounded label for metrics: `backend` or `closed`.
+    /// A bounded label for metrics: `backend`, `closed` or `full`.
     pub fn metric_label(&self) -> &'static str {
         match self {
             StoreError::Backend(_) => "backend",
             StoreError::Closed => "closed",
+            StoreError::Full { .. } => "full",
         }
     }
 }

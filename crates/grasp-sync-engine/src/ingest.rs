@@ -3,18 +3,21 @@
 //! is slowed down (its reader waits for a slot) instead of growing memory without limit.
 //!
 //! Newly saved events are counted per relay and handed, in 500 ms batches, to the
-//! [`SyncedEventHook`] when one is configured.
+//! [`SyncedEventHook`] when one is configured. Each session watches its own saves
+//! ([`SessionSaves`]): its reader waits for them before it reports an EOSE, and hears of every
+//! event the store failed to save, so a batch is never confirmed over a failed write.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use dashmap::DashMap;
 use grasp_sync_model::RelayUrl;
-use nostr::Event;
-use tokio::sync::{Semaphore, mpsc};
+use nostr::{Event, EventId, SubscriptionId};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::boundary::{EventStore, IngestOutcome, SyncedEventHook};
+use crate::error::StoreError;
 
 /// How long the synced-event hook batches saves before it is called.
 pub const HOOK_BATCH_WINDOW: Duration = Duration::from_millis(500);
@@ -56,14 +59,79 @@ impl IngestCounts {
     }
 }
 
+/// An event of a subscription that the store failed to save.
+#[derive(Debug)]
+pub(crate) struct SaveFailure {
+    /// The subscription the event was delivered for.
+    pub(crate) subscription_id: SubscriptionId,
+    /// The event.
+    pub(crate) id: EventId,
+    /// What the store said.
+    pub(crate) error: StoreError,
+}
+
+/// The saves of one session's events: the reader takes a [`SaveWatch`] for every event it
+/// submits, waits in [`SessionSaves::settled`] for all of them before it reports an EOSE, and
+/// forwards the [`SaveFailure`]s, which are queued before their watch is released.
+pub(crate) struct SessionSaves {
+    permits: Arc<Semaphore>,
+    capacity: u32,
+    failures: mpsc::UnboundedSender<SaveFailure>,
+}
+
+/// One submitted event's tie to its session: held until the store answered.
+pub(crate) struct SaveWatch {
+    _permit: OwnedSemaphorePermit,
+    subscription_id: SubscriptionId,
+    failures: mpsc::UnboundedSender<SaveFailure>,
+}
+
+impl SessionSaves {
+    /// Watches up to `capacity` saves at once (the ingestor's own bound, so taking a watch
+    /// waits no longer than a free ingest slot would), and the receiver of their failures.
+    /// The failure queue is unbounded in type; it holds at most the failures of the saves
+    /// answered since the reader last looked.
+    pub(crate) fn new(capacity: usize) -> (Self, mpsc::UnboundedReceiver<SaveFailure>) {
+        let capacity = u32::try_from(capacity.max(1)).unwrap_or(u32::MAX);
+        let (failures, rx) = mpsc::unbounded_channel();
+        let saves = Self {
+            permits: Arc::new(Semaphore::new(capacity as usize)),
+            capacity,
+            failures,
+        };
+        (saves, rx)
+    }
+
+    /// A watch for one event of `subscription_id`.
+    pub(crate) async fn watch(&self, subscription_id: SubscriptionId) -> Option<SaveWatch> {
+        let permit = Arc::clone(&self.permits).acquire_owned().await.ok()?;
+        Some(SaveWatch {
+            _permit: permit,
+            subscription_id,
+            failures: self.failures.clone(),
+        })
+    }
+
+    /// Waits until the store answered every event watched so far; their failures are queued
+    /// by then.
+    pub(crate) async fn settled(&self) {
+        if let Ok(all) = self.permits.acquire_many(self.capacity).await {
+            drop(all);
+        }
+    }
+}
+
 /// Offers events to the store with bounded concurrency.
 #[derive(Clone)]
 pub(crate) struct Ingestor {
     store: Arc<dyn EventStore>,
+    in_flight: usize,
     slots: Arc<Semaphore>,
     counts: Arc<DashMap<RelayUrl, Arc<IngestCounts>>>,
     saved: Option<mpsc::Sender<Event>>,
     metrics: Option<crate::metrics::SyncMetrics>,
+    /// A full store was reported, and nothing saved since: later failures log quietly.
+    full_reported: Arc<AtomicBool>,
 }
 
 impl Ingestor {
@@ -81,15 +149,23 @@ impl Ingestor {
         });
         Self {
             store,
+            in_flight: in_flight.max(1),
             slots: Arc::new(Semaphore::new(in_flight.max(1))),
             counts: Arc::new(DashMap::new()),
             saved,
             metrics,
+            full_reported: Arc::new(AtomicBool::new(false)),
         }
     }
 
-    /// Offers one event; waits only for a free slot, not for the store.
-    pub(crate) async fn submit(&self, source: RelayUrl, event: Event) {
+    /// The most store calls in flight at once.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Offers one event; waits only for a free slot, not for the store. `watch` is released
+    /// once the store answered, after a failure was queued on it.
+    pub(crate) async fn submit(&self, source: RelayUrl, event: Event, watch: Option<SaveWatch>) {
         let Ok(slot) = self.slots.clone().acquire_owned().await else {
             return;
         };
@@ -97,11 +173,14 @@ impl Ingestor {
         let store = Arc::clone(&self.store);
         let saved = self.saved.clone();
         let metrics = self.metrics.clone();
+        let full_reported = Arc::clone(&self.full_reported);
         tokio::spawn(async move {
             let keep = saved.as_ref().map(|_| event.clone());
+            let id = event.id;
             match store.ingest(event, &source).await {
                 Ok(IngestOutcome::Saved) => {
                     counts.saved.fetch_add(1, Ordering::Relaxed);
+                    full_reported.store(false, Ordering::Relaxed);
                     if let (Some(tx), Some(event)) = (saved, keep) {
                         // The hook batcher never stops before the ingestor; a closed channel
                         // means shutdown, when the trigger no longer matters.
@@ -123,9 +202,30 @@ impl Ingestor {
                     if let Some(metrics) = &metrics {
                         metrics.record_write_failure(error.metric_label());
                     }
-                    tracing::warn!(relay = %source, %error, "store failed to ingest a synced event");
+                    match &error {
+                        StoreError::Full { .. } if !full_reported.swap(true, Ordering::Relaxed) => {
+                            tracing::error!(relay = %source, %error,
+                                "the own store is full: synced events are not saved, and their batches are retried, until it is restarted with a larger lmdb_map_size");
+                        }
+                        StoreError::Full { .. } => {
+                            tracing::debug!(relay = %source, %error, "store full: a synced event was not saved");
+                        }
+                        _ => {
+                            tracing::warn!(relay = %source, %error, "store failed to ingest a synced event");
+                        }
+                    }
+                    if let Some(watch) = &watch {
+                        // The reader outlives every watch it handed out, unless the session
+                        // ended, when nobody needs the failure any more.
+                        let _ = watch.failures.send(SaveFailure {
+                            subscription_id: watch.subscription_id.clone(),
+                            id,
+                            error,
+                        });
+                    }
                 }
             }
+            drop(watch);
             drop(slot);
         });
     }

@@ -104,7 +104,7 @@ impl SyncMetrics {
                 .build(),
             write_failures: meter
                 .u64_counter("grasp_sync_store_write_failures_total")
-                .with_description("synced events the own store failed to save, by reason (backend, closed)")
+                .with_description("synced events the own store failed to save, by reason (backend, closed, full)")
                 .build(),
             reconnects: meter
                 .u64_counter("grasp_sync_reconnects_total")

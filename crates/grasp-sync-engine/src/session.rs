@@ -4,14 +4,19 @@
 //!
 //! Every message carries the session's generation; the actor ignores anything from a session it
 //! has already retired.
+//!
+//! The reader reports an EOSE only once the store answered every event the session delivered
+//! before it, and reports each event the store failed to save ([`SessionEvent::Unsaved`])
+//! before that EOSE, so the actor never confirms a batch over a failed write.
 
 use std::sync::Arc;
 
 use grasp_sync_model::RelayUrl;
-use nostr::{Event, Filter, SubscriptionId};
+use nostr::{Event, EventId, Filter, SubscriptionId};
 use tokio::sync::mpsc;
 
-use crate::ingest::Ingestor;
+use crate::error::StoreError;
+use crate::ingest::{Ingestor, SaveFailure, SessionSaves};
 use crate::transport::{RelayInbound, RelaySession};
 
 /// Identifies one connection session of one relay.
@@ -29,7 +34,14 @@ pub(crate) enum SessionEvent {
         subscription_id: SubscriptionId,
         event: Arc<Event>,
     },
-    /// End of stored events.
+    /// The store failed to save an event delivered for a subscription (reported before that
+    /// subscription's next EOSE).
+    Unsaved {
+        subscription_id: SubscriptionId,
+        id: EventId,
+        error: StoreError,
+    },
+    /// End of stored events; the store has answered every event delivered before it.
     Eose(SubscriptionId),
     /// The relay closed a subscription.
     Closed {
@@ -54,6 +66,9 @@ impl SessionEvent {
     pub(crate) fn subscription_id(&self) -> Option<&SubscriptionId> {
         match self {
             SessionEvent::Event {
+                subscription_id, ..
+            }
+            | SessionEvent::Unsaved {
                 subscription_id, ..
             }
             | SessionEvent::Closed {
@@ -183,23 +198,48 @@ async fn run_reader(
     ingestor: Ingestor,
     actor: mpsc::Sender<(SessionKey, SessionEvent)>,
 ) {
+    let (saves, mut failures) = SessionSaves::new(ingestor.in_flight());
     let mut ended = None;
-    while let Some(message) = inbound.recv().await {
+    loop {
+        let message = tokio::select! {
+            biased;
+            Some(failure) = failures.recv() => {
+                if actor.send((key.clone(), unsaved(failure))).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            message = inbound.recv() => match message {
+                Some(message) => message,
+                None => break,
+            },
+        };
         let event = match message {
             RelayInbound::Event {
                 subscription_id,
                 event,
             } => {
                 let event = Arc::new(*event);
+                let watch = saves.watch(subscription_id.clone()).await;
                 ingestor
-                    .submit(key.relay.clone(), Event::clone(&event))
+                    .submit(key.relay.clone(), Event::clone(&event), watch)
                     .await;
                 SessionEvent::Event {
                     subscription_id,
                     event,
                 }
             }
-            RelayInbound::Eose(id) => SessionEvent::Eose(id),
+            RelayInbound::Eose(id) => {
+                // The store answers first: a failed save must reach the actor before the
+                // EOSE that would complete its batch.
+                saves.settled().await;
+                while let Ok(failure) = failures.try_recv() {
+                    if actor.send((key.clone(), unsaved(failure))).await.is_err() {
+                        return;
+                    }
+                }
+                SessionEvent::Eose(id)
+            }
             RelayInbound::Closed {
                 subscription_id,
                 message,
@@ -225,4 +265,12 @@ async fn run_reader(
     let reason = ended.unwrap_or_else(|| "transport ended".to_owned());
     // The actor may already be gone at shutdown; nothing is left to tell.
     let _ = actor.send((key, SessionEvent::Ended { reason })).await;
+}
+
+fn unsaved(failure: SaveFailure) -> SessionEvent {
+    SessionEvent::Unsaved {
+        subscription_id: failure.subscription_id,
+        id: failure.id,
+        error: failure.error,
+    }
 }

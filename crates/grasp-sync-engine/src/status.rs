@@ -112,6 +112,11 @@ pub struct RelayStatus {
     pub events_duplicate: u64,
     /// Events from this relay refused by the store.
     pub events_rejected: u64,
+    /// Events from this relay the store failed to save.
+    pub events_unsaved: u64,
+    /// Historic batches of this relay left incomplete because the store failed to save some
+    /// of their events (abandoned and retried, never confirmed).
+    pub history_unsaved: u64,
     /// Refusals by category.
     pub refusals: BTreeMap<String, u64>,
     /// Refusals answering subscriptions already retired (ignored: they teach nothing).

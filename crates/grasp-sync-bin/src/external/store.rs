@@ -1,7 +1,9 @@
 //! [`ExternalStore`]: the engine's `EventStore` in external mode. Ingest publishes the event to
 //! the own relay and waits for its `OK`: accepted is `Saved`, or `Duplicate` when the reason
-//! starts `duplicate:`; refused is `Rejected` with the relay's reason; no answer in time is an
-//! error. The [`HaveIndex`] answers `contains` and negentropy locally.
+//! starts `duplicate:`; refused is `Rejected` with the relay's reason, unless the reason says
+//! nothing about the event (`error:`, `rate-limited:`, `auth-required:`): then, as when no
+//! answer comes in time, the write failed, and the engine keeps the batch incomplete. The
+//! [`HaveIndex`] answers `contains` and negentropy locally.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,8 +19,8 @@ use super::link::{OkReply, OwnRelayLink};
 /// How long ingest waits for the own relay's `OK`.
 pub const OK_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Refusal prefixes that say nothing about the event itself: not remembered, so the event is
-/// offered again by a later sync.
+/// Refusal prefixes that say nothing about the event itself: a failed write, not remembered, so
+/// the engine fetches the event again.
 const TRANSIENT_PREFIXES: [&str; 3] = ["rate-limited:", "error:", "auth-required:"];
 
 /// The external own relay as the engine's store.
@@ -40,15 +42,23 @@ impl ExternalStore {
     }
 
     /// What an `OK` reply means for the engine.
-    pub fn outcome(reply: &OkReply) -> IngestOutcome {
+    pub fn outcome(reply: &OkReply) -> Result<IngestOutcome, StoreError> {
         if reply.accepted {
             if reply.message.starts_with("duplicate:") {
-                IngestOutcome::Duplicate
+                Ok(IngestOutcome::Duplicate)
             } else {
-                IngestOutcome::Saved
+                Ok(IngestOutcome::Saved)
             }
+        } else if TRANSIENT_PREFIXES
+            .iter()
+            .any(|p| reply.message.starts_with(p))
+        {
+            Err(StoreError::Backend(format!(
+                "the own relay did not save the event: {}",
+                reply.message
+            )))
         } else {
-            IngestOutcome::Rejected(reply.message.clone())
+            Ok(IngestOutcome::Rejected(reply.message.clone()))
         }
     }
 }
@@ -60,17 +70,15 @@ impl EventStore for ExternalStore {
             return Ok(IngestOutcome::Duplicate);
         }
         let reply = self.link.publish(&event, OK_DEADLINE).await?;
-        let outcome = ExternalStore::outcome(&reply);
+        let outcome = ExternalStore::outcome(&reply)?;
         match &outcome {
             IngestOutcome::Saved | IngestOutcome::Duplicate => {
                 self.index.record_seen(&event).await?;
             }
-            IngestOutcome::Rejected(reason)
-                if !TRANSIENT_PREFIXES.iter().any(|p| reason.starts_with(p)) =>
-            {
+            IngestOutcome::Rejected(reason) => {
                 self.index.record_rejected(&event, reason).await?;
             }
-            _ => {}
+            IngestOutcome::Deferred => {}
         }
         Ok(outcome)
     }

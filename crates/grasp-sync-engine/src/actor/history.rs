@@ -485,8 +485,9 @@ impl Actor {
         }
     }
 
-    /// Moves a finished batch into confirmed state, unless one of its filters was truncated:
-    /// then it is abandoned and its coverage retried after the truncation backoff.
+    /// Moves a finished batch into confirmed state, unless one of its filters was truncated
+    /// or the store failed to save one of its events: then it is abandoned and its coverage
+    /// retried after the truncation or the failed-save backoff.
     pub(super) fn confirm(&mut self, relay: &RelayUrl, batch: BatchId) {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             if runtime.truncated_batches.remove(&batch) {
@@ -500,6 +501,21 @@ impl Actor {
                 }
                 return;
             }
+            if let Some(ids) = runtime.unsaved_batches.remove(&batch) {
+                runtime.unsaved_streak = runtime.unsaved_streak.saturating_add(1);
+                runtime.stats.history_unsaved += 1;
+                let backoff = super::unsaved::unsaved_backoff(runtime.unsaved_streak);
+                tracing::warn!(%relay, batch = batch.0, unsaved = ids.len(), retry_in_s = backoff.as_secs(),
+                    "the store failed to save events of a historic batch; the batch stays incomplete");
+                self.fail_batch(relay, batch, "the store failed to save events of the batch");
+                let now = self.now();
+                if let Some(runtime) = self.runtimes.get_mut(relay) {
+                    // A store that keeps failing is not asked again at once.
+                    runtime.retry_at = Some(now + backoff);
+                }
+                return;
+            }
+            runtime.unsaved_streak = 0;
         }
         let unix = self.clock.unix_now();
         let outcome = match self
@@ -553,6 +569,7 @@ impl Actor {
             runtime.announcements_batch = None;
         }
         runtime.truncated_batches.remove(&batch);
+        runtime.unsaved_batches.remove(&batch);
         let pause_end = runtime.health.sync_paused_until(now).unwrap_or(now);
         let retry = pause_end.max(now + RETRY_FLOOR);
         runtime.retry_at = Some(runtime.retry_at.map_or(retry, |at| at.min(retry)));

@@ -135,6 +135,8 @@ impl Actor {
             runtime.catch_up.query.handle_pending_cleared();
             runtime.descendants.fallback.handle_pending_cleared();
             runtime.probe_batches.clear();
+            runtime.truncated_batches.clear();
+            runtime.unsaved_batches.clear();
             runtime.refused.handle_probes_lost();
         }
     }

@@ -18,6 +18,7 @@ mod negentropy;
 mod refusal;
 mod runtime;
 mod status;
+mod unsaved;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;

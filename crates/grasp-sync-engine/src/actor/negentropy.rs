@@ -529,10 +529,12 @@ impl Actor {
             }
             NegPhase::Recovery { pass } => {
                 let residual: BTreeSet<EventId> = pass.residual().into_iter().collect();
+                // Delivered but not saved is not recovered.
+                let unsaved = self.unsaved_ids(relay, batch).cloned().unwrap_or_default();
                 let delivered: Vec<EventId> = pass
                     .advertised()
                     .iter()
-                    .filter(|id| !residual.contains(id))
+                    .filter(|id| !residual.contains(id) && !unsaved.contains(id))
                     .copied()
                     .collect();
                 self.recovery.handle_attempt_result(relay, delivered, now);

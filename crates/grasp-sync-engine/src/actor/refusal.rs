@@ -56,6 +56,11 @@ impl Actor {
                     }
                 }
             }
+            SessionEvent::Unsaved {
+                subscription_id,
+                id,
+                error,
+            } => self.handle_unsaved(&relay, &subscription_id, id, &error),
             SessionEvent::Eose(id) => self.handle_eose(&relay, &id),
             SessionEvent::Closed {
                 subscription_id,

@@ -59,6 +59,12 @@ pub(super) struct RelayRuntime {
     /// Truncated batches so far, for the retry backoff (a relay that truncates once is likely
     /// to again: each retry waits twice as long, up to six hours).
     pub(super) truncations: u32,
+    /// Pending batches with events the store failed to save, with (some of) their IDs: never
+    /// confirmed, abandoned once drained. Bounded by the pending batches.
+    pub(super) unsaved_batches: BTreeMap<BatchId, std::collections::BTreeSet<nostr::EventId>>,
+    /// Batches in a row abandoned for failed saves, for their retry backoff; reset by a
+    /// confirmed batch.
+    pub(super) unsaved_streak: u32,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
@@ -77,6 +83,8 @@ pub(super) struct RelayStats {
     pub(super) consolidations: u64,
     pub(super) catch_ups: u64,
     pub(super) history_truncated: u64,
+    pub(super) history_unsaved: u64,
+    pub(super) unsaved_events: u64,
     /// Paging quirks the last session showed (labels from `RelayQuirks::labels`).
     pub(super) quirks: Vec<&'static str>,
     pub(super) last_error: Option<String>,
@@ -297,6 +305,8 @@ impl RelayRuntime {
             probe_batches: BTreeMap::new(),
             truncated_batches: std::collections::BTreeSet::new(),
             truncations: 0,
+            unsaved_batches: BTreeMap::new(),
+            unsaved_streak: 0,
         }
     }
 

@@ -69,6 +69,8 @@ impl Actor {
                     events_saved: totals.saved,
                     events_duplicate: totals.duplicate,
                     events_rejected: totals.rejected,
+                    events_unsaved: totals.failed,
+                    history_unsaved: runtime.stats.history_unsaved,
                     refusals: runtime
                         .stats
                         .refusals

@@ -2,6 +2,12 @@
 //! policy: duplicate check, signature check, the policy decision (under a short-held lock, never
 //! across an await), the save, the rejected-events index with its dependency re-processing, and
 //! the cold tier's persistence.
+//!
+//! The policy's state follows the database: a decision to accept changes nothing, and the
+//! event is recorded as accepted (in the policy, and as a satisfied dependency in the
+//! rejected-events index) only once its save succeeded ([`StoreCore::handle_saved`], called by
+//! [`GraspDatabase`] for every save, from sync or from the embedded relay). A rejection is
+//! recorded under the policy lock, so an acceptance committed meanwhile always finds it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -19,6 +25,7 @@ use crate::error::StoreError;
 use crate::store::cold::ColdStore;
 use crate::store::database::GraspDatabase;
 use crate::store::feed::FeedHub;
+use crate::store::lmdb::MapRoom;
 use crate::store::policy::{GraspPolicy, PolicyDecision};
 use crate::store::rejected::{Dependency, RejectedConfig, RejectedIndex};
 
@@ -42,6 +49,8 @@ pub(crate) struct CoreParts {
     pub(crate) cold: Option<ColdStore>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) max_future_created_at: std::time::Duration,
+    /// Tells a full LMDB map from other failed saves; `None` for other backends.
+    pub(crate) room: Option<MapRoom>,
 }
 
 /// The shared state of one store.
@@ -55,6 +64,7 @@ pub(crate) struct StoreCore {
     persisting: tokio::sync::Mutex<()>,
     clock: Arc<dyn Clock>,
     max_future_created_at: std::time::Duration,
+    room: Option<MapRoom>,
 }
 
 impl fmt::Debug for StoreCore {
@@ -70,7 +80,8 @@ impl fmt::Debug for StoreCore {
 
 impl StoreCore {
     /// Wraps the backend, rebuilds the policy from what it holds and restores the cold tier.
-    pub(crate) async fn open(parts: CoreParts) -> Result<Self, StoreError> {
+    /// The database reports every save to the core it returns.
+    pub(crate) async fn open(parts: CoreParts) -> Result<Arc<Self>, StoreError> {
         let database = Arc::new(GraspDatabase::new(
             parts.backend,
             Arc::new(FeedHub::new(parts.feed_capacity)),
@@ -87,7 +98,10 @@ impl StoreCore {
             persisting: tokio::sync::Mutex::new(()),
             clock: parts.clock,
             max_future_created_at: parts.max_future_created_at,
+            room: parts.room,
         };
+        let core = Arc::new(core);
+        core.database.attach(Arc::downgrade(&core));
         core.restore().await?;
         Ok(core)
     }
@@ -111,8 +125,8 @@ impl StoreCore {
         Ok(outcome)
     }
 
-    /// The policy decision for a verified event, recording acceptances and rejections in the
-    /// policy and the rejected-events index.
+    /// The policy decision for a verified event. A rejection is recorded in the
+    /// rejected-events index; an acceptance changes nothing until the event is saved.
     pub(crate) async fn admit(
         &self,
         event: &Event,
@@ -123,40 +137,49 @@ impl StoreCore {
             return Ok(PolicyDecision::Reject(reason));
         }
         let Some(policy) = &self.policy else {
-            self.rejected()?
-                .handle_accepted(self.now(), &event.id, &[Dependency::Event(event.id)]);
             return Ok(PolicyDecision::Accept);
         };
-        let empty = HashMap::new();
-        let (mut verdict, unknown) = {
-            let mut policy = lock(policy)?;
-            let verdict = judge(&mut policy, event, &empty);
-            let unknown = if verdict.0.is_accept() {
-                Vec::new()
-            } else {
-                policy.unknown_references(event)
-            };
-            (verdict, unknown)
+        let unknown = {
+            let policy = lock(policy)?;
+            match policy.decide(event, &HashMap::new()) {
+                PolicyDecision::Accept => return Ok(PolicyDecision::Accept),
+                PolicyDecision::Reject(reason) => {
+                    let unknown = policy.unknown_references(event);
+                    if unknown.is_empty() {
+                        self.record_rejection(&policy, event, &reason, source)?;
+                        return Ok(PolicyDecision::Reject(reason));
+                    }
+                    unknown
+                }
+            }
         };
-        if !unknown.is_empty() {
-            let known = self.authors_of(&unknown).await?;
-            if !known.is_empty() {
-                verdict = judge(&mut *lock(policy)?, event, &known);
-            }
-        }
-        let (decision, dependencies) = verdict;
-        let now = self.now();
-        match &decision {
-            PolicyDecision::Accept => {
-                self.rejected()?
-                    .handle_accepted(now, &event.id, &dependencies);
-            }
-            PolicyDecision::Reject(reason) => {
-                self.rejected()?
-                    .handle_rejected(now, event, reason, dependencies, source);
-            }
+        let known = self.authors_of(&unknown).await?;
+        let policy = lock(policy)?;
+        let decision = policy.decide(event, &known);
+        if let PolicyDecision::Reject(reason) = &decision {
+            self.record_rejection(&policy, event, reason, source)?;
         }
         Ok(decision)
+    }
+
+    /// `event` was saved: record it as accepted in the policy and as a satisfied dependency
+    /// in the rejected-events index (what it releases is re-processed by the next
+    /// [`StoreCore::settle`]). Called by the database for every successful save.
+    pub(crate) fn handle_saved(&self, event: &Event) -> Result<(), StoreError> {
+        let now = self.now();
+        match &self.policy {
+            Some(policy) => {
+                let mut policy = lock(policy)?;
+                policy.handle_accepted(event);
+                let satisfied = policy.satisfied_by(event);
+                self.rejected()?.handle_accepted(now, &event.id, &satisfied);
+            }
+            None => {
+                self.rejected()?
+                    .handle_accepted(now, &event.id, &[Dependency::Event(event.id)]);
+            }
+        }
+        Ok(())
     }
 
     /// Re-processes every released event whose full copy was hot (announcements first), then
@@ -231,7 +254,12 @@ impl StoreCore {
         if let PolicyDecision::Reject(reason) = self.admit(event, source).await? {
             return Ok(IngestOutcome::Rejected(reason));
         }
-        let status = self.database.save_event(event).await.map_err(backend)?;
+        // The database commits the acceptance once the save succeeded.
+        let status = self
+            .database
+            .save(event)
+            .await
+            .map_err(|error| self.save_failed(error))?;
         Ok(match status {
             SaveEventStatus::Success => IngestOutcome::Saved,
             SaveEventStatus::Rejected(RejectedReason::Duplicate) => IngestOutcome::Duplicate,
@@ -295,6 +323,30 @@ impl StoreCore {
         Ok(known)
     }
 
+    /// Records a rejection with what it awaits, while the caller holds the policy lock, so an
+    /// acceptance cannot be committed between the decision and the record.
+    fn record_rejection(
+        &self,
+        policy: &GraspPolicy,
+        event: &Event,
+        reason: &str,
+        source: Option<&RelayUrl>,
+    ) -> Result<(), StoreError> {
+        let awaited = policy.awaited(event);
+        self.rejected()?
+            .handle_rejected(self.now(), event, reason, awaited, source);
+        Ok(())
+    }
+
+    /// What a failed save means, telling a full map apart where the backend allows.
+    fn save_failed(&self, error: DatabaseError) -> StoreError {
+        let error = backend(error);
+        match &self.room {
+            Some(room) => room.classify(error),
+            None => error,
+        }
+    }
+
     /// The refusal of an event dated further ahead than the window allows.
     fn too_far_ahead(&self, event: &Event) -> Option<String> {
         let window = self.max_future_created_at.as_secs();
@@ -310,21 +362,6 @@ impl StoreCore {
     fn rejected(&self) -> Result<MutexGuard<'_, RejectedIndex>, StoreError> {
         lock(&self.rejected)
     }
-}
-
-/// Decides under the policy lock, with what an acceptance satisfies or a rejection awaits.
-fn judge(
-    policy: &mut GraspPolicy,
-    event: &Event,
-    known: &HashMap<EventId, PublicKey>,
-) -> (PolicyDecision, Vec<Dependency>) {
-    let decision = policy.handle_event(event, known);
-    let dependencies = if decision.is_accept() {
-        policy.satisfied_by(event)
-    } else {
-        policy.awaited(event)
-    };
-    (decision, dependencies)
 }
 
 /// Replays the store into a fresh policy: every announcement, oldest first, then the most
@@ -375,3 +412,6 @@ fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
 fn backend(error: DatabaseError) -> StoreError {
     StoreError::Backend(error.to_string())
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,9 +1,10 @@
 //! `GraspDatabase`: the store's database, a `NostrDatabase` that forwards to the backend (LMDB
-//! or memory) and announces every newly saved feed event, so events saved by sync and events
-//! published to the embedded relay reach the self feed through one hook.
+//! or memory), tells the store core of every successful save (so the acceptance policy records
+//! an event only once it is stored) and announces every newly saved feed event, so events saved
+//! by sync and events published to the embedded relay reach the self feed through one hook.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 use nostr::util::BoxedFuture;
 use nostr::{Event, EventId, Filter, Timestamp};
@@ -11,6 +12,7 @@ use nostr_database::{
     Backend, DatabaseError, DatabaseEventStatus, Events, NostrDatabase, SaveEventStatus,
 };
 
+use crate::store::core::StoreCore;
 use crate::store::feed::FeedHub;
 
 /// The database shared by the store and the embedded relay. Give this (not the backend) to
@@ -19,11 +21,37 @@ use crate::store::feed::FeedHub;
 pub struct GraspDatabase {
     backend: Arc<dyn NostrDatabase>,
     hub: Arc<FeedHub>,
+    /// The store core told of every save (weak: the core owns the database).
+    core: OnceLock<Weak<StoreCore>>,
 }
 
 impl GraspDatabase {
     pub(crate) fn new(backend: Arc<dyn NostrDatabase>, hub: Arc<FeedHub>) -> Self {
-        Self { backend, hub }
+        Self {
+            backend,
+            hub,
+            core: OnceLock::new(),
+        }
+    }
+
+    /// Tells `core` of every successful save from now on.
+    pub(crate) fn attach(&self, core: Weak<StoreCore>) {
+        let _ = self.core.set(core);
+    }
+
+    /// Saves through the backend; on success the core records the acceptance, then the self
+    /// feed hears of the event. The caller re-processes what the acceptance released.
+    pub(crate) async fn save(&self, event: &Event) -> Result<SaveEventStatus, DatabaseError> {
+        let status = self.backend.save_event(event).await?;
+        if status.is_success() {
+            if let Some(core) = self.core() {
+                if let Err(error) = core.handle_saved(event) {
+                    tracing::warn!(id = %event.id, %error, "recording a saved event in the policy failed");
+                }
+            }
+            self.hub.publish(event);
+        }
+        Ok(status)
     }
 
     /// The backend this database forwards to. Writing to it directly bypasses the self feed.
@@ -33,6 +61,10 @@ impl GraspDatabase {
 
     pub(crate) fn hub(&self) -> &Arc<FeedHub> {
         &self.hub
+    }
+
+    fn core(&self) -> Option<Arc<StoreCore>> {
+        self.core.get().and_then(Weak::upgrade)
     }
 }
 
@@ -53,10 +85,16 @@ impl NostrDatabase for GraspDatabase {
         &'a self,
         event: &'a Event,
     ) -> BoxedFuture<'a, Result<SaveEventStatus, DatabaseError>> {
+        // The embedded relay's save of an event its write policy admitted: re-process what its
+        // acceptance released, and persist the rejected-events index, before the relay answers.
         Box::pin(async move {
-            let status = self.backend.save_event(event).await?;
+            let status = self.save(event).await?;
             if status.is_success() {
-                self.hub.publish(event);
+                if let Some(core) = self.core() {
+                    if let Err(error) = core.settle().await {
+                        tracing::warn!(%error, "re-processing released rejected events failed");
+                    }
+                }
             }
             Ok(status)
         })

@@ -1,6 +1,7 @@
 //! `LmdbStore`: the own relay's persistent store, an `EventStore` over LMDB that applies the
 //! GRASP acceptance policy to every ingest, shares its database and policy with the embedded
-//! relay, and persists the rejected-events cold index beside its database.
+//! relay, and persists the rejected-events cold index beside its database. A save that fails
+//! once the map is (nearly) full is [`StoreError::Full`] (`room.rs`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -20,6 +21,11 @@ use crate::store::database::GraspDatabase;
 use crate::store::feed::StoreFeed;
 use crate::store::policy::GraspPolicy;
 use crate::store::write_policy::GraspWritePolicy;
+
+mod room;
+
+use room::DEFAULT_MAP_SIZE;
+pub(crate) use room::MapRoom;
 
 /// The LMDB-backed own store. Cheap to clone; clones share everything.
 ///
@@ -47,10 +53,8 @@ impl LmdbStore {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         let path = path.as_ref();
-        let mut builder = NostrLMDB::builder(path);
-        if let Some(map_size) = config.lmdb_map_size {
-            builder = builder.map_size(map_size);
-        }
+        let map_size = config.lmdb_map_size.unwrap_or(DEFAULT_MAP_SIZE);
+        let builder = NostrLMDB::builder(path).map_size(map_size);
         let lmdb = builder
             .build()
             .map_err(|error| StoreError::Backend(error.to_string()))?;
@@ -63,11 +67,10 @@ impl LmdbStore {
             cold: Some(cold),
             clock,
             max_future_created_at: config.max_future_created_at,
+            room: Some(MapRoom::new(path, map_size)),
         })
         .await?;
-        Ok(Self {
-            core: Arc::new(core),
-        })
+        Ok(Self { core })
     }
 
     /// The database to serve through `nostr_relay_builder::LocalRelay` (with

@@ -80,11 +80,10 @@ impl MemoryStore {
             cold: None,
             clock,
             max_future_created_at,
+            room: None,
         })
         .await?;
-        Ok(Self {
-            core: Arc::new(core),
-        })
+        Ok(Self { core })
     }
 
     /// The database, to serve through a `LocalRelay`.

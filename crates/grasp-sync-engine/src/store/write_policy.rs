@@ -15,8 +15,10 @@ use crate::store::policy::PolicyDecision;
 
 /// Hands every event a client publishes to the store's policy. The relay has already verified
 /// the signature. Rejections enter the rejected-events index (without a source relay, so an
-/// entry whose hot copy expired cannot be re-fetched by ID); an acceptance re-processes the
-/// hot events it releases. Events already stored pass (the relay then answers `duplicate:`). The relay
+/// entry whose hot copy expired cannot be re-fetched by ID). An acceptance changes nothing yet:
+/// the policy records the event when the relay's save through [`GraspDatabase`](crate::store::GraspDatabase) succeeds, which
+/// also re-processes the hot events it releases; a failed save leaves the policy as it was.
+/// Events already stored pass (the relay then answers `duplicate:`). The relay
 /// prefixes every rejection with `blocked: `, so a `blocked: ` reason is passed without its
 /// prefix and an `invalid: ` reason reaches the client as `blocked: invalid: ...`.
 #[derive(Clone)]
@@ -36,7 +38,7 @@ impl GraspWritePolicy {
             Err(error) => return PolicyResult::Reject(format!("error: {error}")),
         }
         let decision = self.core.admit(event, None).await;
-        // Re-process what an acceptance released, and persist the index, before answering.
+        // Persist the index's record of a rejection before answering.
         if let Err(error) = self.core.settle().await {
             tracing::warn!(%error, "re-processing released rejected events failed");
         }

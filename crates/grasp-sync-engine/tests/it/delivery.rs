@@ -14,7 +14,7 @@ use crate::support::{
 
 /// A relay that caps every filter at `limit` results and does not speak NIP-77, so history
 /// arrives only through paged REQ+EOSE.
-fn without_negentropy(limit: usize) -> TestRelayConfig {
+pub(crate) fn without_negentropy(limit: usize) -> TestRelayConfig {
     TestRelayConfig {
         default_filter_limit: limit,
         ..TestRelayConfig::strict(StrictLimits {
@@ -25,7 +25,7 @@ fn without_negentropy(limit: usize) -> TestRelayConfig {
 }
 
 /// Announcement on the bootstrap relay, thread on `home`; returns the fixture.
-async fn seed_repo(
+pub(crate) async fn seed_repo(
     bootstrap: &TestRelay,
     home: &TestRelay,
     identifier: &str,

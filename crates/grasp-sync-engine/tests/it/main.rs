@@ -11,3 +11,4 @@ mod rate_limit;
 mod reconnect;
 mod support;
 mod sync;
+mod unsaved;

@@ -1,11 +1,15 @@
 //! Tests of the OK-reply mapping.
 
-use grasp_sync_engine::IngestOutcome;
+use grasp_sync_engine::{IngestOutcome, StoreError};
 
 use super::super::link::OkReply;
 use super::ExternalStore;
 
 fn check(accepted: bool, message: &str, expected: IngestOutcome) {
+    check_result(accepted, message, Ok(expected));
+}
+
+fn check_result(accepted: bool, message: &str, expected: Result<IngestOutcome, StoreError>) {
     let reply = OkReply {
         accepted,
         message: message.to_owned(),
@@ -36,4 +40,21 @@ fn ok_false_is_rejected_with_the_relays_reason() {
         "duplicate: but refused",
         IngestOutcome::Rejected("duplicate: but refused".to_owned()),
     );
+}
+
+#[test]
+fn ok_false_that_says_nothing_about_the_event_is_a_failed_write() {
+    for message in [
+        "error: database error",
+        "rate-limited: slow down",
+        "auth-required: you must auth",
+    ] {
+        check_result(
+            false,
+            message,
+            Err(StoreError::Backend(format!(
+                "the own relay did not save the event: {message}"
+            ))),
+        );
+    }
 }

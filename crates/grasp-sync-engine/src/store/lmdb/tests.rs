@@ -354,3 +354,73 @@ async fn relay_write_policy_applies_the_store_policy() {
     client.disconnect().await;
     relay.shutdown();
 }
+
+async fn open_with_map(dir: &TempDir, map_size: usize) -> LmdbStore {
+    let config = StoreConfig {
+        lmdb_map_size: Some(map_size),
+        ..config()
+    };
+    LmdbStore::open(dir.path(), config)
+        .await
+        .expect("store opens")
+}
+
+#[tokio::test]
+async fn a_store_whose_map_fills_says_it_is_full() {
+    let dir = TempDir::new().expect("temp dir");
+    let store = open_with_map(&dir, 256 * 1024).await;
+    let owner = keys(1);
+    let author = keys(2);
+    assert_eq!(
+        store.ingest(announcement(&owner), &source()).await,
+        Ok(IngestOutcome::Saved)
+    );
+    let mut failure = None;
+    for n in 0..20_000u64 {
+        match store
+            .ingest(issue(&author, &owner, 100 + n), &source())
+            .await
+        {
+            Ok(IngestOutcome::Saved) => {}
+            other => {
+                failure = Some(other);
+                break;
+            }
+        }
+    }
+    let Some(Err(error)) = failure else {
+        panic!("a 256 KiB map held 20,000 issues: {failure:?}");
+    };
+    assert_eq!(error.metric_label(), "full", "{error}");
+    assert!(
+        matches!(error, crate::StoreError::Full { map_size, .. } if map_size == 256 * 1024),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn the_data_file_grows_with_use_not_with_the_map() {
+    // What tells a full map apart: the data file is as large as the pages in use.
+    let dir = TempDir::new().expect("temp dir");
+    let map_size = 256 * 1024 * 1024;
+    let store = open_with_map(&dir, map_size).await;
+    let owner = keys(1);
+    store
+        .ingest(announcement(&owner), &source())
+        .await
+        .expect("saved");
+    for n in 0..50u64 {
+        store
+            .ingest(issue(&keys(2), &owner, 100 + n), &source())
+            .await
+            .expect("saved");
+    }
+    let used = std::fs::metadata(dir.path().join("data.mdb"))
+        .expect("data file")
+        .len();
+    assert!(used > 0);
+    assert!(
+        used + super::room::FULL_ROOM < map_size as u64,
+        "{used} bytes used of {map_size}"
+    );
+}

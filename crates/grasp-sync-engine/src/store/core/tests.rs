@@ -1,0 +1,235 @@
+//! The policy follows the database: an event whose save fails is not recorded as accepted,
+//! whether it came from sync or from a client of the embedded relay, and an acceptance commits
+//! (and releases what waited for it) once the save succeeds.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use grasp_sync_model::{RelayUrl, RepoCoordinate};
+use nostr::util::BoxedFuture;
+use nostr::{Event, EventBuilder, EventId, Filter, Keys, Kind, SecretKey, Tag, Timestamp};
+use nostr_database::{
+    Backend, DatabaseError, DatabaseEventStatus, Events, MemoryDatabase, MemoryDatabaseOptions,
+    NostrDatabase, SaveEventStatus,
+};
+use nostr_relay_builder::builder::{PolicyResult, WritePolicy};
+
+use super::{CoreParts, StoreCore};
+use crate::boundary::IngestOutcome;
+use crate::clock::TokioClock;
+use crate::error::StoreError;
+use crate::store::config::DEFAULT_MAX_FUTURE_CREATED_AT;
+use crate::store::feed::DEFAULT_FEED_CAPACITY;
+use crate::store::policy::{GraspPolicy, PolicyConfig};
+use crate::store::rejected::RejectedConfig;
+use crate::store::write_policy::GraspWritePolicy;
+
+const SERVICE: &str = "wss://relay.example.com";
+
+/// A memory backend whose saves fail while `failing` is set.
+#[derive(Debug)]
+struct FlakyBackend {
+    inner: MemoryDatabase,
+    failing: AtomicBool,
+}
+
+impl NostrDatabase for FlakyBackend {
+    fn backend(&self) -> Backend {
+        self.inner.backend()
+    }
+
+    fn save_event<'a>(
+        &'a self,
+        event: &'a Event,
+    ) -> BoxedFuture<'a, Result<SaveEventStatus, DatabaseError>> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Box::pin(async { Err(DatabaseError::backend(std::io::Error::other("full"))) });
+        }
+        self.inner.save_event(event)
+    }
+
+    fn check_id<'a>(
+        &'a self,
+        event_id: &'a EventId,
+    ) -> BoxedFuture<'a, Result<DatabaseEventStatus, DatabaseError>> {
+        self.inner.check_id(event_id)
+    }
+
+    fn event_by_id<'a>(
+        &'a self,
+        event_id: &'a EventId,
+    ) -> BoxedFuture<'a, Result<Option<Event>, DatabaseError>> {
+        self.inner.event_by_id(event_id)
+    }
+
+    fn count(&self, filter: Filter) -> BoxedFuture<'_, Result<usize, DatabaseError>> {
+        self.inner.count(filter)
+    }
+
+    fn query(&self, filter: Filter) -> BoxedFuture<'_, Result<Events, DatabaseError>> {
+        self.inner.query(filter)
+    }
+
+    fn negentropy_items(
+        &self,
+        filter: Filter,
+    ) -> BoxedFuture<'_, Result<Vec<(EventId, Timestamp)>, DatabaseError>> {
+        self.inner.negentropy_items(filter)
+    }
+
+    fn delete(&self, filter: Filter) -> BoxedFuture<'_, Result<(), DatabaseError>> {
+        self.inner.delete(filter)
+    }
+
+    fn wipe(&self) -> BoxedFuture<'_, Result<(), DatabaseError>> {
+        self.inner.wipe()
+    }
+}
+
+async fn open() -> (Arc<StoreCore>, Arc<FlakyBackend>) {
+    let backend = Arc::new(FlakyBackend {
+        inner: MemoryDatabase::with_opts(MemoryDatabaseOptions {
+            events: true,
+            max_events: None,
+        }),
+        failing: AtomicBool::new(false),
+    });
+    let policy = PolicyConfig::new(
+        RelayUrl::parse(SERVICE).expect("valid url"),
+        "relay.example.com",
+    );
+    let core = StoreCore::open(CoreParts {
+        backend: backend.clone(),
+        policy: Some(GraspPolicy::new(policy)),
+        rejected: RejectedConfig::default(),
+        feed_capacity: DEFAULT_FEED_CAPACITY,
+        cold: None,
+        clock: Arc::new(TokioClock::from_system()),
+        max_future_created_at: DEFAULT_MAX_FUTURE_CREATED_AT,
+        room: None,
+    })
+    .await
+    .expect("store opens");
+    (core, backend)
+}
+
+fn keys(n: u8) -> Keys {
+    Keys::new(SecretKey::from_slice(&[n; 32]).expect("valid secret key"))
+}
+
+fn event(keys: &Keys, kind: u16, created_at: u64, tags: &[&[&str]]) -> Event {
+    let tags = tags
+        .iter()
+        .map(|values| Tag::parse(values.iter().copied()).expect("valid tag"));
+    EventBuilder::new(Kind::from(kind), format!("event at {created_at}"))
+        .tags(tags)
+        .custom_created_at(Timestamp::from(created_at))
+        .sign_with_keys(keys)
+        .expect("signing works")
+}
+
+fn announcement(owner: &Keys) -> Event {
+    event(
+        owner,
+        30617,
+        10,
+        &[
+            &["d", "repo"],
+            &["relays", SERVICE],
+            &["clone", "https://relay.example.com/repo.git"],
+        ],
+    )
+}
+
+fn state(owner: &Keys) -> Event {
+    event(owner, 30618, 12, &[&["d", "repo"]])
+}
+
+fn issue(author: &Keys, owner: &Keys) -> Event {
+    let repo = RepoCoordinate::new(owner.public_key(), "repo")
+        .expect("valid coordinate")
+        .to_string();
+    event(author, 1621, 20, &[&["a", &repo]])
+}
+
+fn source() -> RelayUrl {
+    RelayUrl::parse("wss://source.example.org").expect("valid url")
+}
+
+fn client() -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 4000)
+}
+
+/// Whether the embedded relay's write policy admits `event`.
+async fn accepted(policy: &GraspWritePolicy, event: &Event) -> bool {
+    match policy.admit_event(event, &client()).await {
+        PolicyResult::Accept => true,
+        PolicyResult::Reject(_) => false,
+    }
+}
+
+async fn stored(core: &StoreCore, event: &Event) -> bool {
+    core.database().check_id(&event.id).await.expect("check id") == DatabaseEventStatus::Saved
+}
+
+async fn check_ingest(core: &StoreCore, event: &Event, expected: &str) {
+    let outcome = core.ingest(event, Some(&source())).await;
+    let got = match &outcome {
+        Ok(IngestOutcome::Saved) => "saved",
+        Ok(IngestOutcome::Rejected(_)) => "rejected",
+        Err(StoreError::Backend(_)) => "failed",
+        _ => "other",
+    };
+    assert_eq!(got, expected, "{outcome:?} for kind {}", event.kind);
+}
+
+#[tokio::test]
+async fn a_synced_event_whose_save_fails_is_not_accepted() {
+    let (core, backend) = open().await;
+    let owner = keys(1);
+    let repo = announcement(&owner);
+    backend.failing.store(true, Ordering::SeqCst);
+    check_ingest(&core, &repo, "failed").await;
+    backend.failing.store(false, Ordering::SeqCst);
+
+    // The announcement is not stored, so nothing that needs it is accepted.
+    let early_state = state(&owner);
+    let early_issue = issue(&keys(2), &owner);
+    check_ingest(&core, &early_state, "rejected").await;
+    check_ingest(&core, &early_issue, "rejected").await;
+
+    // Once saved, it is accepted and releases what waited for it.
+    check_ingest(&core, &repo, "saved").await;
+    assert!(stored(&core, &repo).await);
+    assert!(stored(&core, &early_state).await);
+    assert!(stored(&core, &early_issue).await);
+}
+
+#[tokio::test]
+async fn a_client_event_whose_save_fails_is_not_accepted() {
+    let (core, backend) = open().await;
+    let policy = GraspWritePolicy::new(Arc::clone(&core));
+    let database = Arc::clone(core.database());
+    let owner = keys(1);
+    let repo = announcement(&owner);
+
+    // The relay admits the announcement, then its save fails.
+    assert!(accepted(&policy, &repo).await);
+    backend.failing.store(true, Ordering::SeqCst);
+    assert!(database.save_event(&repo).await.is_err());
+    backend.failing.store(false, Ordering::SeqCst);
+
+    let early_state = state(&owner);
+    assert!(!accepted(&policy, &early_state).await);
+
+    // Published again and saved: accepted, and the state that waited for it is stored.
+    assert!(accepted(&policy, &repo).await);
+    assert_eq!(
+        database.save_event(&repo).await.expect("save"),
+        SaveEventStatus::Success
+    );
+    assert!(stored(&core, &early_state).await);
+    let later_state = event(&owner, 30618, 13, &[&["d", "repo"]]);
+    assert!(accepted(&policy, &later_state).await);
+}
