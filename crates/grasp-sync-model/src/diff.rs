@@ -85,7 +85,8 @@ type Gathered = (Vec<(RepoCoordinate, SyncLevel)>, Vec<EventId>);
 /// Inverts repository → relays into relay → needs.
 ///
 /// A `Full` repository contributes itself and its root events to each of its relays; a
-/// `StateOnly` repository contributes only itself. The own relay, if given, is left out.
+/// `StateOnly` repository contributes only itself. The own relay, if given, is left out, under
+/// any path ([`RelayUrl::same_endpoint`]).
 pub fn derive_relay_targets(
     index: &RepoSyncIndex,
     own_relay: Option<&RelayUrl>,
@@ -95,7 +96,7 @@ pub fn derive_relay_targets(
     let mut gathered: BTreeMap<&RelayUrl, Gathered> = BTreeMap::new();
     for (coordinate, needs) in index.iter() {
         for relay in &needs.relays {
-            if Some(relay) == own_relay {
+            if own_relay.is_some_and(|own| own.same_endpoint(relay)) {
                 continue;
             }
             let (repos, roots) = gathered.entry(relay).or_default();

@@ -3,15 +3,24 @@
 //! Normalisation rules, applied by [`RelayUrl::parse`] and nowhere else:
 //! - surrounding ASCII whitespace is trimmed; the input may be at most [`MAX_RELAY_URL_BYTES`];
 //! - the scheme must be `ws` or `wss` (any case) and is lowercased;
-//! - the host is lowercased; a bracketed IPv6 host is written in its canonical form;
-//!   user information (`user@`) is refused; non-ASCII hosts are refused (use the punycode form);
+//! - the host is parsed as a WebSocket client parses it (the WHATWG URL host parser, from the
+//!   `url` crate), so every spelling of one address is one host: a host that ends in a number
+//!   is an IPv4 address in any of its numeric forms (`2130706433`, `127.1`, `0x7f000001`,
+//!   `0177.0.0.1` are all `127.0.0.1`) and is written dotted; a bracketed IPv6 host is written
+//!   in its canonical form; a name is lowercased and loses one trailing dot (`Relay.Example.`
+//!   is `relay.example`);
+//! - user information (`user@`) is refused; non-ASCII hosts are refused (use the punycode form);
 //! - the default port (80 for `ws`, 443 for `wss`) and an empty port are dropped;
-//! - a path of exactly `/` is dropped; any other path and the query are kept as they are;
-//! - the fragment is dropped, since it never reaches the relay;
-//! - path and query may hold only visible ASCII.
+//! - a path of exactly `/` is dropped; any other path is kept as it is, since some relays live
+//!   under one;
+//! - the query and the fragment are dropped: `wss://relay.example/?1` and
+//!   `wss://relay.example/?2` are one relay, not two;
+//! - the path may hold only visible ASCII.
+//!
+//! [`RelayUrl::same_endpoint`] compares scheme, host and port only, whatever the path: that is
+//! how the service recognises its own relay.
 
 use std::fmt;
-use std::net::Ipv6Addr;
 use std::str::FromStr;
 
 use crate::coordinate::truncated;
@@ -76,17 +85,15 @@ impl RelayUrl {
             }
         };
 
-        let (path, query) = match path_and_query.split_once('?') {
-            Some((path, query)) => (path, Some(query)),
-            None => (path_and_query, None),
-        };
-        if !path_and_query.bytes().all(|b| b.is_ascii_graphic()) {
+        let path = path_and_query
+            .split_once('?')
+            .map_or(path_and_query, |(path, _query)| path);
+        if !path.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(invalid(
-                "path or query holds a space, a control or a non-ascii character",
+                "the path holds a space, a control or a non-ascii character",
             ));
         }
         let path = if path == "/" { "" } else { path };
-        let query = query.filter(|q| !q.is_empty());
 
         let mut url = String::with_capacity(input.len());
         url.push_str(&scheme);
@@ -99,10 +106,6 @@ impl RelayUrl {
             url.push_str(&port.to_string());
         }
         url.push_str(path);
-        if let Some(query) = query {
-            url.push('?');
-            url.push_str(query);
-        }
         if url.len() > MAX_RELAY_URL_BYTES {
             return Err(ModelError::RelayUrlTooLong(url.len()));
         }
@@ -126,6 +129,23 @@ impl RelayUrl {
     /// Whether the scheme is `wss`.
     pub fn is_secure(&self) -> bool {
         self.url.starts_with("wss://")
+    }
+
+    /// The port, the scheme's default when none is written.
+    pub fn port(&self) -> u16 {
+        let after_host = &self.url[self.host_end..];
+        after_host
+            .strip_prefix(':')
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|digits| digits.parse().ok())
+            .unwrap_or(if self.is_secure() { 443 } else { 80 })
+    }
+
+    /// Whether both URLs reach the same scheme, host and port, whatever their paths.
+    pub fn same_endpoint(&self, other: &RelayUrl) -> bool {
+        self.is_secure() == other.is_secure()
+            && self.host() == other.host()
+            && self.port() == other.port()
     }
 }
 
@@ -165,20 +185,29 @@ fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
     }
 }
 
-/// Lowercases a registered name or IPv4 host, or canonicalises a bracketed IPv6 host.
+/// The host in its one written form: an IPv4 address dotted (from any numeric spelling), an
+/// IPv6 address bracketed and canonical, a name lowercased without a trailing dot.
 fn normalise_host(host: &str) -> Option<String> {
-    if let Some(inner) = host.strip_prefix('[') {
-        let inner = inner.strip_suffix(']')?;
-        let address = Ipv6Addr::from_str(inner).ok()?;
-        return Some(format!("[{address}]"));
+    let ascii = host
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'[' | b']' | b':'));
+    if host.is_empty() || !ascii {
+        return None;
     }
-    let valid = !host.is_empty()
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
-        && !host.starts_with('.')
-        && !host.contains("..");
-    valid.then(|| host.to_ascii_lowercase())
+    match url::Host::parse(host).ok()? {
+        url::Host::Ipv4(address) => Some(address.to_string()),
+        url::Host::Ipv6(address) => Some(format!("[{address}]")),
+        url::Host::Domain(name) => {
+            let name = name.strip_suffix('.').unwrap_or(&name);
+            let valid = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+                && !name.starts_with('.')
+                && !name.contains("..");
+            valid.then(|| name.to_ascii_lowercase())
+        }
+    }
 }
 
 #[cfg(test)]
