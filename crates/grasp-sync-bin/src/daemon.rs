@@ -280,7 +280,7 @@ async fn embedded(
     let relay = EmbeddedRelay::start(listener, &store, settings.relay.clone())
         .context("starting the relay")?;
     let parts = EngineParts::new(
-        Arc::new(SdkConnector::default()),
+        Arc::new(SdkConnector::default().with_address_policy(settings.address_policy.clone())),
         Arc::new(store.clone()),
         Arc::new(RestartingFeed::new(store.feed())),
     );
@@ -315,7 +315,7 @@ async fn external(
     );
     let store = ExternalStore::new(Arc::clone(&link), Arc::clone(&index));
     let parts = EngineParts::new(
-        Arc::new(SdkConnector::default()),
+        Arc::new(SdkConnector::default().with_address_policy(settings.address_policy.clone())),
         Arc::new(store.clone()),
         Arc::new(RestartingFeed::new(ExternalFeed::new(
             Arc::clone(&link),

@@ -24,6 +24,17 @@ pub enum TransportError {
     /// The NIP-11 document could not be fetched or read.
     #[error("relay information unavailable: {0}")]
     Info(String),
+    /// Every address the host resolves to is refused by the address policy; nothing was
+    /// dialled.
+    #[error("address refused ({reason}): {host} is {address}")]
+    Refused {
+        /// The URL's host.
+        host: String,
+        /// The first refused address.
+        address: std::net::IpAddr,
+        /// Why ([`AddressRefusal::label`](crate::AddressRefusal::label)).
+        reason: &'static str,
+    },
 }
 
 /// A failure of the own store (not a rejection: rejections are an outcome, not an error).

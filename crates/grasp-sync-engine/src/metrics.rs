@@ -28,6 +28,7 @@ pub struct SyncMetrics {
     history_truncated: Counter<u64>,
     quirks_learned: Counter<u64>,
     write_failures: Counter<u64>,
+    address_refusals: Counter<u64>,
 }
 
 impl SyncMetrics {
@@ -106,6 +107,10 @@ impl SyncMetrics {
                 .u64_counter("grasp_sync_store_write_failures_total")
                 .with_description("synced events the own store failed to save, by reason (backend, closed, full)")
                 .build(),
+            address_refusals: meter
+                .u64_counter("grasp_sync_address_refusals_total")
+                .with_description("relays refused by the address policy, by stage (discovery: by URL; dial: by resolved address) and reason (internal, denied)")
+                .build(),
             reconnects: meter
                 .u64_counter("grasp_sync_reconnects_total")
                 .with_description("reconnections after a disconnect longer than 15 minutes")
@@ -165,6 +170,17 @@ impl SyncMetrics {
     /// One session that showed a paging quirk (a bounded label).
     pub fn record_quirk(&self, quirk: &'static str) {
         self.quirks_learned.add(1, &[KeyValue::new("quirk", quirk)]);
+    }
+
+    /// One relay refused by the address policy, at discovery or at dial time (bounded labels).
+    pub fn record_address_refusal(&self, stage: &'static str, reason: &'static str) {
+        self.address_refusals.add(
+            1,
+            &[
+                KeyValue::new("stage", stage),
+                KeyValue::new("reason", reason),
+            ],
+        );
     }
 
     /// One synced event the store failed to save (a bounded label).

@@ -16,6 +16,9 @@ pub struct EngineStatus {
     pub relays: BTreeMap<String, RelayStatus>,
     /// NIP-77 rounds and fallbacks, and missing-event recovery.
     pub negentropy: NegentropyStatus,
+    /// Relays refused by the address policy, by `stage:reason` (`discovery:internal`,
+    /// `dial:internal`, `discovery:denied`, ...); each relay counts once.
+    pub address_refusals: BTreeMap<String, u64>,
 }
 
 /// NIP-77 activity over the engine's life.

@@ -10,6 +10,7 @@ mod external;
 mod full_store;
 mod limits;
 mod live;
+mod outbound;
 #[path = "../common/raw.rs"]
 mod raw;
 mod sim;

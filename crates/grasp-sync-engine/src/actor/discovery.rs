@@ -81,11 +81,24 @@ impl Actor {
 
     /// Tracks a relay; dialing happens on the health tick.
     pub(super) fn register_relay(&mut self, relay: &RelayUrl, bootstrap: bool) {
-        if self.config.own_relay.as_ref() == Some(relay) {
+        if self
+            .config
+            .own_relay
+            .as_ref()
+            .is_some_and(|own| own.same_endpoint(relay))
+        {
             return;
         }
         if let Err(refusal) = self.config.address_policy.check(relay) {
-            tracing::info!(%relay, ?refusal, "not dialing a relay refused by the address policy");
+            if self
+                .address_refusals
+                .record("discovery", refusal.label(), relay)
+            {
+                tracing::info!(%relay, ?refusal, "not dialing a relay refused by the address policy");
+                if let Some(metrics) = &self.metrics {
+                    metrics.record_address_refusal("discovery", refusal.label());
+                }
+            }
             return;
         }
         if self.runtimes.contains_key(relay) {

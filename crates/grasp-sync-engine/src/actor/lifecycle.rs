@@ -13,6 +13,7 @@ use nostr::Timestamp;
 use super::Actor;
 use super::runtime::Session;
 use crate::dial::DialReport;
+use crate::error::TransportError;
 use crate::negentropy::RoundStart;
 use crate::session::{Outbound, SessionKey, spawn_session};
 use crate::transport::{NipListing, RelayConnection, RelayInfo};
@@ -195,7 +196,16 @@ impl Actor {
                         connection.session_drop();
                         self.handle_connect_failed(&relay, "disconnected during setup".to_owned());
                     }
-                    Err(error) => self.handle_connect_failed(&relay, error.to_string()),
+                    Err(error) => {
+                        if let TransportError::Refused { reason, .. } = &error {
+                            if self.address_refusals.record("dial", reason, &relay) {
+                                if let Some(metrics) = &self.metrics {
+                                    metrics.record_address_refusal("dial", reason);
+                                }
+                            }
+                        }
+                        self.handle_connect_failed(&relay, error.to_string());
+                    }
                 }
             }
         }

@@ -30,6 +30,7 @@ use grasp_sync_model::{
 use nostr::{Event, EventId};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::address::AddressRefusals;
 use crate::boundary::PurgatorySource;
 use crate::clock::Clock;
 use crate::config::EngineConfig;
@@ -97,6 +98,9 @@ pub(crate) struct Actor {
     next_purgatory_at: Instant,
     next_tick_at: Instant,
 
+    /// Relays the address policy refused, by stage and reason.
+    address_refusals: AddressRefusals,
+
     next_attempt: u64,
     next_generation: u64,
     next_subscription: u64,
@@ -143,6 +147,7 @@ impl Actor {
             members: descendants::DirectMembers::default(),
             feed_buffer: Vec::new(),
             feed_open: true,
+            address_refusals: AddressRefusals::default(),
             next_attempt: 0,
             next_generation: 0,
             next_subscription: 0,

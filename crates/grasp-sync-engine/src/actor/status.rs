@@ -100,6 +100,7 @@ impl Actor {
         let negentropy = self.negentropy_status();
         EngineStatus {
             negentropy,
+            address_refusals: self.address_refusals.counts(),
             repos_tracked: self.repos.len(),
             root_events_tracked: self.repos.iter().map(|(_, n)| n.root_events.len()).sum(),
             relays,

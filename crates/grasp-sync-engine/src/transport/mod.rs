@@ -5,6 +5,7 @@
 //! resubscription. Inbound messages arrive, in order, on the session's bounded channel. A
 //! session also runs NIP-77 dry-run diffs ([`RelaySession::negentropy_diff`]).
 
+mod guarded;
 mod negentropy;
 mod nip11;
 mod sdk;
@@ -19,6 +20,7 @@ use grasp_sync_model::RelayUrl;
 use nostr::{Event, EventId, Filter, SubscriptionId, Timestamp};
 use tokio::sync::mpsc;
 
+pub use self::guarded::{GuardedWebSocket, connect_checked};
 pub use self::negentropy::{
     NEGENTROPY_DEADLINE, NEGENTROPY_PROBE_DEADLINE, NegentropyDiff, NegentropyError, RoundLimits,
     classify_refusal,

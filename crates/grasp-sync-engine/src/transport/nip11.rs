@@ -12,8 +12,9 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 
+use super::guarded::open_stream;
+use crate::address::AddressPolicy;
 use crate::error::TransportError;
 
 /// Largest NIP-11 document read; a longer body is refused.
@@ -92,52 +93,36 @@ impl RelayInfo {
     }
 }
 
-/// Fetches a relay's NIP-11 document (`Accept: application/nostr+json`) within `timeout`.
+/// Fetches a relay's NIP-11 document (`Accept: application/nostr+json`) within `timeout`,
+/// from an address `policy` allows ([`connect_checked`](super::connect_checked)). The
+/// request carries the relay's path (some relays live under one); a [`RelayUrl`] has no query.
 pub async fn fetch_relay_info(
+    policy: &AddressPolicy,
     url: &RelayUrl,
     timeout: Duration,
 ) -> Result<RelayInfo, TransportError> {
-    match tokio::time::timeout(timeout, fetch(url)).await {
+    match tokio::time::timeout(timeout, fetch(policy, url)).await {
         Ok(result) => result,
         Err(_) => Err(TransportError::Info("timed out".to_owned())),
     }
 }
 
-async fn fetch(relay: &RelayUrl) -> Result<RelayInfo, TransportError> {
+async fn fetch(policy: &AddressPolicy, relay: &RelayUrl) -> Result<RelayInfo, TransportError> {
     let url = url::Url::parse(relay.as_str()).map_err(|e| TransportError::BadUrl(e.to_string()))?;
-    let secure = url.scheme() == "wss";
     let host = url
         .host_str()
-        .ok_or_else(|| TransportError::BadUrl("no host".to_owned()))?
-        .to_owned();
-    let port = url.port().unwrap_or(if secure { 443 } else { 80 });
-    let path = match url.query() {
-        Some(q) => format!("{}?{q}", url.path()),
-        None => url.path().to_owned(),
-    };
-    let connect_host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    let tcp = TcpStream::connect((connect_host.as_str(), port))
-        .await
-        .map_err(|e| TransportError::Info(format!("connect: {e}")))?;
+        .ok_or_else(|| TransportError::BadUrl("no host".to_owned()))?;
     let host_header = match url.port() {
         Some(port) => format!("{host}:{port}"),
-        None => host.clone(),
+        None => host.to_owned(),
     };
-    if secure {
-        let connector = tls_connector()?;
-        let name = tokio_rustls::rustls::pki_types::ServerName::try_from(connect_host)
-            .map_err(|e| TransportError::BadUrl(e.to_string()))?;
-        let tls = connector
-            .connect(name, tcp)
-            .await
-            .map_err(|e| TransportError::Info(format!("tls: {e}")))?;
-        get(tls, &host_header, &path).await
-    } else {
-        get(tcp, &host_header, &path).await
-    }
+    let stream = open_stream(policy, &url)
+        .await
+        .map_err(|error| match error {
+            TransportError::Connect(reason) => TransportError::Info(format!("connect: {reason}")),
+            other => other,
+        })?;
+    get(stream, &host_header, url.path()).await
 }
 
 async fn get<S>(stream: S, host: &str, path: &str) -> Result<RelayInfo, TransportError>
@@ -176,7 +161,7 @@ where
     result
 }
 
-fn tls_connector() -> Result<tokio_rustls::TlsConnector, TransportError> {
+pub(crate) fn tls_connector() -> Result<tokio_rustls::TlsConnector, TransportError> {
     use tokio_rustls::rustls::{ClientConfig, RootCertStore, crypto::ring};
     let roots = RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),

@@ -10,6 +10,7 @@
 
 mod round;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,8 +23,10 @@ use tokio::sync::{broadcast, mpsc};
 use self::round::NegRounds;
 use super::negentropy::{NegentropyDiff, NegentropyError, RoundLimits};
 use super::{
-    RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession, fetch_relay_info,
+    GuardedWebSocket, RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession,
+    fetch_relay_info,
 };
+use crate::address::AddressPolicy;
 use crate::error::TransportError;
 
 /// Tuning of the nostr-sdk transport.
@@ -44,16 +47,28 @@ impl Default for SdkConnectorOptions {
     }
 }
 
-/// Dials relays with nostr-sdk.
+/// Dials relays with nostr-sdk, through [`GuardedWebSocket`]: every WebSocket dial and NIP-11
+/// fetch connects only to an address the address policy allows (by default, no internal
+/// address at all).
 #[derive(Debug, Clone, Default)]
 pub struct SdkConnector {
     options: SdkConnectorOptions,
+    policy: Arc<AddressPolicy>,
 }
 
 impl SdkConnector {
-    /// A connector with the given tuning.
+    /// A connector with the given tuning and the default (strict) address policy.
     pub fn new(options: SdkConnectorOptions) -> Self {
-        Self { options }
+        Self {
+            options,
+            policy: Arc::default(),
+        }
+    }
+
+    /// This connector, dialling what `policy` allows.
+    pub fn with_address_policy(mut self, policy: AddressPolicy) -> Self {
+        self.policy = Arc::new(policy);
+        self
     }
 }
 
@@ -66,7 +81,10 @@ impl RelayConnector for SdkConnector {
     ) -> Result<RelayConnection, TransportError> {
         let sdk_url = nostr::RelayUrl::parse(url.as_str())
             .map_err(|e| TransportError::BadUrl(e.to_string()))?;
-        let pool = RelayPool::default();
+        let transport = GuardedWebSocket::new(Arc::clone(&self.policy));
+        let pool = RelayPool::builder()
+            .websocket_transport(transport.clone())
+            .build();
         let options = RelayOptions::new()
             .reconnect(false)
             .notification_channel_size(self.options.notification_capacity);
@@ -87,15 +105,17 @@ impl RelayConnector for SdkConnector {
             }
             Ok(Err(e)) => {
                 pool.shutdown().await;
-                return Err(TransportError::Connect(e.to_string()));
+                return Err(transport
+                    .take_refusal()
+                    .unwrap_or_else(|| TransportError::Connect(e.to_string())));
             }
             Ok(Ok(())) => {}
         }
         if !relay.is_connected() {
             pool.shutdown().await;
-            return Err(TransportError::Connect(
-                "relay did not reach connected".to_owned(),
-            ));
+            return Err(transport.take_refusal().unwrap_or_else(|| {
+                TransportError::Connect("relay did not reach connected".to_owned())
+            }));
         }
         let (tx, inbound) = mpsc::channel(self.options.inbound_capacity);
         tokio::spawn(forward(notifications, tx));
@@ -116,7 +136,7 @@ impl RelayConnector for SdkConnector {
         url: &RelayUrl,
         timeout: Duration,
     ) -> Result<RelayInfo, TransportError> {
-        fetch_relay_info(url, timeout).await
+        fetch_relay_info(&self.policy, url, timeout).await
     }
 }
 

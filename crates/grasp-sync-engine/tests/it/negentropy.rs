@@ -350,7 +350,10 @@ async fn sync_through(
     };
     crate::support::init_logs();
     let parts = EngineParts::new(
-        Arc::new(SdkConnector::default()),
+        Arc::new(
+            SdkConnector::default()
+                .with_address_policy(grasp_sync_engine::AddressPolicy::allow_all()),
+        ),
         Arc::new(have_sets),
         Arc::new(store.store.feed()),
     );

@@ -96,7 +96,10 @@ pub(crate) fn init_logs() {
 pub(crate) async fn start_engine(store: &TestStore, config: EngineConfig) -> EngineHandle {
     init_logs();
     let parts = EngineParts::new(
-        Arc::new(SdkConnector::default()),
+        Arc::new(
+            SdkConnector::default()
+                .with_address_policy(grasp_sync_engine::AddressPolicy::allow_all()),
+        ),
         Arc::new(store.store.clone()),
         Arc::new(store.store.feed()),
     );

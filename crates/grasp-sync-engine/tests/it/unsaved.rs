@@ -68,7 +68,10 @@ async fn a_failed_save_leaves_the_batch_incomplete(home: TestRelayConfig) {
         failed: AtomicU64::new(0),
     });
     let parts = EngineParts::new(
-        Arc::new(SdkConnector::default()),
+        Arc::new(
+            SdkConnector::default()
+                .with_address_policy(grasp_sync_engine::AddressPolicy::allow_all()),
+        ),
         Arc::clone(&store) as Arc<dyn EventStore>,
         Arc::new(store.inner.store.feed()),
     );
