@@ -1,7 +1,9 @@
 //! [`Daemon`]: the running `grasp-sync`: the own store (embedded relay over LMDB, or an
 //! external relay), the sync engine writing into it, and the `/metrics` + `/status`
-//! endpoints; [`run`] adds signal handling and a bounded graceful shutdown.
+//! endpoints; [`run`] adds signal handling and a bounded graceful shutdown, and stops the daemon
+//! with an error when the engine's task ends on its own, so a supervisor restarts it.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -9,7 +11,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use grasp_sync_engine::{
-    EngineParts, EngineStatus, LmdbStore, SdkConnector, StoreConfig, SyncEngine,
+    EngineEnd, EngineExit, EngineParts, EngineStatus, LmdbStore, SdkConnector, StoreConfig,
+    SyncEngine,
 };
 use grasp_sync_model::RelayUrl;
 use nostr::EventId;
@@ -63,9 +66,16 @@ pub struct Daemon {
     service_url: RelayUrl,
     own: Own,
     engine: EngineSlot,
+    exit: EngineExit,
     endpoints: Endpoints,
     metrics: MetricsRegistry,
 }
+
+/// The engine's task ended while the daemon was serving: it panicked, or it returned without
+/// being asked. The daemon cannot sync without it.
+#[derive(Debug, thiserror::Error)]
+#[error("the sync engine stopped on its own: {0}")]
+pub struct EngineStopped(pub EngineEnd);
 
 impl Daemon {
     /// Starts the daemon as `settings` say: binds `listen` (embedded mode) and
@@ -129,11 +139,13 @@ impl Daemon {
         )
         .await
         .context("starting the sync engine")?;
+        let exit = handle.exit();
         *engine.write().await = Some(handle);
         Ok(Daemon {
             service_url,
             own,
             engine,
+            exit,
             endpoints,
             metrics,
         })
@@ -181,6 +193,33 @@ impl Daemon {
         }
     }
 
+    /// Watches for the end of the engine's task.
+    pub fn engine_exit(&self) -> EngineExit {
+        self.exit.clone()
+    }
+
+    /// Serves until `stop` resolves (to a name for the log, e.g. a signal's) or the engine's
+    /// task ends on its own, then shuts down within [`SHUTDOWN_LIMIT`]. An engine that ended
+    /// on its own is an [`EngineStopped`] error, logged before the shutdown.
+    pub async fn serve_until(self, stop: impl Future<Output = &'static str>) -> anyhow::Result<()> {
+        let outcome = supervise(stop, self.engine_exit()).await;
+        match &outcome {
+            Ok(reason) => tracing::info!(reason, "shutting down"),
+            Err(error) => tracing::error!(
+                %error,
+                "shutting down; a supervisor should restart the daemon"
+            ),
+        }
+        if tokio::time::timeout(SHUTDOWN_LIMIT, self.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("shutdown took too long; exiting anyway");
+        }
+        tracing::info!("stopped");
+        outcome.map(|_| ()).map_err(anyhow::Error::from)
+    }
+
     /// Stops the engine (closing sessions, waiting for in-flight writes), then the relay or
     /// the link, then the endpoints.
     pub async fn shutdown(self) {
@@ -202,7 +241,9 @@ impl Daemon {
     }
 }
 
-/// Runs the daemon until SIGINT or SIGTERM, then shuts it down within [`SHUTDOWN_LIMIT`].
+/// Runs the daemon until SIGINT or SIGTERM, then shuts it down within [`SHUTDOWN_LIMIT`]. If
+/// the engine's task ends first (a panic), shuts down the same way and returns
+/// [`EngineStopped`]: the process then exits with code 1.
 pub async fn run(settings: &Settings) -> anyhow::Result<()> {
     let daemon = Daemon::start(settings).await?;
     match daemon.relay_addr() {
@@ -218,16 +259,21 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         status = %format!("http://{}/status", daemon.metrics_addr()),
         "grasp-sync running"
     );
-    let signal = shutdown_signal().await;
-    tracing::info!(signal, "shutting down");
-    if tokio::time::timeout(SHUTDOWN_LIMIT, daemon.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("shutdown took too long; exiting anyway");
+    daemon.serve_until(shutdown_signal()).await
+}
+
+/// Waits for `stop` or for the engine's task to end, whichever comes first: `stop`'s name, or
+/// how the engine ended. Any end of the engine before `stop` is an error, since only the
+/// daemon's own shutdown stops it.
+async fn supervise(
+    stop: impl Future<Output = &'static str>,
+    exit: EngineExit,
+) -> Result<&'static str, EngineStopped> {
+    tokio::select! {
+        biased;
+        reason = stop => Ok(reason),
+        end = exit.wait() => Err(EngineStopped(end)),
     }
-    tracing::info!("stopped");
-    Ok(())
 }
 
 /// Waits for SIGINT or SIGTERM; returns its name.
@@ -337,3 +383,6 @@ fn service_domain(service_url: &RelayUrl) -> String {
 fn create_dir(path: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))
 }
+
+#[cfg(test)]
+mod tests;

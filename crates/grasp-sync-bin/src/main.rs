@@ -1,5 +1,7 @@
 //! The `grasp-sync` executable: parses the command line, sets up logging, runs `run`, `demo` or `sim`
-//! on a tokio runtime, and turns the outcome into an exit code.
+//! on a tokio runtime, and turns the outcome into an exit code: 0 after a requested stop, 2 for
+//! an unusable configuration, 1 for any other failure, including a sync engine that stopped on
+//! its own while `run` was serving.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;

@@ -1,11 +1,11 @@
 //! The public face of the engine: wire its boundaries together, start the actor, and talk to it
-//! through an [`EngineHandle`].
+//! through an [`EngineHandle`]; learn how its task ended through an [`EngineExit`].
 
+use std::any::Any;
 use std::sync::Arc;
 
 use opentelemetry::metrics::Meter;
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::actor::{Actor, ActorInputs, Command};
 use crate::boundary::{EventStore, NoPurgatory, PurgatorySource, SelfFeed, SyncedEventHook};
@@ -115,17 +115,71 @@ impl SyncEngine {
             metrics,
             seed,
         );
-        let join = tokio::spawn(actor.run(ActorInputs {
+        let task = tokio::spawn(actor.run(ActorInputs {
             commands,
             sessions,
             dials,
             feed,
             jobs,
         }));
+        let (ended, exit) = watch::channel(None);
+        tokio::spawn(async move {
+            let end = match task.await {
+                Ok(()) => EngineEnd::Stopped,
+                Err(error) if error.is_panic() => {
+                    EngineEnd::Panicked(panic_message(error.into_panic()))
+                }
+                Err(_) => EngineEnd::Cancelled,
+            };
+            ended.send_replace(Some(end));
+        });
         Ok(EngineHandle {
             commands: commands_tx,
-            join,
+            exit: EngineExit(exit),
         })
+    }
+}
+
+/// How the engine's task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EngineEnd {
+    /// It stopped as asked: by [`EngineHandle::shutdown`], or because the handle was dropped.
+    Stopped,
+    /// The task panicked (a boundary or the engine itself); the panic's message.
+    Panicked(String),
+    /// The task was cancelled, as when its runtime shuts down.
+    Cancelled,
+}
+
+impl std::fmt::Display for EngineEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineEnd::Stopped => f.write_str("stopped"),
+            EngineEnd::Panicked(message) => write!(f, "panicked: {message}"),
+            EngineEnd::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+
+/// Watches one engine's task end. Cloned from [`EngineHandle::exit`]; it outlives the handle,
+/// and every clone sees the same end.
+#[derive(Debug, Clone)]
+pub struct EngineExit(watch::Receiver<Option<EngineEnd>>);
+
+impl EngineExit {
+    /// How the task ended; `None` while it runs.
+    pub fn ended(&self) -> Option<EngineEnd> {
+        self.0.borrow().clone()
+    }
+
+    /// Waits until the task ends, on its own or when shut down; how it ended.
+    pub async fn wait(mut self) -> EngineEnd {
+        match self.0.wait_for(Option::is_some).await {
+            Ok(end) => end.clone().unwrap_or(EngineEnd::Cancelled),
+            // The watcher itself was cancelled with the runtime, before it could report.
+            Err(_) => EngineEnd::Cancelled,
+        }
     }
 }
 
@@ -133,7 +187,7 @@ impl SyncEngine {
 #[derive(Debug)]
 pub struct EngineHandle {
     commands: mpsc::Sender<Command>,
-    join: JoinHandle<()>,
+    exit: EngineExit,
 }
 
 impl EngineHandle {
@@ -144,12 +198,30 @@ impl EngineHandle {
         answer.await.ok()
     }
 
-    /// Stops dialing, closes every session, waits for in-flight store writes, and stops.
-    pub async fn shutdown(self) {
+    /// Watches for the end of the engine's task: a supervisor waits on it to notice an engine
+    /// that panicked.
+    pub fn exit(&self) -> EngineExit {
+        self.exit.clone()
+    }
+
+    /// Stops dialing, closes every session, waits for in-flight store writes, and stops; how
+    /// the task ended ([`EngineEnd::Stopped`] unless it had already died).
+    pub async fn shutdown(self) -> EngineEnd {
         let (done, finished) = oneshot::channel();
         if self.commands.send(Command::Shutdown(done)).await.is_ok() {
             let _ = finished.await;
         }
-        let _ = self.join.await;
+        self.exit.wait().await
+    }
+}
+
+/// The text a panic was raised with.
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(message) => *message,
+        Err(payload) => payload.downcast_ref::<&str>().map_or_else(
+            || "a panic without a message".to_owned(),
+            |m| (*m).to_owned(),
+        ),
     }
 }

@@ -35,7 +35,7 @@ pub use boundary::{
 pub use clock::{Clock, TokioClock};
 pub use config::EngineConfig;
 pub use dial::DialLimits;
-pub use engine::{EngineHandle, EngineParts, SyncEngine};
+pub use engine::{EngineEnd, EngineExit, EngineHandle, EngineParts, SyncEngine};
 pub use error::{StoreError, TransportError};
 pub use ingest::{HOOK_BATCH_WINDOW, IngestTotals};
 pub use metrics::SyncMetrics;

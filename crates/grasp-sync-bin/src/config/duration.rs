@@ -3,28 +3,37 @@
 
 use std::time::Duration;
 
-/// Parses `<number><unit>` with unit `ms`, `s`, `m` or `h`; whitespace around is ignored.
+/// Parses `<number><unit>` with unit `ms`, `s`, `m` or `h`; whitespace around is ignored. A
+/// number too large for its unit (more than `u64::MAX` seconds or milliseconds) is an error,
+/// never a saturated value.
 pub fn parse_duration(input: &str) -> Result<Duration, String> {
     let text = input.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .ok_or_else(|| format!("`{text}` has no unit (use ms, s, m or h, e.g. `5s`)"))?;
     let (digits, unit) = text.split_at(split);
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{text}` does not start with a whole number (e.g. `5s`)"))?;
-    let duration = match unit.trim() {
-        "ms" => Duration::from_millis(value),
-        "s" => Duration::from_secs(value),
-        "m" => Duration::from_secs(value.saturating_mul(60)),
-        "h" => Duration::from_secs(value.saturating_mul(3600)),
-        other => {
-            return Err(format!(
-                "unknown unit `{other}` in `{text}` (use ms, s, m or h)"
-            ));
-        }
+    if digits.is_empty() {
+        return Err(format!(
+            "`{text}` does not start with a whole number (e.g. `5s`)"
+        ));
+    }
+    let too_long = || format!("`{text}` is too long to represent");
+    let value: u64 = digits.parse().map_err(|_| too_long())?;
+    let seconds = |factor: u64| {
+        value
+            .checked_mul(factor)
+            .map(Duration::from_secs)
+            .ok_or_else(too_long)
     };
-    Ok(duration)
+    match unit.trim() {
+        "ms" => Ok(Duration::from_millis(value)),
+        "s" => seconds(1),
+        "m" => seconds(60),
+        "h" => seconds(3600),
+        other => Err(format!(
+            "unknown unit `{other}` in `{text}` (use ms, s, m or h)"
+        )),
+    }
 }
 
 /// Formats a duration the way [`parse_duration`] reads it, in the largest exact unit.

@@ -3,6 +3,7 @@
 //! [`Settings::resolve`] validates the result into typed values or one [`ConfigError`] naming
 //! the key at fault.
 
+pub mod bounds;
 mod duration;
 mod relay;
 
@@ -18,6 +19,7 @@ use serde::Deserialize;
 
 use crate::error::ConfigError;
 use crate::relay::RelayLimits;
+use bounds::duration_in;
 
 pub use duration::{format_duration, parse_duration};
 pub use relay::RawRelayLimits;
@@ -141,28 +143,29 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Validates a merged configuration, filling in defaults.
+    /// Validates a merged configuration, filling in defaults. Every duration and count must lie
+    /// in its range in [`bounds`].
     pub fn resolve(raw: RawConfig) -> Result<Settings, ConfigError> {
         let defaults = EngineConfig::default();
         let health = HealthConfig::default();
-        let batch_window = duration_key("batch_window", raw.batch_window.as_deref())?
-            .unwrap_or(defaults.batch_window);
-        let backoff_base = duration_key("backoff_base", raw.backoff_base.as_deref())?
-            .unwrap_or(health.connect_backoff_base);
-        let backoff_cap = duration_key("backoff_cap", raw.backoff_cap.as_deref())?
-            .unwrap_or(health.connect_backoff_max);
-        if batch_window.is_zero() {
-            return Err(ConfigError::invalid(
-                "batch_window",
-                "must be longer than 0",
-            ));
-        }
-        if backoff_base.is_zero() {
-            return Err(ConfigError::invalid(
-                "backoff_base",
-                "must be longer than 0",
-            ));
-        }
+        let batch_window = duration_in(
+            "batch_window",
+            raw.batch_window.as_deref(),
+            bounds::BATCH_WINDOW,
+        )?
+        .unwrap_or(defaults.batch_window);
+        let backoff_base = duration_in(
+            "backoff_base",
+            raw.backoff_base.as_deref(),
+            bounds::BACKOFF_BASE,
+        )?
+        .unwrap_or(health.connect_backoff_base);
+        let backoff_cap = duration_in(
+            "backoff_cap",
+            raw.backoff_cap.as_deref(),
+            bounds::BACKOFF_CAP,
+        )?
+        .unwrap_or(health.connect_backoff_max);
         if backoff_cap < backoff_base {
             return Err(ConfigError::invalid(
                 "backoff_cap",
@@ -179,9 +182,10 @@ impl Settings {
         if data_dir.as_os_str().is_empty() {
             return Err(ConfigError::invalid("data_dir", "must not be empty"));
         }
-        let max_future_created_at = duration_key(
+        let max_future_created_at = duration_in(
             "max_future_created_at",
             raw.max_future_created_at.as_deref(),
+            bounds::MAX_FUTURE_CREATED_AT,
         )?
         .unwrap_or(DEFAULT_MAX_FUTURE_CREATED_AT);
         let relay = RelayLimits {
@@ -240,12 +244,6 @@ pub fn parse_bool(key: &'static str, value: &str) -> Result<bool, ConfigError> {
             format!("expected true or false, got `{other}`"),
         )),
     }
-}
-
-fn duration_key(key: &'static str, value: Option<&str>) -> Result<Option<Duration>, ConfigError> {
-    value
-        .map(|text| parse_duration(text).map_err(|reason| ConfigError::invalid(key, reason)))
-        .transpose()
 }
 
 /// A byte size: a whole number, optionally followed by `KiB`, `MiB`, `GiB` or `TiB`.

@@ -4,7 +4,7 @@
 use clap::Args;
 use serde::Deserialize;
 
-use super::duration_key;
+use super::bounds::{self, count_in, duration_in};
 use crate::error::ConfigError;
 use crate::relay::RelayLimits;
 
@@ -175,86 +175,109 @@ impl RawRelayLimits {
         }
     }
 
-    /// The limits, defaults filled in; every count but the per-address cap must be above 0.
+    /// The limits, defaults filled in; every value within its range in [`bounds`], and
+    /// `default_limit` not above `max_limit`.
     pub fn resolve(self) -> Result<RelayLimits, ConfigError> {
         let defaults = RelayLimits::default();
         let limits = RelayLimits {
-            max_connections: positive(
+            max_connections: count_in(
                 "relay.max_connections",
                 self.max_connections,
-                defaults.max_connections,
-            )?,
-            max_connections_per_ip: self
-                .max_connections_per_ip
-                .unwrap_or(defaults.max_connections_per_ip),
-            header_read_timeout: nonzero_duration(
+                bounds::MAX_CONNECTIONS,
+            )?
+            .unwrap_or(defaults.max_connections),
+            max_connections_per_ip: count_in(
+                "relay.max_connections_per_ip",
+                self.max_connections_per_ip,
+                bounds::MAX_CONNECTIONS_PER_IP,
+            )?
+            .unwrap_or(defaults.max_connections_per_ip),
+            header_read_timeout: duration_in(
                 "relay.header_read_timeout",
                 self.header_read_timeout.as_deref(),
+                bounds::RELAY_TIMEOUT,
             )?
             .unwrap_or(defaults.header_read_timeout),
-            idle_timeout: nonzero_duration("relay.idle_timeout", self.idle_timeout.as_deref())?
-                .unwrap_or(defaults.idle_timeout),
-            max_message_length: positive(
+            idle_timeout: duration_in(
+                "relay.idle_timeout",
+                self.idle_timeout.as_deref(),
+                bounds::RELAY_TIMEOUT,
+            )?
+            .unwrap_or(defaults.idle_timeout),
+            max_message_length: count_in(
                 "relay.max_message_length",
                 self.max_message_length,
-                defaults.max_message_length,
-            )?,
-            max_content_length: positive(
+                bounds::MAX_MESSAGE_LENGTH,
+            )?
+            .unwrap_or(defaults.max_message_length),
+            max_content_length: count_in(
                 "relay.max_content_length",
                 self.max_content_length,
-                defaults.max_content_length,
-            )?,
-            max_event_tags: positive(
+                bounds::MAX_CONTENT_LENGTH,
+            )?
+            .unwrap_or(defaults.max_content_length),
+            max_event_tags: count_in(
                 "relay.max_event_tags",
                 self.max_event_tags,
-                defaults.max_event_tags,
-            )?,
-            max_subscriptions: positive(
+                bounds::MAX_EVENT_TAGS,
+            )?
+            .unwrap_or(defaults.max_event_tags),
+            max_subscriptions: count_in(
                 "relay.max_subscriptions",
                 self.max_subscriptions,
-                defaults.max_subscriptions,
-            )?,
-            max_filters: positive("relay.max_filters", self.max_filters, defaults.max_filters)?,
-            max_subid_length: positive(
+                bounds::MAX_SUBSCRIPTIONS,
+            )?
+            .unwrap_or(defaults.max_subscriptions),
+            max_filters: count_in("relay.max_filters", self.max_filters, bounds::MAX_FILTERS)?
+                .unwrap_or(defaults.max_filters),
+            max_subid_length: count_in(
                 "relay.max_subid_length",
                 self.max_subid_length,
-                defaults.max_subid_length,
-            )?,
-            max_limit: positive("relay.max_limit", self.max_limit, defaults.max_limit)?,
-            default_limit: positive(
+                bounds::MAX_SUBID_LENGTH,
+            )?
+            .unwrap_or(defaults.max_subid_length),
+            max_limit: count_in("relay.max_limit", self.max_limit, bounds::MAX_LIMIT)?
+                .unwrap_or(defaults.max_limit),
+            default_limit: count_in(
                 "relay.default_limit",
                 self.default_limit,
-                defaults.default_limit,
-            )?,
-            max_negentropy_sessions: positive(
+                bounds::DEFAULT_LIMIT,
+            )?
+            .unwrap_or(defaults.default_limit),
+            max_negentropy_sessions: count_in(
                 "relay.max_negentropy_sessions",
                 self.max_negentropy_sessions,
-                defaults.max_negentropy_sessions,
-            )?,
-            negentropy_frame_size: self
-                .negentropy_frame_size
+                bounds::MAX_NEGENTROPY_SESSIONS,
+            )?
+            .unwrap_or(defaults.max_negentropy_sessions),
+            negentropy_frame_size: frame_size(self.negentropy_frame_size)?
                 .unwrap_or(defaults.negentropy_frame_size),
-            max_negentropy_items: positive(
+            max_negentropy_items: count_in(
                 "relay.max_negentropy_items",
                 self.max_negentropy_items,
-                defaults.max_negentropy_items,
-            )?,
-            queries_per_second: positive(
+                bounds::MAX_NEGENTROPY_ITEMS,
+            )?
+            .unwrap_or(defaults.max_negentropy_items),
+            queries_per_second: count_in(
                 "relay.queries_per_second",
                 self.queries_per_second,
-                defaults.queries_per_second,
-            )?,
-            query_burst: positive("relay.query_burst", self.query_burst, defaults.query_burst)?,
-            events_per_minute: positive(
+                bounds::QUERIES_PER_SECOND,
+            )?
+            .unwrap_or(defaults.queries_per_second),
+            query_burst: count_in("relay.query_burst", self.query_burst, bounds::QUERY_BURST)?
+                .unwrap_or(defaults.query_burst),
+            events_per_minute: count_in(
                 "relay.events_per_minute",
                 self.events_per_minute,
-                defaults.events_per_minute,
-            )?,
-            concurrent_reads: positive(
+                bounds::EVENTS_PER_MINUTE,
+            )?
+            .unwrap_or(defaults.events_per_minute),
+            concurrent_reads: count_in(
                 "relay.concurrent_reads",
                 self.concurrent_reads,
-                defaults.concurrent_reads,
-            )?,
+                bounds::CONCURRENT_READS,
+            )?
+            .unwrap_or(defaults.concurrent_reads),
             max_future_created_at: defaults.max_future_created_at,
         };
         if limits.default_limit > limits.max_limit {
@@ -266,38 +289,23 @@ impl RawRelayLimits {
                 ),
             ));
         }
-        // The NIP-77 frame limit is either off (0) or at least the protocol's minimum.
-        if limits.negentropy_frame_size != 0 && limits.negentropy_frame_size < 4_096 {
-            return Err(ConfigError::invalid(
-                "relay.negentropy_frame_size",
-                "must be 0 (no limit) or at least 4096",
-            ));
-        }
         Ok(limits)
     }
 }
 
-fn positive<T: Copy + PartialEq + Default>(
-    key: &'static str,
-    value: Option<T>,
-    default: T,
-) -> Result<T, ConfigError> {
+/// The NIP-77 frame limit is either off (0) or within [`bounds::NEGENTROPY_FRAME_SIZE`],
+/// whose floor is the protocol's minimum.
+fn frame_size(value: Option<usize>) -> Result<Option<usize>, ConfigError> {
+    let range = bounds::NEGENTROPY_FRAME_SIZE;
     match value {
-        Some(value) if value == T::default() => {
-            Err(ConfigError::invalid(key, "must be larger than 0"))
-        }
-        Some(value) => Ok(value),
-        None => Ok(default),
+        Some(size) if size != 0 && !range.contains(&size) => Err(ConfigError::invalid(
+            "relay.negentropy_frame_size",
+            format!(
+                "{size} is out of range: must be 0 (no limit) or from {} to {}",
+                range.start(),
+                range.end()
+            ),
+        )),
+        other => Ok(other),
     }
-}
-
-fn nonzero_duration(
-    key: &'static str,
-    value: Option<&str>,
-) -> Result<Option<std::time::Duration>, ConfigError> {
-    let duration = duration_key(key, value)?;
-    if duration.is_some_and(|duration| duration.is_zero()) {
-        return Err(ConfigError::invalid(key, "must be longer than 0"));
-    }
-    Ok(duration)
 }

@@ -148,6 +148,18 @@ fn durations_round_trip_through_their_text_form() {
     assert!(parse_duration("s").is_err());
     assert!(parse_duration("3").is_err());
     assert!(parse_duration("3d").is_err());
+    assert_eq!(
+        parse_duration("18446744073709551615s"),
+        Ok(Duration::from_secs(u64::MAX))
+    );
+    for text in [
+        "18446744073709551615m",
+        "5124095576030432h",
+        "18446744073709551616ms",
+    ] {
+        let error = parse_duration(text).expect_err(text);
+        assert!(error.contains("too long"), "{text}: {error}");
+    }
 }
 
 #[test]
@@ -228,4 +240,218 @@ fn relay_flags_and_variables_override_the_file() {
     assert_eq!(settings.relay.max_subscriptions, 7);
     assert_eq!(settings.relay.max_filters, 4);
     assert_eq!(settings.relay.idle_timeout, Duration::from_secs(60));
+}
+
+/// A document setting `key` (top level, or `relay.KEY` in the `[relay]` table) to the TOML
+/// value `value`, with `extra` top-level lines.
+fn one_key(key: &str, value: &str, extra: &str) -> String {
+    match key.strip_prefix("relay.") {
+        Some(key) => format!("{extra}\n[relay]\n{key} = {value}\n"),
+        None => format!("{extra}\n{key} = {value}\n"),
+    }
+}
+
+/// Checks that `key` accepts each of `accepted` and refuses each of `refused` by name.
+fn check_range(key: &'static str, accepted: &[&str], refused: &[&str], extra: &str) {
+    for value in accepted {
+        let text = one_key(key, value, extra);
+        assert!(
+            check_toml(&text).is_ok(),
+            "{key} = {value} refused: {:?}",
+            check_toml(&text).err()
+        );
+    }
+    for value in refused {
+        let text = one_key(key, value, extra);
+        assert_eq!(
+            check_toml(&text).err().as_deref(),
+            Some(key),
+            "{key} = {value} must be refused"
+        );
+    }
+}
+
+#[test]
+fn batch_window_is_1ms_to_1h() {
+    check_range(
+        "batch_window",
+        &[r#""1ms""#, r#""1h""#, r#""3600s""#],
+        &[
+            r#""0ms""#,
+            r#""3601s""#,
+            r#""61m""#,
+            r#""18446744073709551615s""#,
+            r#""18446744073709551615ms""#,
+            r#""18446744073709551615h""#,
+            r#""99999999999999999999s""#,
+        ],
+        "",
+    );
+}
+
+#[test]
+fn backoff_base_is_1ms_to_1_day() {
+    check_range(
+        "backoff_base",
+        &[r#""1ms""#, r#""24h""#],
+        &[r#""0s""#, r#""25h""#, r#""86401s""#],
+        r#"backoff_cap = "168h""#,
+    );
+}
+
+#[test]
+fn backoff_cap_is_backoff_base_to_7_days() {
+    check_range(
+        "backoff_cap",
+        &[r#""1ms""#, r#""168h""#],
+        &[
+            r#""0s""#,
+            r#""169h""#,
+            r#""8784h""#,
+            r#""18446744073709551615s""#,
+        ],
+        r#"backoff_base = "1ms""#,
+    );
+    check_range(
+        "backoff_cap",
+        &[r#""5s""#],
+        &[r#""4999ms""#],
+        r#"backoff_base = "5s""#,
+    );
+}
+
+#[test]
+fn max_future_created_at_is_0_to_365_days() {
+    check_range(
+        "max_future_created_at",
+        &[r#""0s""#, r#""8760h""#],
+        &[r#""8761h""#, r#""18446744073709551615s""#],
+        "",
+    );
+}
+
+#[test]
+fn relay_timeouts_are_1s_to_1_day() {
+    for key in ["relay.header_read_timeout", "relay.idle_timeout"] {
+        check_range(
+            key,
+            &[r#""1s""#, r#""1000ms""#, r#""24h""#],
+            &[
+                r#""0s""#,
+                r#""999ms""#,
+                r#""86401s""#,
+                r#""18446744073709551615s""#,
+            ],
+            "",
+        );
+    }
+}
+
+#[test]
+fn relay_counts_have_a_floor_and_a_ceiling() {
+    for (key, lowest, highest) in [
+        ("relay.max_connections", 1, 1_000_000),
+        ("relay.max_connections_per_ip", 0, 1_000_000),
+        ("relay.max_message_length", 1, 67_108_864),
+        ("relay.max_content_length", 1, 67_108_864),
+        ("relay.max_event_tags", 1, 100_000),
+        ("relay.max_subscriptions", 1, 10_000),
+        ("relay.max_filters", 1, 1_000),
+        ("relay.max_subid_length", 1, 1_024),
+        ("relay.max_negentropy_sessions", 1, 1_000),
+        ("relay.max_negentropy_items", 1, 10_000_000),
+        ("relay.queries_per_second", 1, 10_000),
+        ("relay.query_burst", 1, 100_000),
+        ("relay.events_per_minute", 1, 1_000_000),
+        ("relay.concurrent_reads", 1, 512),
+    ] {
+        let (lowest, highest): (u64, u64) = (lowest, highest);
+        let mut refused = vec![(highest + 1).to_string(), u32::MAX.to_string()];
+        if lowest > 0 {
+            refused.push((lowest - 1).to_string());
+        }
+        let refused: Vec<&str> = refused.iter().map(String::as_str).collect();
+        check_range(
+            key,
+            &[&lowest.to_string(), &highest.to_string()],
+            &refused,
+            "",
+        );
+    }
+}
+
+#[test]
+fn max_limit_is_1_to_100000_and_default_limit_stays_under_it() {
+    for (text, refused) in [
+        ("max_limit = 1\ndefault_limit = 1", None),
+        ("max_limit = 100000\ndefault_limit = 100000", None),
+        ("max_limit = 0\ndefault_limit = 1", Some("relay.max_limit")),
+        ("max_limit = 100001", Some("relay.max_limit")),
+        (
+            "max_limit = 10\ndefault_limit = 0",
+            Some("relay.default_limit"),
+        ),
+        (
+            "max_limit = 100000\ndefault_limit = 100001",
+            Some("relay.default_limit"),
+        ),
+        (
+            "max_limit = 10\ndefault_limit = 11",
+            Some("relay.default_limit"),
+        ),
+    ] {
+        let text = format!("[relay]\n{text}");
+        assert_eq!(check_toml(&text).err().as_deref(), refused, "{text}");
+    }
+}
+
+#[test]
+fn negentropy_frame_size_is_off_or_4096_to_64_mib() {
+    check_range(
+        "relay.negentropy_frame_size",
+        &["0", "4096", "67108864"],
+        &["1", "4095", "67108865"],
+        "",
+    );
+}
+
+#[test]
+fn an_out_of_range_value_is_refused_with_its_key_and_range() {
+    let error = Settings::resolve(RawConfig {
+        batch_window: Some("18446744073709551615s".to_owned()),
+        ..RawConfig::default()
+    })
+    .expect_err("out of range");
+    assert_eq!(error.key(), Some("batch_window"));
+    assert_eq!(
+        error.to_string(),
+        "invalid configuration: `batch_window`: `18446744073709551615s` is out of range: \
+         must be from 1ms to 1h"
+    );
+    let error = Settings::resolve(RawConfig {
+        relay: super::RawRelayLimits {
+            max_connections: Some(2_000_000),
+            ..super::RawRelayLimits::default()
+        },
+        ..RawConfig::default()
+    })
+    .expect_err("out of range");
+    assert_eq!(
+        error.to_string(),
+        "invalid configuration: `relay.max_connections`: 2000000 is out of range: \
+         must be from 1 to 1000000"
+    );
+}
+
+#[test]
+fn the_longest_accepted_backoffs_are_ones_the_health_rules_accept() {
+    // The health rules refuse durations over 366 days; every accepted backoff must pass them,
+    // so none is ever replaced by a default once the engine runs.
+    let settings = check_toml("backoff_base = \"24h\"\nbackoff_cap = \"168h\"").expect("valid");
+    let engine = settings.engine_config(&RelayUrl::parse("wss://grasp.example.com").expect("url"));
+    assert_eq!(
+        engine.health.connect_backoff_max,
+        Duration::from_secs(7 * 24 * 3600)
+    );
+    assert_eq!(engine.health.validate(), Ok(()));
 }

@@ -112,6 +112,35 @@ fn flags_override_the_environment_and_the_file() {
 }
 
 #[test]
+fn an_unrepresentable_duration_is_a_config_error_not_a_panic() {
+    let dir = tempfile::tempdir().expect("dir");
+    let data_dir = dir.path().to_str().expect("path");
+    let stderr = config_error(
+        &[
+            "run",
+            "--batch-window",
+            "18446744073709551615s",
+            "--data-dir",
+            data_dir,
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    assert!(
+        stderr.contains("`batch_window`") && stderr.contains("out of range"),
+        "{stderr}"
+    );
+    let stderr = config_error(
+        &["run", "--data-dir", data_dir],
+        &[("GRASP_SYNC_RELAY_MAX_CONNECTIONS", "2000000")],
+    );
+    assert!(stderr.contains("`relay.max_connections`"), "{stderr}");
+}
+
+#[test]
 fn a_missing_config_file_is_reported() {
     let stderr = config_error(&["run", "--config", "/nonexistent/grasp-sync.toml"], &[]);
     assert!(

@@ -4,6 +4,7 @@ mod conformance;
 mod coverage;
 mod delivery;
 mod discovery;
+mod exit;
 mod memory;
 mod negentropy;
 mod notice;
