@@ -108,6 +108,12 @@ pub struct RunArgs {
     /// The embedded store's LMDB map size, e.g. 32GiB [default: 32GiB].
     #[arg(long, env = "GRASP_SYNC_LMDB_MAP_SIZE", value_name = "SIZE")]
     pub lmdb_map_size: Option<String>,
+    /// Relays tracked at most [default: 256].
+    #[arg(long, env = "GRASP_SYNC_MAX_TRACKED_RELAYS", value_name = "N")]
+    pub max_tracked_relays: Option<usize>,
+    /// Distinct relay hosts one announcement author's repositories may name [default: 16].
+    #[arg(long, env = "GRASP_SYNC_MAX_RELAY_HOSTS_PER_AUTHOR", value_name = "N")]
+    pub max_relay_hosts_per_author: Option<usize>,
     /// The embedded relay's limits (`[relay]` keys).
     #[command(flatten)]
     pub relay: RawRelayLimits,
@@ -136,6 +142,8 @@ impl RunArgs {
             metrics_listen: self.metrics_listen.clone(),
             max_future_created_at: self.max_future_created_at.clone(),
             lmdb_map_size: self.lmdb_map_size.clone(),
+            max_tracked_relays: self.max_tracked_relays,
+            max_relay_hosts_per_author: self.max_relay_hosts_per_author,
             relay: self.relay.clone(),
         })
     }

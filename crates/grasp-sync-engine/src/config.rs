@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use grasp_sync_health::HealthConfig;
-use grasp_sync_model::RelayUrl;
+use grasp_sync_model::{RelayUrl, TrackingBounds};
 
 use crate::address::AddressPolicy;
 use crate::dial::DialLimits;
@@ -17,6 +17,9 @@ pub struct EngineConfig {
     pub bootstrap_relays: Vec<RelayUrl>,
     /// Which discovered relays may be dialled.
     pub address_policy: AddressPolicy,
+    /// How many relays announcements can make the engine track (256 in total, 16 hosts per
+    /// announcement author).
+    pub tracking: TrackingBounds,
     /// Self-feed batch window (the interval is not reset by events).
     pub batch_window: Duration,
     /// Purgatory reconciliation interval.
@@ -54,6 +57,7 @@ impl Default for EngineConfig {
             own_relay: None,
             bootstrap_relays: Vec::new(),
             address_policy: AddressPolicy::default(),
+            tracking: TrackingBounds::default(),
             batch_window: Duration::from_secs(5),
             purgatory_interval: Duration::from_secs(5),
             health_tick: Duration::from_secs(2),

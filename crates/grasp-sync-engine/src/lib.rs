@@ -43,7 +43,7 @@ pub use negentropy::{
     FallbackReason, HydrationOutcome, HydrationPass, MissingEventRecovery, NegentropyCounts,
     NegentropyFallbacks, Nip77Support, NoNip77, RecoveryAttempt, RecoveryConfig, RecoveryExpiry,
 };
-pub use status::{EngineStatus, NegentropyStatus, RelayNip77Status, RelayStatus};
+pub use status::{EngineStatus, NegentropyStatus, RelayNip77Status, RelayStatus, TrackingStatus};
 pub use store::{
     GraspDatabase, GraspPolicy, GraspWritePolicy, LmdbStore, MemoryStore, PolicyConfig,
     PolicyDecision, StoreConfig, StoreFeed,

@@ -29,6 +29,7 @@ pub struct SyncMetrics {
     quirks_learned: Counter<u64>,
     write_failures: Counter<u64>,
     address_refusals: Counter<u64>,
+    untracked: Gauge<u64>,
 }
 
 impl SyncMetrics {
@@ -107,6 +108,10 @@ impl SyncMetrics {
                 .u64_counter("grasp_sync_store_write_failures_total")
                 .with_description("synced events the own store failed to save, by reason (backend, closed, full)")
                 .build(),
+            untracked: meter
+                .u64_gauge("grasp_sync_relays_untracked")
+                .with_description("what the tracking bounds leave out: relays over the total cap (reason over_cap), repository-relay pairs beyond their author's host cap (reason author_hosts)")
+                .build(),
             address_refusals: meter
                 .u64_counter("grasp_sync_address_refusals_total")
                 .with_description("relays refused by the address policy, by stage (discovery: by URL; dial: by resolved address) and reason (internal, denied)")
@@ -149,6 +154,14 @@ impl SyncMetrics {
         self.relays_connected.record(connected, &[]);
         self.relays_dead.record(dead, &[]);
         self.pending_batches.record(pending_batches, &[]);
+    }
+
+    /// What the tracking bounds leave out now.
+    pub fn record_untracked(&self, over_cap: u64, author_pairs: u64) {
+        self.untracked
+            .record(over_cap, &[KeyValue::new("reason", "over_cap")]);
+        self.untracked
+            .record(author_pairs, &[KeyValue::new("reason", "author_hosts")]);
     }
 
     /// Slots in use for one ledger class, summed over relays.

@@ -19,6 +19,22 @@ pub struct EngineStatus {
     /// Relays refused by the address policy, by `stage:reason` (`discovery:internal`,
     /// `dial:internal`, `discovery:denied`, ...); each relay counts once.
     pub address_refusals: BTreeMap<String, u64>,
+    /// The tracking bounds and what they leave out now.
+    pub tracking: TrackingStatus,
+}
+
+/// The tracking bounds ([`TrackingBounds`](grasp_sync_model::TrackingBounds)) in force and
+/// what they leave out of the current targets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TrackingStatus {
+    /// Relays tracked at most.
+    pub max_tracked_relays: usize,
+    /// Relay hosts one author's repositories may name.
+    pub max_relay_hosts_per_author: usize,
+    /// Relays announcements name beyond the total cap.
+    pub relays_over_cap: usize,
+    /// (repository, relay) pairs beyond their author's host cap.
+    pub author_relays_dropped: usize,
 }
 
 /// NIP-77 activity over the engine's life.

@@ -91,12 +91,21 @@ pub fn derive_relay_targets(
     index: &RepoSyncIndex,
     own_relay: Option<&RelayUrl>,
 ) -> BTreeMap<RelayUrl, RelaySyncNeeds> {
+    derive_relay_targets_where(index, own_relay, |_, _| true)
+}
+
+/// [`derive_relay_targets`], counting a repository on a relay only where `admit` says so.
+pub(crate) fn derive_relay_targets_where(
+    index: &RepoSyncIndex,
+    own_relay: Option<&RelayUrl>,
+    mut admit: impl FnMut(&RepoCoordinate, &RelayUrl) -> bool,
+) -> BTreeMap<RelayUrl, RelaySyncNeeds> {
     // Gather per relay in vectors, then build each set in one sorted pass: far cheaper than
     // inserting hundreds of thousands of ids one by one.
     let mut gathered: BTreeMap<&RelayUrl, Gathered> = BTreeMap::new();
     for (coordinate, needs) in index.iter() {
         for relay in &needs.relays {
-            if own_relay.is_some_and(|own| own.same_endpoint(relay)) {
+            if own_relay.is_some_and(|own| own.same_endpoint(relay)) || !admit(coordinate, relay) {
                 continue;
             }
             let (repos, roots) = gathered.entry(relay).or_default();

@@ -22,6 +22,7 @@ pub mod pending;
 pub mod relay_index;
 pub mod relay_url;
 pub mod repo_index;
+pub mod tracking;
 
 #[cfg(test)]
 mod test_support;
@@ -42,3 +43,4 @@ pub use relay_url::{MAX_RELAY_URL_BYTES, RelayUrl};
 pub use repo_index::{
     ExpiryStatus, IndexUpdate, PurgatoryEntry, RepoSyncIndex, RepoSyncNeeds, SyncLevel,
 };
+pub use tracking::{TrackingBounds, TrackingReport, derive_bounded_relay_targets};

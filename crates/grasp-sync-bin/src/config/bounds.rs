@@ -26,6 +26,10 @@ pub const BACKOFF_CAP: RangeInclusive<Duration> = MILLISECOND..=Duration::from_s
 /// `max_future_created_at`: 0 to 365 days.
 pub const MAX_FUTURE_CREATED_AT: RangeInclusive<Duration> =
     Duration::ZERO..=Duration::from_secs(365 * 24 * 3600);
+/// `max_tracked_relays`: 1 to 100,000.
+pub const MAX_TRACKED_RELAYS: RangeInclusive<usize> = 1..=100_000;
+/// `max_relay_hosts_per_author`: 1 to 1,000.
+pub const MAX_RELAY_HOSTS_PER_AUTHOR: RangeInclusive<usize> = 1..=1_000;
 /// `relay.header_read_timeout` and `relay.idle_timeout`: 1 s to 1 day.
 pub const RELAY_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
 

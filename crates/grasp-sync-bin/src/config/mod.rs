@@ -14,12 +14,12 @@ use std::time::Duration;
 use grasp_sync_engine::store::DEFAULT_MAX_FUTURE_CREATED_AT;
 use grasp_sync_engine::{AddressPolicy, EngineConfig};
 use grasp_sync_health::HealthConfig;
-use grasp_sync_model::RelayUrl;
+use grasp_sync_model::{RelayUrl, TrackingBounds};
 use serde::Deserialize;
 
 use crate::error::ConfigError;
 use crate::relay::RelayLimits;
-use bounds::duration_in;
+use bounds::{count_in, duration_in};
 
 pub use duration::{format_duration, parse_duration};
 pub use relay::RawRelayLimits;
@@ -64,6 +64,10 @@ pub struct RawConfig {
     pub max_future_created_at: Option<String>,
     /// The embedded store's LMDB map size, e.g. `32GiB`.
     pub lmdb_map_size: Option<String>,
+    /// Relays tracked at most.
+    pub max_tracked_relays: Option<usize>,
+    /// Distinct relay hosts one announcement author's repositories may name.
+    pub max_relay_hosts_per_author: Option<usize>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -105,6 +109,10 @@ impl RawConfig {
             metrics_listen: over.metrics_listen.or(self.metrics_listen),
             max_future_created_at: over.max_future_created_at.or(self.max_future_created_at),
             lmdb_map_size: over.lmdb_map_size.or(self.lmdb_map_size),
+            max_tracked_relays: over.max_tracked_relays.or(self.max_tracked_relays),
+            max_relay_hosts_per_author: over
+                .max_relay_hosts_per_author
+                .or(self.max_relay_hosts_per_author),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -138,6 +146,8 @@ pub struct Settings {
     pub max_future_created_at: Duration,
     /// The embedded store's LMDB map size in bytes; `None` keeps the backend's default.
     pub lmdb_map_size: Option<usize>,
+    /// How many relays announcements can make the daemon track.
+    pub tracking: TrackingBounds,
     /// The embedded relay's limits; its `created_at` window is `max_future_created_at`.
     pub relay: RelayLimits,
 }
@@ -147,6 +157,7 @@ impl Settings {
     /// in its range in [`bounds`].
     pub fn resolve(raw: RawConfig) -> Result<Settings, ConfigError> {
         let defaults = EngineConfig::default();
+        let tracking = defaults.tracking;
         let health = HealthConfig::default();
         let batch_window = duration_in(
             "batch_window",
@@ -213,6 +224,20 @@ impl Settings {
             )?,
             max_future_created_at,
             lmdb_map_size: size_key("lmdb_map_size", raw.lmdb_map_size.as_deref())?,
+            tracking: TrackingBounds {
+                max_relays: count_in(
+                    "max_tracked_relays",
+                    raw.max_tracked_relays,
+                    bounds::MAX_TRACKED_RELAYS,
+                )?
+                .unwrap_or(tracking.max_relays),
+                max_hosts_per_author: count_in(
+                    "max_relay_hosts_per_author",
+                    raw.max_relay_hosts_per_author,
+                    bounds::MAX_RELAY_HOSTS_PER_AUTHOR,
+                )?
+                .unwrap_or(tracking.max_hosts_per_author),
+            },
             relay,
         })
     }
@@ -223,6 +248,7 @@ impl Settings {
             own_relay: Some(service_url.clone()),
             bootstrap_relays: self.bootstrap_relays.clone(),
             address_policy: self.address_policy.clone(),
+            tracking: self.tracking,
             batch_window: self.batch_window,
             health: HealthConfig {
                 connect_backoff_base: self.backoff_base,

@@ -455,3 +455,24 @@ fn the_longest_accepted_backoffs_are_ones_the_health_rules_accept() {
     );
     assert_eq!(engine.health.validate(), Ok(()));
 }
+
+#[test]
+fn tracking_bounds_are_read_and_range_checked() {
+    let settings =
+        check_toml("max_tracked_relays = 50\nmax_relay_hosts_per_author = 4").expect("valid");
+    assert_eq!(settings.tracking.max_relays, 50);
+    assert_eq!(settings.tracking.max_hosts_per_author, 4);
+    let defaults = check_toml("").expect("defaults");
+    assert_eq!(
+        defaults.tracking,
+        grasp_sync_model::TrackingBounds::default()
+    );
+    assert_eq!(
+        check_toml("max_tracked_relays = 0").map(|_| ()),
+        Err("max_tracked_relays".to_owned())
+    );
+    assert_eq!(
+        check_toml("max_relay_hosts_per_author = 1001").map(|_| ()),
+        Err("max_relay_hosts_per_author".to_owned())
+    );
+}

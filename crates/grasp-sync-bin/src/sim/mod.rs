@@ -401,6 +401,7 @@ pub async fn run_sim(
         metrics_listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         max_future_created_at: grasp_sync_engine::store::DEFAULT_MAX_FUTURE_CREATED_AT,
         lmdb_map_size: None,
+        tracking: grasp_sync_model::TrackingBounds::default(),
         relay: crate::RelayLimits::default(),
     };
     let started = Instant::now();

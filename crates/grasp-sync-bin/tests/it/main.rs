@@ -15,3 +15,4 @@ mod outbound;
 mod raw;
 mod sim;
 mod support;
+mod tracking;

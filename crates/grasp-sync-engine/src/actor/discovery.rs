@@ -2,7 +2,9 @@
 //! are registered; connected relays get the new work through the three-way diff.
 
 use grasp_sync_health::RelayHealth;
-use grasp_sync_model::{IndexUpdate, Nip34Event, RelayUrl, compute_actions, derive_relay_targets};
+use grasp_sync_model::{
+    IndexUpdate, Nip34Event, RelayUrl, compute_actions, derive_bounded_relay_targets,
+};
 
 use super::Actor;
 use super::runtime::RelayRuntime;
@@ -62,7 +64,24 @@ impl Actor {
         if update.is_empty() {
             return;
         }
-        self.targets = derive_relay_targets(&self.repos, self.config.own_relay.as_ref());
+        let bootstrap = self.config.bootstrap_relays.iter().cloned().collect();
+        let (targets, report) = derive_bounded_relay_targets(
+            &self.repos,
+            self.config.own_relay.as_ref(),
+            self.config.tracking,
+            &bootstrap,
+        );
+        if report != self.tracking_report && report != Default::default() {
+            tracing::warn!(
+                over_cap = report.relays_over_cap,
+                max_tracked_relays = self.config.tracking.max_relays,
+                author_relays_dropped = report.author_relays_dropped,
+                max_relay_hosts_per_author = self.config.tracking.max_hosts_per_author,
+                "announcements name more relays than the tracking bounds allow; tracking the relays that serve the most repositories"
+            );
+        }
+        self.targets = targets;
+        self.tracking_report = report;
         self.root_ids = self
             .repos
             .iter()

@@ -100,6 +100,8 @@ pub(crate) struct Actor {
 
     /// Relays the address policy refused, by stage and reason.
     address_refusals: AddressRefusals,
+    /// What the tracking bounds left out of the last derivation of `targets`.
+    tracking_report: grasp_sync_model::TrackingReport,
 
     next_attempt: u64,
     next_generation: u64,
@@ -148,6 +150,7 @@ impl Actor {
             feed_buffer: Vec::new(),
             feed_open: true,
             address_refusals: AddressRefusals::default(),
+            tracking_report: grasp_sync_model::TrackingReport::default(),
             next_attempt: 0,
             next_generation: 0,
             next_subscription: 0,

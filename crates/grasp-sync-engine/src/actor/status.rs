@@ -101,6 +101,12 @@ impl Actor {
         EngineStatus {
             negentropy,
             address_refusals: self.address_refusals.counts(),
+            tracking: crate::status::TrackingStatus {
+                max_tracked_relays: self.config.tracking.max_relays,
+                max_relay_hosts_per_author: self.config.tracking.max_hosts_per_author,
+                relays_over_cap: self.tracking_report.relays_over_cap,
+                author_relays_dropped: self.tracking_report.author_relays_dropped,
+            },
             repos_tracked: self.repos.len(),
             root_events_tracked: self.repos.iter().map(|(_, n)| n.root_events.len()).sum(),
             relays,
@@ -151,6 +157,10 @@ impl Actor {
             .sum();
         metrics.record_negentropy(&self.negentropy_status());
         metrics.record_totals(self.runtimes.len() as u64, connected, dead, pending as u64);
+        metrics.record_untracked(
+            self.tracking_report.relays_over_cap as u64,
+            self.tracking_report.author_relays_dropped as u64,
+        );
     }
 }
 
