@@ -8,7 +8,9 @@
 //! - an announcement seen by the self-subscriber makes the entry [`SyncLevel::Full`]; a
 //!   [`SyncLevel::StateOnly`] entry is promoted, never the other way round;
 //! - root events add work without changing relay ownership; a root event for a repository not
-//!   yet in the index is remembered and takes effect when the repository arrives;
+//!   yet in the index is remembered and takes effect when the repository arrives; at most
+//!   [`MAX_WAITING_ROOTS`] are remembered, and the ones past it are dropped (and counted), as
+//!   they come from remote data;
 //! - purgatory reconciliation replaces the set of `StateOnly` entries from a snapshot: active and
 //!   soft-expired announcements are kept (relay sets replaced), expired or absent ones removed;
 //!   `Full` entries are never downgraded or pruned;
@@ -94,12 +96,19 @@ impl IndexUpdate {
     }
 }
 
+/// Root events remembered for repositories not in the index, at most.
+pub const MAX_WAITING_ROOTS: usize = 100_000;
+
 /// The source of truth for what to sync: repository → needs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RepoSyncIndex {
     repos: BTreeMap<RepoCoordinate, RepoSyncNeeds>,
     /// Root events for repositories not (or no longer) in the index.
     waiting_roots: BTreeMap<RepoCoordinate, BTreeSet<EventId>>,
+    /// Entries of `waiting_roots`, summed.
+    waiting_count: usize,
+    /// Waiting root events dropped because [`MAX_WAITING_ROOTS`] were remembered.
+    waiting_dropped: u64,
     limits: AnnouncementLimits,
 }
 
@@ -130,12 +139,7 @@ impl RepoSyncIndex {
                         }
                     }
                 }
-                None => {
-                    self.waiting_roots
-                        .entry(coordinate.clone())
-                        .or_default()
-                        .insert(root.id);
-                }
+                None => self.remember_waiting(coordinate, [root.id]),
             }
         }
         update
@@ -176,10 +180,7 @@ impl RepoSyncIndex {
             if let Some(needs) = self.repos.remove(&coordinate) {
                 update.dirty_relays.extend(needs.relays);
                 if !needs.root_events.is_empty() {
-                    self.waiting_roots
-                        .entry(coordinate.clone())
-                        .or_default()
-                        .extend(needs.root_events);
+                    self.remember_waiting(&coordinate, needs.root_events);
                 }
                 update.changed_repos.insert(coordinate);
             }
@@ -232,6 +233,30 @@ impl RepoSyncIndex {
             .collect()
     }
 
+    /// Waiting root events dropped so far because [`MAX_WAITING_ROOTS`] were remembered.
+    pub fn waiting_roots_dropped(&self) -> u64 {
+        self.waiting_dropped
+    }
+
+    /// Remembers root events of a repository not in the index, within [`MAX_WAITING_ROOTS`].
+    fn remember_waiting(
+        &mut self,
+        coordinate: &RepoCoordinate,
+        roots: impl IntoIterator<Item = EventId>,
+    ) {
+        let waiting = self.waiting_roots.entry(coordinate.clone()).or_default();
+        for root in roots {
+            if self.waiting_count >= MAX_WAITING_ROOTS {
+                self.waiting_dropped += 1;
+            } else if waiting.insert(root) {
+                self.waiting_count += 1;
+            }
+        }
+        if waiting.is_empty() {
+            self.waiting_roots.remove(coordinate);
+        }
+    }
+
     /// Root events remembered for a repository that is not in the index.
     pub fn waiting_root_events(&self, coordinate: &RepoCoordinate) -> Option<&BTreeSet<EventId>> {
         self.waiting_roots.get(coordinate)
@@ -258,6 +283,7 @@ impl RepoSyncIndex {
                 update.dirty_relays.extend(relays.iter().cloned());
                 update.changed_repos.insert(coordinate.clone());
                 let root_events = self.waiting_roots.remove(coordinate).unwrap_or_default();
+                self.waiting_count -= root_events.len();
                 self.repos.insert(
                     coordinate.clone(),
                     RepoSyncNeeds {

@@ -157,6 +157,7 @@ impl Actor {
         }
         self.forget_pending(relay);
         self.relays.remove(relay);
+        self.recovery.handle_retired(relay);
         tracing::info!(%relay, "retired relay: no repository lists it any more");
     }
 

@@ -10,6 +10,11 @@
 //! neither the wait nor a lost in-flight attempt counts against it. A relay whose pending IDs
 //! are all recovered, with no unrelated batch failure since its historic sync began, is reported
 //! for promotion back to connected.
+//!
+//! Bounds (the IDs are advertised by remote relays): a relay holds at most
+//! [`RecoveryConfig::max_pending_per_relay`] pending IDs, and the IDs past the cap are dropped
+//! with a reported expiry; a retired relay's state is forgotten ([`MissingEventRecovery::
+//! handle_retired`]). So the index holds at most the cap times the tracked relays.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
@@ -30,6 +35,8 @@ pub struct RecoveryConfig {
     pub max_ids_per_attempt: usize,
     /// Consecutive attempts without progress after which a relay's pending IDs are dropped.
     pub max_zero_progress_attempts: u32,
+    /// Pending IDs one relay may hold; more are dropped with an expiry.
+    pub max_pending_per_relay: usize,
 }
 
 impl Default for RecoveryConfig {
@@ -39,6 +46,7 @@ impl Default for RecoveryConfig {
             max_backoff: Duration::from_secs(15 * 60),
             max_ids_per_attempt: 300,
             max_zero_progress_attempts: 12,
+            max_pending_per_relay: 10_000,
         }
     }
 }
@@ -118,11 +126,31 @@ impl MissingEventRecovery {
             return;
         }
         let base = self.config.base_backoff;
+        let cap = self.config.max_pending_per_relay.max(1);
         let entry = self.relays.entry(relay.clone()).or_default();
         entry.pending.extend(ids);
         if entry.next_attempt.is_none() {
             entry.next_attempt = Some(later(now, base));
         }
+        if entry.pending.len() > cap {
+            let first_dropped = entry.pending.iter().nth(cap).copied();
+            if let Some(first_dropped) = first_dropped {
+                let dropped = entry.pending.split_off(&first_dropped);
+                self.expired += dropped.len() as u64;
+                self.expiries.push_back(RecoveryExpiry {
+                    relay: relay.clone(),
+                    ids: dropped.into_iter().collect(),
+                });
+            }
+        }
+    }
+
+    /// The relay is no longer tracked: forget everything about it.
+    pub fn handle_retired(&mut self, relay: &RelayUrl) {
+        self.relays.remove(relay);
+        self.offline.remove(relay);
+        self.unrelated_failures.remove(relay);
+        self.promotions.retain(|promoted| promoted != relay);
     }
 
     /// The next attempt due at `now`, if any: a connected relay with pending IDs, no attempt in

@@ -505,3 +505,30 @@ fn read_access_lists_repositories_and_relays() {
     let all: Vec<&str> = index.relays().into_iter().map(RelayUrl::as_str).collect();
     assert_eq!(all, ["wss://x.example", "wss://y.example"]);
 }
+
+#[test]
+fn waiting_root_events_are_bounded_and_the_excess_is_counted() {
+    let mut index = RepoSyncIndex::default();
+    let unknown = coord(9, "not-yet");
+    for n in 0..(MAX_WAITING_ROOTS as u32 + 5) {
+        let mut bytes = [0u8; 32];
+        bytes[..4].copy_from_slice(&n.to_be_bytes());
+        let root = RootEvent {
+            id: EventId::from_byte_array(bytes),
+            ..root(0, &[&unknown])
+        };
+        index.handle_root_event(&root);
+    }
+    let waiting = index.waiting_root_events(&unknown).expect("remembered");
+    assert_eq!(waiting.len(), MAX_WAITING_ROOTS);
+    assert_eq!(index.waiting_roots_dropped(), 5);
+    // The repository arrives: its waiting roots move into it and free their places.
+    index.handle_announcement(&announcement(&unknown, &["wss://a.example"], 10, 1));
+    assert!(index.waiting_root_events(&unknown).is_none());
+    let other = coord(8, "later");
+    index.handle_root_event(&root(1, &[&other]));
+    assert_eq!(
+        index.waiting_root_events(&other).map(BTreeSet::len),
+        Some(1)
+    );
+}

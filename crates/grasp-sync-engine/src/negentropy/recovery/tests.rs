@@ -322,6 +322,7 @@ fn sub_second_tuning_applies() {
         max_backoff: Duration::from_millis(400),
         max_ids_per_attempt: 2,
         max_zero_progress_attempts: 3,
+        ..RecoveryConfig::default()
     });
     recovery.handle_failed_batch(&relay("a"), ids(0..5), t0);
     assert_eq!(
@@ -433,4 +434,39 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_relay_holds_at_most_its_cap_of_pending_ids_and_the_rest_expire() {
+    let t0 = Instant::now();
+    let mut recovery = MissingEventRecovery::new(RecoveryConfig {
+        max_pending_per_relay: 100,
+        ..RecoveryConfig::default()
+    });
+    recovery.handle_failed_batch(&relay("a"), ids(0..80), t0);
+    recovery.handle_failed_batch(&relay("a"), ids(50..150), t0);
+    assert_eq!(recovery.pending(&relay("a")), 100);
+    assert_eq!(recovery.pending_ids(&relay("a")), ids(0..100));
+    assert_eq!(
+        recovery.poll_expiry(),
+        Some(RecoveryExpiry {
+            relay: relay("a"),
+            ids: ids(100..150),
+        })
+    );
+    assert_eq!(recovery.expired_total(), 50);
+}
+
+#[test]
+fn a_retired_relay_is_forgotten() {
+    let t0 = Instant::now();
+    let mut recovery = with_pending(t0, ids(0..10));
+    recovery.handle_disconnected(&relay("a"));
+    recovery.handle_unrelated_failure(&relay("a"));
+    recovery.handle_retired(&relay("a"));
+    assert_eq!(recovery.total_pending(), 0);
+    assert_eq!(recovery.poll_timeout(), None);
+    // Coming back, it starts from nothing.
+    recovery.handle_connected(&relay("a"));
+    assert_eq!(recovery.poll_attempt(t0 + secs(3_600)), None);
 }
