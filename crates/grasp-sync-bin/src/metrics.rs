@@ -54,3 +54,46 @@ impl MetricsRegistry {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use grasp_sync_engine::{RelayReading, SyncMetrics};
+
+    use super::MetricsRegistry;
+
+    fn readings(relays: &[&str]) -> BTreeMap<String, RelayReading> {
+        relays
+            .iter()
+            .map(|relay| {
+                let reading = RelayReading {
+                    connected: 3,
+                    status: 1,
+                    failures: 0,
+                };
+                ((*relay).to_owned(), reading)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_retired_relay_has_no_series_at_the_next_scrape() {
+        let registry = MetricsRegistry::new().expect("registry");
+        let metrics = SyncMetrics::new(&registry.meter());
+        metrics.record_relays(readings(&["wss://a.example", "wss://b.example"]));
+        let first = registry.render().expect("render");
+        assert!(
+            first.contains(r#"grasp_sync_relay_connected{relay="wss://b.example"} 3"#),
+            "{first}"
+        );
+        assert!(
+            first.contains(r#"grasp_sync_relay_failures{relay="wss://a.example"} 0"#),
+            "{first}"
+        );
+        metrics.record_relays(readings(&["wss://a.example"]));
+        let second = registry.render().expect("render");
+        assert!(second.contains(r#"relay="wss://a.example""#), "{second}");
+        assert!(!second.contains("wss://b.example"), "{second}");
+    }
+}

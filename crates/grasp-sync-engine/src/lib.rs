@@ -38,7 +38,7 @@ pub use dial::DialLimits;
 pub use engine::{EngineEnd, EngineExit, EngineHandle, EngineParts, SyncEngine};
 pub use error::{StoreError, TransportError};
 pub use ingest::{HOOK_BATCH_WINDOW, IngestTotals};
-pub use metrics::SyncMetrics;
+pub use metrics::{RelayReading, SyncMetrics};
 pub use negentropy::{
     FallbackReason, HydrationOutcome, HydrationPass, MissingEventRecovery, NegentropyCounts,
     NegentropyFallbacks, Nip77Support, NoNip77, RecoveryAttempt, RecoveryConfig, RecoveryExpiry,

@@ -1,18 +1,36 @@
 //! The engine's metrics, recorded through opentelemetry with the `grasp_sync_` prefix.
 //!
-//! Per-relay gauges carry a `relay` label (the normalised URL); ledger and refusal metrics are
-//! labelled by class or category only, so their cardinality stays bounded.
+//! The per-relay gauges carry a `relay` label (the normalised URL). They are observed: each
+//! collection reports the relays of the engine's last health tick, so a retired relay's series
+//! disappear with it, and the series are bounded by the tracked relays (`max_tracked_relays`).
+//! Every other metric is labelled by class, category, stage or reason only.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Gauge, Meter};
+use opentelemetry::metrics::{Counter, Gauge, Meter, ObservableGauge};
+
+/// One relay's gauges at the last health tick.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelayReading {
+    /// Connection lifecycle (`grasp_sync_relay_connected`).
+    pub connected: u64,
+    /// Health (`grasp_sync_relay_status`).
+    pub status: u64,
+    /// Consecutive connection failures (`grasp_sync_relay_failures`).
+    pub failures: u64,
+}
+
+/// The tracked relays' readings, read by the observed gauges at each collection.
+type Readings = Arc<Mutex<BTreeMap<String, RelayReading>>>;
 
 /// Every instrument the engine records.
 #[derive(Debug, Clone)]
 pub struct SyncMetrics {
-    relay_connected: Gauge<u64>,
+    readings: Readings,
+    _relay_gauges: Arc<[ObservableGauge<u64>; 3]>,
     connection_attempts: Counter<u64>,
-    relay_status: Gauge<u64>,
-    relay_failures: Gauge<u64>,
     events_synced: Counter<u64>,
     relays_tracked: Gauge<u64>,
     relays_connected: Gauge<u64>,
@@ -35,22 +53,45 @@ pub struct SyncMetrics {
 impl SyncMetrics {
     /// Creates the instruments on `meter`.
     pub fn new(meter: &Meter) -> Self {
+        let readings = Readings::default();
+        let observed = |name: &'static str,
+                        description: &'static str,
+                        pick: fn(&RelayReading) -> u64| {
+            let readings = Arc::clone(&readings);
+            meter
+                .u64_observable_gauge(name)
+                .with_description(description)
+                .with_callback(move |observer| {
+                    let readings = readings.lock().unwrap_or_else(PoisonError::into_inner);
+                    for (relay, reading) in readings.iter() {
+                        observer.observe(pick(reading), &[KeyValue::new("relay", relay.clone())]);
+                    }
+                })
+                .build()
+        };
+        let relay_gauges = [
+            observed(
+                "grasp_sync_relay_connected",
+                "connection status per relay: 0 disconnected, 1 connecting, 2 syncing, 3 connected, 4 connected with historic sync failures",
+                |reading| reading.connected,
+            ),
+            observed(
+                "grasp_sync_relay_status",
+                "health per relay: 1 healthy, 2 disconnected, 3 degraded, 4 dead, 5 rate limited",
+                |reading| reading.status,
+            ),
+            observed(
+                "grasp_sync_relay_failures",
+                "consecutive connection failures per relay",
+                |reading| reading.failures,
+            ),
+        ];
         Self {
-            relay_connected: meter
-                .u64_gauge("grasp_sync_relay_connected")
-                .with_description("connection status per relay: 0 disconnected, 1 connecting, 2 syncing, 3 connected, 4 connected with historic sync failures")
-                .build(),
+            readings,
+            _relay_gauges: Arc::new(relay_gauges),
             connection_attempts: meter
                 .u64_counter("grasp_sync_connection_attempts_total")
-                .with_description("connection attempts by relay and result")
-                .build(),
-            relay_status: meter
-                .u64_gauge("grasp_sync_relay_status")
-                .with_description("health per relay: 1 healthy, 2 disconnected, 3 degraded, 4 dead, 5 rate limited")
-                .build(),
-            relay_failures: meter
-                .u64_gauge("grasp_sync_relay_failures")
-                .with_description("consecutive connection failures per relay")
+                .with_description("connection attempts by result")
                 .build(),
             events_synced: meter
                 .u64_counter("grasp_sync_events_synced_total")
@@ -123,24 +164,17 @@ impl SyncMetrics {
         }
     }
 
-    /// A relay's connection status and health.
-    pub fn record_relay(&self, relay: &str, connected: u64, status: u64, failures: u64) {
-        let label = [KeyValue::new("relay", relay.to_owned())];
-        self.relay_connected.record(connected, &label);
-        self.relay_status.record(status, &label);
-        self.relay_failures.record(failures, &label);
+    /// The tracked relays' gauges: replaces the last readings, so a relay left out (retired)
+    /// has no series from the next collection on.
+    pub fn record_relays(&self, readings: BTreeMap<String, RelayReading>) {
+        *self.readings.lock().unwrap_or_else(PoisonError::into_inner) = readings;
     }
 
     /// One connection attempt's result.
-    pub fn record_attempt(&self, relay: &str, success: bool) {
+    pub fn record_attempt(&self, success: bool) {
         let result = if success { "success" } else { "failure" };
-        self.connection_attempts.add(
-            1,
-            &[
-                KeyValue::new("relay", relay.to_owned()),
-                KeyValue::new("result", result),
-            ],
-        );
+        self.connection_attempts
+            .add(1, &[KeyValue::new("result", result)]);
     }
 
     /// Newly saved events.

@@ -219,7 +219,7 @@ impl Actor {
             runtime.health.handle_connect_failed(now);
             runtime.stats.last_error = Some(reason.clone());
             if let Some(metrics) = &self.metrics {
-                metrics.record_attempt(relay.as_str(), false);
+                metrics.record_attempt(false);
             }
         }
         self.relays.register(relay).mark_disconnected(unix);
@@ -306,7 +306,7 @@ impl Actor {
         runtime.completion_check = None;
         runtime.retry_at = None;
         if let Some(metrics) = &self.metrics {
-            metrics.record_attempt(relay.as_str(), true);
+            metrics.record_attempt(true);
         }
         tracing::info!(%relay, budget = budget.slots(), "connected");
         self.reset_descendant_mode(relay);

@@ -122,6 +122,7 @@ impl Actor {
         let mut connected = 0;
         let mut dead = 0;
         let mut per_class: BTreeMap<&'static str, u64> = BTreeMap::new();
+        let mut readings = std::collections::BTreeMap::new();
         for (url, runtime) in &self.runtimes {
             let status = self
                 .relays
@@ -134,11 +135,13 @@ impl Actor {
             if health.state == grasp_sync_health::HealthState::Dead {
                 dead += 1;
             }
-            metrics.record_relay(
-                url.as_str(),
-                u64::from(status.metric_value()),
-                u64::from(health.status),
-                u64::from(health.consecutive_failures),
+            readings.insert(
+                url.to_string(),
+                crate::metrics::RelayReading {
+                    connected: u64::from(status.metric_value()),
+                    status: u64::from(health.status),
+                    failures: u64::from(health.consecutive_failures),
+                },
             );
             if let (Some(ledger), Some(_)) = (runtime.ledger.as_ref(), runtime.session.as_ref()) {
                 let counts = ledger.counts();
@@ -147,6 +150,7 @@ impl Actor {
                 }
             }
         }
+        metrics.record_relays(readings);
         for (class, held) in per_class {
             metrics.record_ledger_class(class, held);
         }
