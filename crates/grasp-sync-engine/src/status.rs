@@ -35,6 +35,9 @@ pub struct TrackingStatus {
     pub relays_over_cap: usize,
     /// (repository, relay) pairs beyond their author's host cap.
     pub author_relays_dropped: usize,
+    /// Root events not remembered while waiting for their repository, because
+    /// `MAX_WAITING_ROOTS` were.
+    pub waiting_roots_dropped: u64,
 }
 
 /// NIP-77 activity over the engine's life.

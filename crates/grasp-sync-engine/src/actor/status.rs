@@ -106,6 +106,7 @@ impl Actor {
                 max_relay_hosts_per_author: self.config.tracking.max_hosts_per_author,
                 relays_over_cap: self.tracking_report.relays_over_cap,
                 author_relays_dropped: self.tracking_report.author_relays_dropped,
+                waiting_roots_dropped: self.repos.waiting_roots_dropped(),
             },
             repos_tracked: self.repos.len(),
             root_events_tracked: self.repos.iter().map(|(_, n)| n.root_events.len()).sum(),
