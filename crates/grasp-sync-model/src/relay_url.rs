@@ -5,6 +5,11 @@
 //! - the scheme must be `ws` or `wss` (any case) and is lowercased;
 //! - the host is lowercased; a bracketed IPv6 host is written in its canonical form;
 //!   user information (`user@`) is refused; non-ASCII hosts are refused (use the punycode form);
+//! - a host is read the way the transport's WHATWG URL parser reads it (`url::Host::parse`), so
+//!   the host judged here is the host dialled: a name that ends in a number is an IPv4 address
+//!   in whatever spelling (`127.1`, `0x7f.0.0.1`, `2130706433`) and is written in dotted-decimal
+//!   form, or refused when it is not a valid one; a single trailing dot is dropped
+//!   (`localhost.` is `localhost`);
 //! - the default port (80 for `ws`, 443 for `wss`) and an empty port are dropped;
 //! - a path of exactly `/` is dropped; any other path and the query are kept as they are;
 //! - the fragment is dropped, since it never reaches the relay;
@@ -165,20 +170,31 @@ fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
     }
 }
 
-/// Lowercases a registered name or IPv4 host, or canonicalises a bracketed IPv6 host.
+/// Canonicalises a bracketed IPv6 host, or reads a name or IPv4 host as the WHATWG URL parser
+/// does: lowercased, without one trailing dot, any spelling of an IPv4 address in dotted-decimal
+/// form.
 fn normalise_host(host: &str) -> Option<String> {
     if let Some(inner) = host.strip_prefix('[') {
         let inner = inner.strip_suffix(']')?;
         let address = Ipv6Addr::from_str(inner).ok()?;
         return Some(format!("[{address}]"));
     }
+    let host = host.strip_suffix('.').unwrap_or(host);
     let valid = !host.is_empty()
         && host
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
         && !host.starts_with('.')
+        && !host.ends_with('.')
         && !host.contains("..");
-    valid.then(|| host.to_ascii_lowercase())
+    if !valid {
+        return None;
+    }
+    match url::Host::parse(&host.to_ascii_lowercase()).ok()? {
+        url::Host::Domain(name) => Some(name),
+        url::Host::Ipv4(address) => Some(address.to_string()),
+        url::Host::Ipv6(_) => None,
+    }
 }
 
 #[cfg(test)]
