@@ -6,9 +6,13 @@
 //! - `tidy`: the project's structural rules (see the `tidy` module).
 //! - `bench`: the core crates' criterion benches and `grasp-sync sim` at three sizes, as one
 //!   table and JSON under `target/bench/` (see the `bench` module).
+//! - `fuzz [TARGET] [--seconds N]`: the libFuzzer targets under `fuzz/`, N seconds each
+//!   (default 60), every target when none is named (see the `fuzz` module). Nightly only, and
+//!   never part of `test` or `ci`.
 
 mod bench;
 mod cmd;
+mod fuzz;
 mod tidy;
 
 use anyhow::{Result, bail};
@@ -33,7 +37,7 @@ pub(crate) const CORE_CRATES: &[&str] = &[
     "grasp-sync-health",
 ];
 
-const USAGE: &str = "usage: cargo xtask <test|ci|tidy|bench>";
+const USAGE: &str = "usage: cargo xtask <test|ci|tidy|bench|fuzz [TARGET] [--seconds N]>";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -43,6 +47,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(&root),
         Some("tidy") => tidy::run(&root),
         Some("bench") => bench::run(&root),
+        Some("fuzz") => fuzz::run(&root, &args[1..]),
         Some("help" | "--help" | "-h") => {
             cmd::say(USAGE);
             Ok(())

@@ -1,6 +1,7 @@
 //! Structural rules checked by `cargo xtask tidy`.
 //!
-//! 1. Every Rust source file opens with a `//!` paragraph saying what it owns.
+//! 1. Every Rust source file (crates, xtask and fuzz targets) opens with a `//!` paragraph saying
+//!    what it owns.
 //! 2. The core crates (see [`crate::CORE_CRATES`]) depend, directly or transitively, on no async
 //!    runtime, no Nostr client or relay crate and no socket crate.
 //! 3. The core crates' library code reads no clock: time is passed in.
@@ -59,7 +60,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
 }
 
 fn check_module_docs(root: &Path, problems: &mut Vec<String>) -> Result<()> {
-    for dir in ["crates", "xtask"] {
+    for dir in ["crates", "xtask", "fuzz"] {
         for file in rust_files(&root.join(dir))? {
             let text =
                 fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;

@@ -29,4 +29,8 @@ pub use daemon::{Daemon, run};
 pub use demo::{DemoOptions, DemoSummary, run_demo};
 pub use error::ConfigError;
 pub use relay::RelayLimits;
+/// The embedded relay's per-connection guard, for the fuzz targets only (`fuzzing` feature).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub use relay::fuzzing;
 pub use sim::{SimOptions, SimReport, run_sim};

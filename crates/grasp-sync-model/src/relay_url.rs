@@ -204,6 +204,7 @@ fn normalise_host(host: &str) -> Option<String> {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
                 && !name.starts_with('.')
+                && !name.ends_with('.')
                 && !name.contains("..");
             valid.then(|| name.to_ascii_lowercase())
         }

@@ -58,13 +58,13 @@ impl Guard {
     }
 
     /// Open subscriptions.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn subscriptions(&self) -> usize {
         self.subscriptions.len()
     }
 
     /// Open NIP-77 sessions.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn negentropy_sessions(&self) -> usize {
         self.negentropy.len()
     }

@@ -9,6 +9,8 @@
 //! ([`offload`](self::offload)); the NIP-11 document advertises every limit a client can plan
 //! by ([`nip11`](self::nip11)).
 
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod guard;
 pub(crate) mod limits;
 mod negentropy;

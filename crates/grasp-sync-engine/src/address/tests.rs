@@ -52,6 +52,27 @@ fn internal_addresses_are_refused_by_default() {
     }
 }
 
+/// Other spellings of internal addresses are the addresses they dial (the WHATWG URL parser of
+/// the transport reads `127.1` as `127.0.0.1`, DNS reads `localhost.` as `localhost`), so they
+/// are refused as well.
+#[test]
+fn other_spellings_of_internal_addresses_are_refused() {
+    let policy = AddressPolicy::default();
+    for url in [
+        "ws://127.1:7777",
+        "ws://0x7f.0.0.1",
+        "ws://0177.0.0.1",
+        "ws://2130706433",
+        "ws://10.1",
+        "ws://0",
+        "ws://localhost.:7777",
+        "ws://127.0.0.1.",
+        "wss://relay.localhost.",
+    ] {
+        check(&policy, url, Err(AddressRefusal::Internal));
+    }
+}
+
 #[test]
 fn resolved_addresses_are_checked_with_the_lists_of_their_host() {
     let policy = AddressPolicy {

@@ -222,6 +222,53 @@ fn malformed_hosts_are_refused() {
     );
 }
 
+/// The transport reads hosts with the WHATWG URL parser, which takes a name ending in a number
+/// for an IPv4 address; the normal form names that address, so the address policy judges the
+/// host that is dialled. `ws://6` is the input the `relay_url` fuzz target found.
+#[test]
+fn hosts_ending_in_a_number_are_ipv4_addresses_in_dotted_decimal() {
+    check("ws://6", Ok("ws://0.0.0.6"));
+    check("ws://127.1:7777", Ok("ws://127.0.0.1:7777"));
+    check("ws://0x7f.0.0.1", Ok("ws://127.0.0.1"));
+    check("ws://0177.0.0.1", Ok("ws://127.0.0.1"));
+    check("ws://2130706433", Ok("ws://127.0.0.1"));
+    check("wss://10.1/inbox", Ok("wss://10.0.0.1/inbox"));
+    check("ws://0x10", Ok("ws://0.0.0.16"));
+    check(
+        "ws://999.1.1.1",
+        Err(invalid("malformed host", "ws://999.1.1.1")),
+    );
+    check(
+        "ws://relay.example.42",
+        Err(invalid("malformed host", "ws://relay.example.42")),
+    );
+    check("wss://relay42.example", Ok("wss://relay42.example"));
+}
+
+#[test]
+fn one_trailing_dot_of_the_host_is_dropped() {
+    check("ws://localhost.:7777", Ok("ws://localhost:7777"));
+    check("wss://Relay.Example./", Ok("wss://relay.example"));
+    check("ws://127.0.0.1.", Ok("ws://127.0.0.1"));
+    check(
+        "wss://relay.example..",
+        Err(invalid("malformed host", "wss://relay.example..")),
+    );
+    check("wss://.", Err(invalid("malformed host", "wss://.")));
+}
+
+#[test]
+fn invalid_punycode_hosts_are_refused() {
+    check(
+        "wss://xn--mnchen-3ya.example",
+        Ok("wss://xn--mnchen-3ya.example"),
+    );
+    check(
+        "wss://xn--zz.example",
+        Err(invalid("malformed host", "wss://xn--zz.example")),
+    );
+}
+
 #[test]
 fn path_with_spaces_or_controls_is_refused() {
     let reason = "the path holds a space, a control or a non-ascii character";
