@@ -6,12 +6,13 @@
 //! refusal it gets; at the end the daemon's peak memory and the slowest `/metrics` answer are
 //! checked. `docs/security.md` lists the probes, the limits and the answers.
 
+#[path = "../common/process.rs"]
+mod process;
 #[path = "../common/raw.rs"]
 mod raw;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -23,94 +24,25 @@ use nostr::{ClientMessage, Event, EventBuilder, JsonUtil, Keys, RelayMessage, Ti
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use process::DaemonProcess;
 use raw::{Frame, RawClient};
 
 const WAIT: Duration = Duration::from_secs(20);
 /// Issues stored for the probes: more than the default `max_limit`.
 const ISSUES: u64 = 520;
 
-/// The daemon process; killed when dropped.
-struct DaemonProcess {
-    child: Child,
-    relay: String,
-    metrics: SocketAddr,
-    _logs: JoinHandle<()>,
-}
-
-impl DaemonProcess {
-    fn start(data_dir: &std::path::Path) -> DaemonProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_grasp-sync"))
-            .args([
-                "run",
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "127.0.0.1:0",
-            ])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn grasp-sync");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let (mut relay, mut metrics) = (None, None);
-        for line in lines.by_ref().map_while(Result::ok) {
-            if relay.is_none() {
-                relay = word_after(&line, "relay=");
-            }
-            if line.contains("grasp-sync running") {
-                metrics = word_after(&line, "metrics=http://")
-                    .and_then(|word| word.trim_end_matches("/metrics").parse().ok());
-                break;
-            }
-        }
-        // Keep reading the log, so the daemon never blocks on a full pipe.
-        let logs = std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
-        DaemonProcess {
-            child,
-            relay: relay.expect("the relay's address in the log"),
-            metrics: metrics.expect("the metrics address in the log"),
-            _logs: logs,
-        }
-    }
-
-    /// (current, peak) resident memory in KiB.
-    fn memory(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("process status");
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix(name))
-                .and_then(|rest| rest.split_whitespace().next())
-                .and_then(|kib| kib.parse().ok())
-                .expect("a memory field")
-        };
-        (field("VmRSS:"), field("VmHWM:"))
-    }
-}
-
-impl Drop for DaemonProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn word_after(line: &str, key: &str) -> Option<String> {
-    let at = line.find(key)? + key.len();
-    let word: String = line[at..]
-        .chars()
-        .take_while(|c| !c.is_whitespace())
-        .collect();
-    Some(if key.starts_with("metrics=") {
-        word
-    } else {
-        word.trim_matches('"').to_owned()
-    })
+/// (current, peak) resident memory of process `pid` in KiB.
+fn memory(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("process status");
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse().ok())
+            .expect("a memory field")
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// Reads `/metrics` every 50 ms on its own thread until stopped: (answers, slowest, failures).
@@ -364,12 +296,12 @@ async fn idle_sockets(addr: SocketAddr, limits: &RelayLimits) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_clients_get_their_refusals_and_the_daemon_stays_responsive() {
     let dir = tempfile::tempdir().expect("dir");
-    let daemon = DaemonProcess::start(dir.path());
+    let daemon = DaemonProcess::start(dir.path(), &[]);
     let limits = RelayLimits::default();
     let service = daemon.relay.clone();
     let relay_addr: SocketAddr = service.trim_start_matches("ws://").parse().expect("addr");
     seed(&service, relay_addr).await;
-    let (rss_before, _) = daemon.memory();
+    let (rss_before, _) = memory(daemon.pid());
 
     let watch = MetricsWatch::start(daemon.metrics);
     let keys = Keys::generate();
@@ -406,7 +338,7 @@ async fn hostile_clients_get_their_refusals_and_the_daemon_stays_responsive() {
         ),
     ];
     let (answers, slowest, failures) = watch.finish();
-    let (rss_after, peak) = daemon.memory();
+    let (rss_after, peak) = memory(daemon.pid());
     for (probe, outcome) in &results {
         println!("{probe}: {outcome}");
     }

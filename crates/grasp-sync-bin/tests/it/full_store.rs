@@ -4,11 +4,7 @@
 //! path for the life of a process, so the restart runs the `grasp-sync` binary twice.)
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use grasp_sync_bin::{Daemon, Settings};
@@ -18,6 +14,7 @@ use nostr::{EventId, Filter};
 use nostr_sdk::pool::{RelayOptions, RelayPool};
 use nostr_sdk::prelude::ReqExitPolicy;
 
+use crate::process::DaemonProcess;
 use crate::support::{http_get, test_settings, wait_until};
 
 const SERVICE: &str = "wss://grasp.test";
@@ -80,160 +77,61 @@ async fn a_store_that_fills_during_sync_counts_its_failed_saves_as_full() {
     daemon.shutdown().await;
 }
 
-/// A `grasp-sync run` process on free loopback ports, killed if dropped while running. Its log
-/// is read all along (a full pipe would stall it) and kept for failure messages.
-struct DaemonProcess {
-    child: Child,
-    relay: String,
-    metrics: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
+/// A tiny or roomy daemon on `data_dir`, syncing from `bootstrap`.
+fn daemon_process(data_dir: &Path, bootstrap: &str, map_size: &str) -> DaemonProcess {
+    DaemonProcess::start(
+        data_dir,
+        &[
+            "--service-url",
+            SERVICE,
+            "--bootstrap-relay",
+            bootstrap,
+            "--allow-private-relays",
+            "--batch-window",
+            "200ms",
+            "--backoff-base",
+            "1s",
+            "--backoff-cap",
+            "5s",
+            "--lmdb-map-size",
+            map_size,
+        ],
+    )
 }
 
-impl DaemonProcess {
-    /// Starts the binary on `data_dir` with an LMDB map of `map_size` (e.g. `512KiB`) and
-    /// waits until it reports its relay and metrics addresses.
-    fn start(data_dir: &Path, bootstrap: &str, map_size: &str) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_grasp-sync"));
-        for (name, _) in std::env::vars() {
-            if name.starts_with("GRASP_SYNC_") {
-                command.env_remove(name);
-            }
-        }
-        let mut child = command
-            .args([
-                "run",
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "127.0.0.1:0",
-                "--service-url",
-                SERVICE,
-                "--bootstrap-relay",
-                bootstrap,
-                "--allow-private-relays",
-                "--batch-window",
-                "200ms",
-                "--backoff-base",
-                "1s",
-                "--backoff-cap",
-                "5s",
-                "--lmdb-map-size",
-                map_size,
-            ])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn grasp-sync");
-        let stderr = child.stderr.take().expect("stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (addresses, found) = mpsc::channel();
-        let kept = Arc::clone(&log);
-        std::thread::spawn(move || {
-            let mut relay = None;
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains("embedded relay serving") {
-                    relay = word_after(&line, "relay=");
-                }
-                if line.contains("grasp-sync running") {
-                    let metrics = word_after(&line, "metrics=http://")
-                        .and_then(|w| w.trim_end_matches("/metrics").parse::<SocketAddr>().ok());
-                    let _ = addresses.send((relay.clone(), metrics));
-                }
-                kept.lock().expect("log").push(line);
-            }
-        });
-        let mut daemon = Self {
-            child,
-            relay: String::new(),
-            metrics: SocketAddr::from(([127, 0, 0, 1], 0)),
-            log,
-        };
-        match found.recv_timeout(Duration::from_secs(60)) {
-            Ok((Some(relay), Some(metrics))) => {
-                daemon.relay = relay;
-                daemon.metrics = metrics;
-            }
-            other => panic!(
-                "the daemon did not report its addresses ({other:?}): {}",
-                daemon.log()
-            ),
-        }
-        daemon
+/// How many of `expected` the daemon's embedded relay serves.
+async fn served(daemon: &DaemonProcess, expected: &BTreeSet<EventId>) -> usize {
+    let pool = RelayPool::default();
+    let url = nostr::RelayUrl::parse(&daemon.relay).expect("relay url");
+    if pool
+        .add_relay(url.clone(), RelayOptions::new().reconnect(false))
+        .await
+        .is_err()
+    {
+        return 0;
     }
-
-    /// The daemon's log so far.
-    fn log(&self) -> String {
-        self.log.lock().expect("log").join("\n")
+    let Ok(relay) = pool.relay(&url).await else {
+        return 0;
+    };
+    if relay.try_connect(Duration::from_secs(10)).await.is_err() {
+        return 0;
     }
-
-    /// How many of `expected` the daemon's embedded relay serves.
-    async fn held(&self, expected: &BTreeSet<EventId>) -> usize {
-        let pool = RelayPool::default();
-        let url = nostr::RelayUrl::parse(&self.relay).expect("relay url");
-        if pool
-            .add_relay(url.clone(), RelayOptions::new().reconnect(false))
+    let ids: Vec<EventId> = expected.iter().copied().collect();
+    let mut held = 0;
+    for chunk in ids.chunks(100) {
+        let filter = Filter::new().ids(chunk.iter().copied());
+        if let Ok(events) = relay
+            .fetch_events(filter, Duration::from_secs(10), ReqExitPolicy::ExitOnEOSE)
             .await
-            .is_err()
         {
-            return 0;
-        }
-        let Ok(relay) = pool.relay(&url).await else {
-            return 0;
-        };
-        if relay.try_connect(Duration::from_secs(10)).await.is_err() {
-            return 0;
-        }
-        let ids: Vec<EventId> = expected.iter().copied().collect();
-        let mut held = 0;
-        for chunk in ids.chunks(100) {
-            let filter = Filter::new().ids(chunk.iter().copied());
-            if let Ok(events) = relay
-                .fetch_events(filter, Duration::from_secs(10), ReqExitPolicy::ExitOnEOSE)
-                .await
-            {
-                held += events
-                    .into_iter()
-                    .filter(|e| expected.contains(&e.id))
-                    .count();
-            }
-        }
-        pool.shutdown().await;
-        held
-    }
-
-    /// Stops the daemon with SIGTERM, as an operator would, and waits for it to exit.
-    async fn stop(mut self) {
-        let signalled = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(signalled.success());
-        let exited = wait_until(Duration::from_secs(30), || {
-            let done = matches!(self.child.try_wait(), Ok(Some(_)));
-            async move { done }
-        })
-        .await;
-        assert!(exited, "still running 30 s after SIGTERM: {}", self.log());
-    }
-}
-
-impl Drop for DaemonProcess {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            held += events
+                .into_iter()
+                .filter(|e| expected.contains(&e.id))
+                .count();
         }
     }
-}
-
-/// The whitespace-delimited word following `key` in `line`.
-fn word_after(line: &str, key: &str) -> Option<String> {
-    let start = line.find(key)? + key.len();
-    line[start..].split_whitespace().next().map(str::to_owned)
+    pool.shutdown().await;
+    held
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,29 +153,29 @@ async fn a_store_that_filled_during_sync_ends_complete_after_a_restart_with_room
     let dir = tempfile::tempdir().expect("dir");
 
     // A map far too small for the network: it fills, and the daemon says so.
-    let tiny = DaemonProcess::start(dir.path(), &bootstrap, "512KiB");
+    let tiny = daemon_process(dir.path(), &bootstrap, "512KiB");
     let full = wait_until(Duration::from_secs(90), || async {
         let (_, metrics) = http_get(tiny.metrics, "/metrics").await;
         metrics.contains("grasp_sync_store_write_failures_total{reason=\"full\"}")
     })
     .await;
     assert!(full, "{}", http_get(tiny.metrics, "/metrics").await.1);
-    let held = tiny.held(&expected).await;
+    let held = served(&tiny, &expected).await;
     assert!(held < expected.len(), "everything fitted after all");
     assert!(
         tiny.log().contains("the own store is full"),
         "no log line says the store is full: {}",
         tiny.log()
     );
-    tiny.stop().await;
+    tiny.stop();
 
     // The same store with room: every event arrives, by the sync of a fresh start.
-    let roomy = DaemonProcess::start(dir.path(), &bootstrap, "64MiB");
+    let roomy = daemon_process(dir.path(), &bootstrap, "64MiB");
     let complete = wait_until(Duration::from_secs(180), || async {
-        roomy.held(&expected).await == expected.len()
+        served(&roomy, &expected).await == expected.len()
     })
     .await;
-    let held = roomy.held(&expected).await;
+    let held = served(&roomy, &expected).await;
     let (_, status) = http_get(roomy.metrics, "/status").await;
     assert!(
         complete,
@@ -289,5 +187,5 @@ async fn a_store_that_filled_during_sync_ends_complete_after_a_restart_with_room
         !metrics.contains("grasp_sync_store_write_failures_total"),
         "{metrics}"
     );
-    roomy.stop().await;
+    roomy.stop();
 }

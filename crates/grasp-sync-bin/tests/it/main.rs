@@ -11,6 +11,8 @@ mod full_store;
 mod limits;
 mod live;
 mod outbound;
+#[path = "../common/process.rs"]
+mod process;
 #[path = "../common/raw.rs"]
 mod raw;
 mod sim;

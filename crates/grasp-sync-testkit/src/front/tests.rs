@@ -122,15 +122,21 @@ async fn connections_over_the_caps_get_a_canned_refusal_and_places_come_back() {
     assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
     assert_eq!(site.accepted.load(Ordering::Relaxed), 3);
 
-    // Closing one frees its place.
+    // Closing one frees its place, once the front has seen the close: until then a new
+    // connection is still turned away.
     drop(first);
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let mut again = TcpStream::connect(front.addr()).await.expect("connect");
-    again
-        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("write");
-    let answer = read_to_close(&mut again).await;
+    let answer = loop {
+        let mut again = TcpStream::connect(front.addr()).await.expect("connect");
+        again
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("write");
+        let answer = read_to_close(&mut again).await;
+        if !answer.starts_with("HTTP/1.1 429") {
+            break answer;
+        }
+        tokio::task::yield_now().await;
+    };
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     front.stop().await;
 }
@@ -168,9 +174,11 @@ async fn a_websocket_upgrade_reaches_the_site() {
 
 #[tokio::test(start_paused = true)]
 async fn stopping_closes_open_connections() {
-    let (front, _site) = front(FrontLimits::default()).await;
+    let (front, site) = front(FrontLimits::default()).await;
     let mut stream = TcpStream::connect(front.addr()).await.expect("connect");
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    while site.accepted.load(Ordering::Relaxed) == 0 {
+        tokio::task::yield_now().await;
+    }
     front.stop().await;
     read_to_close(&mut stream).await;
 }
