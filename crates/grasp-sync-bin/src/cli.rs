@@ -114,6 +114,12 @@ pub struct RunArgs {
     /// Distinct relay hosts one announcement author's repositories may name [default: 16].
     #[arg(long, env = "GRASP_SYNC_MAX_RELAY_HOSTS_PER_AUTHOR", value_name = "N")]
     pub max_relay_hosts_per_author: Option<usize>,
+    /// Root events remembered at most while they wait for their repository [default: 100000].
+    #[arg(long, env = "GRASP_SYNC_MAX_WAITING_ROOTS", value_name = "N")]
+    pub max_waiting_roots: Option<usize>,
+    /// Missing-event recovery IDs one relay may have pending [default: 10000].
+    #[arg(long, env = "GRASP_SYNC_MAX_RECOVERY_IDS_PER_RELAY", value_name = "N")]
+    pub max_recovery_ids_per_relay: Option<usize>,
     /// The embedded relay's limits (`[relay]` keys).
     #[command(flatten)]
     pub relay: RawRelayLimits,
@@ -144,6 +150,8 @@ impl RunArgs {
             lmdb_map_size: self.lmdb_map_size.clone(),
             max_tracked_relays: self.max_tracked_relays,
             max_relay_hosts_per_author: self.max_relay_hosts_per_author,
+            max_waiting_roots: self.max_waiting_roots,
+            max_recovery_ids_per_relay: self.max_recovery_ids_per_relay,
             relay: self.relay.clone(),
         })
     }

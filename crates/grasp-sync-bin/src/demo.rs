@@ -138,6 +138,9 @@ pub async fn run_demo(
         max_future_created_at: grasp_sync_engine::store::DEFAULT_MAX_FUTURE_CREATED_AT,
         lmdb_map_size: None,
         tracking: grasp_sync_model::TrackingBounds::default(),
+        max_waiting_roots: grasp_sync_model::DEFAULT_MAX_WAITING_ROOTS,
+        max_recovery_ids_per_relay: grasp_sync_engine::RecoveryConfig::default()
+            .max_pending_per_relay,
         relay: crate::RelayLimits::default(),
     };
     let started = Instant::now();

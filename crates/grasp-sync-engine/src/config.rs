@@ -20,6 +20,9 @@ pub struct EngineConfig {
     /// How many relays announcements can make the engine track (256 in total, 16 hosts per
     /// announcement author).
     pub tracking: TrackingBounds,
+    /// Root events remembered at most while they wait for their repository's announcement
+    /// (100,000).
+    pub max_waiting_roots: usize,
     /// Self-feed batch window (the interval is not reset by events).
     pub batch_window: Duration,
     /// Purgatory reconciliation interval.
@@ -38,7 +41,8 @@ pub struct EngineConfig {
     pub session_inbox: usize,
     /// Seed for backoff jitter; `None` derives one from the clock at start.
     pub rng_seed: Option<u64>,
-    /// Missing-event recovery timing (30 s doubling to 15 min, 300 IDs, 12 attempts).
+    /// Missing-event recovery timing and bound (30 s doubling to 15 min, 300 IDs, 12 attempts,
+    /// 10,000 pending IDs per relay).
     pub recovery: crate::negentropy::RecoveryConfig,
     /// Core live subscriptions allowed above the irreducible baseline of the complete live
     /// set before live coverage is consolidated (70).
@@ -58,6 +62,7 @@ impl Default for EngineConfig {
             bootstrap_relays: Vec::new(),
             address_policy: AddressPolicy::default(),
             tracking: TrackingBounds::default(),
+            max_waiting_roots: grasp_sync_model::DEFAULT_MAX_WAITING_ROOTS,
             batch_window: Duration::from_secs(5),
             purgatory_interval: Duration::from_secs(5),
             health_tick: Duration::from_secs(2),

@@ -48,6 +48,7 @@ pub struct SyncMetrics {
     write_failures: Counter<u64>,
     address_refusals: Counter<u64>,
     untracked: Gauge<u64>,
+    waiting_roots: Gauge<u64>,
 }
 
 impl SyncMetrics {
@@ -153,6 +154,10 @@ impl SyncMetrics {
                 .u64_gauge("grasp_sync_relays_untracked")
                 .with_description("what the tracking bounds leave out: relays over the total cap (reason over_cap), repository-relay pairs beyond their author's host cap (reason author_hosts)")
                 .build(),
+            waiting_roots: meter
+                .u64_gauge("grasp_sync_waiting_roots")
+                .with_description("root events whose repository is not tracked yet: remembered now (state waiting), and not remembered since start because max_waiting_roots were (state dropped)")
+                .build(),
             address_refusals: meter
                 .u64_counter("grasp_sync_address_refusals_total")
                 .with_description("relays refused by the address policy, by stage (discovery: by URL; dial: by resolved address) and reason (internal, denied)")
@@ -188,6 +193,14 @@ impl SyncMetrics {
         self.relays_connected.record(connected, &[]);
         self.relays_dead.record(dead, &[]);
         self.pending_batches.record(pending_batches, &[]);
+    }
+
+    /// Root events waiting for their repository now, and those dropped at the cap since start.
+    pub fn record_waiting_roots(&self, waiting: u64, dropped: u64) {
+        self.waiting_roots
+            .record(waiting, &[KeyValue::new("state", "waiting")]);
+        self.waiting_roots
+            .record(dropped, &[KeyValue::new("state", "dropped")]);
     }
 
     /// What the tracking bounds leave out now.

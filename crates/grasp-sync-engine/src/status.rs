@@ -35,9 +35,17 @@ pub struct TrackingStatus {
     pub relays_over_cap: usize,
     /// (repository, relay) pairs beyond their author's host cap.
     pub author_relays_dropped: usize,
+    /// Root events remembered at most while they wait for their repository
+    /// (`max_waiting_roots`).
+    pub max_waiting_roots: usize,
+    /// Root events remembered now while they wait for their repository.
+    pub waiting_roots: usize,
     /// Root events not remembered while waiting for their repository, because
-    /// `MAX_WAITING_ROOTS` were.
+    /// `max_waiting_roots` were.
     pub waiting_roots_dropped: u64,
+    /// Pending missing-event recovery IDs one relay may hold (`max_recovery_ids_per_relay`);
+    /// the IDs past it count as expired in `negentropy`.
+    pub max_recovery_ids_per_relay: usize,
 }
 
 /// NIP-77 activity over the engine's life.

@@ -41,6 +41,7 @@ pub use pending::{
 pub use relay_index::{ConnectionStatus, RelayState, RelaySyncIndex};
 pub use relay_url::{MAX_RELAY_URL_BYTES, RelayUrl};
 pub use repo_index::{
-    ExpiryStatus, IndexUpdate, PurgatoryEntry, RepoSyncIndex, RepoSyncNeeds, SyncLevel,
+    DEFAULT_MAX_WAITING_ROOTS, ExpiryStatus, IndexUpdate, PurgatoryEntry, RepoSyncIndex,
+    RepoSyncNeeds, SyncLevel,
 };
 pub use tracking::{TrackingBounds, TrackingReport, derive_bounded_relay_targets};

@@ -9,7 +9,7 @@
 //!   [`SyncLevel::StateOnly`] entry is promoted, never the other way round;
 //! - root events add work without changing relay ownership; a root event for a repository not
 //!   yet in the index is remembered and takes effect when the repository arrives; at most
-//!   [`MAX_WAITING_ROOTS`] are remembered, and the ones past it are dropped (and counted), as
+//!   [`DEFAULT_MAX_WAITING_ROOTS`] (or the index's own cap) are remembered, and the ones past it are dropped (and counted), as
 //!   they come from remote data;
 //! - purgatory reconciliation replaces the set of `StateOnly` entries from a snapshot: active and
 //!   soft-expired announcements are kept (relay sets replaced), expired or absent ones removed;
@@ -96,20 +96,36 @@ impl IndexUpdate {
     }
 }
 
-/// Root events remembered for repositories not in the index, at most.
-pub const MAX_WAITING_ROOTS: usize = 100_000;
+/// Root events remembered for repositories not in the index, at most, unless
+/// [`RepoSyncIndex::with_max_waiting_roots`] sets another cap.
+pub const DEFAULT_MAX_WAITING_ROOTS: usize = 100_000;
 
 /// The source of truth for what to sync: repository → needs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepoSyncIndex {
     repos: BTreeMap<RepoCoordinate, RepoSyncNeeds>,
     /// Root events for repositories not (or no longer) in the index.
     waiting_roots: BTreeMap<RepoCoordinate, BTreeSet<EventId>>,
     /// Entries of `waiting_roots`, summed.
     waiting_count: usize,
-    /// Waiting root events dropped because [`MAX_WAITING_ROOTS`] were remembered.
+    /// Waiting root events dropped because `max_waiting` were remembered.
     waiting_dropped: u64,
+    /// Waiting root events remembered at most.
+    max_waiting: usize,
     limits: AnnouncementLimits,
+}
+
+impl Default for RepoSyncIndex {
+    fn default() -> Self {
+        Self {
+            repos: BTreeMap::new(),
+            waiting_roots: BTreeMap::new(),
+            waiting_count: 0,
+            waiting_dropped: 0,
+            max_waiting: DEFAULT_MAX_WAITING_ROOTS,
+            limits: AnnouncementLimits::default(),
+        }
+    }
 }
 
 impl RepoSyncIndex {
@@ -119,6 +135,23 @@ impl RepoSyncIndex {
             limits,
             ..Self::default()
         }
+    }
+
+    /// The same index remembering at most `cap` root events that wait for their repository
+    /// (the default is [`DEFAULT_MAX_WAITING_ROOTS`]).
+    pub fn with_max_waiting_roots(mut self, cap: usize) -> Self {
+        self.max_waiting = cap;
+        self
+    }
+
+    /// Root events remembered at most while they wait for their repository.
+    pub fn max_waiting_roots(&self) -> usize {
+        self.max_waiting
+    }
+
+    /// Root events remembered now while they wait for their repository.
+    pub fn waiting_roots_len(&self) -> usize {
+        self.waiting_count
     }
 
     /// Applies an accepted announcement (seen by the self-subscriber) at [`SyncLevel::Full`].
@@ -233,12 +266,13 @@ impl RepoSyncIndex {
             .collect()
     }
 
-    /// Waiting root events dropped so far because [`MAX_WAITING_ROOTS`] were remembered.
+    /// Waiting root events dropped so far because [`Self::max_waiting_roots`] were remembered.
     pub fn waiting_roots_dropped(&self) -> u64 {
         self.waiting_dropped
     }
 
-    /// Remembers root events of a repository not in the index, within [`MAX_WAITING_ROOTS`].
+    /// Remembers root events of a repository not in the index, within
+    /// [`Self::max_waiting_roots`].
     fn remember_waiting(
         &mut self,
         coordinate: &RepoCoordinate,
@@ -246,7 +280,7 @@ impl RepoSyncIndex {
     ) {
         let waiting = self.waiting_roots.entry(coordinate.clone()).or_default();
         for root in roots {
-            if self.waiting_count >= MAX_WAITING_ROOTS {
+            if self.waiting_count >= self.max_waiting {
                 self.waiting_dropped += 1;
             } else if waiting.insert(root) {
                 self.waiting_count += 1;

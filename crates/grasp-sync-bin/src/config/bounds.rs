@@ -30,6 +30,10 @@ pub const MAX_FUTURE_CREATED_AT: RangeInclusive<Duration> =
 pub const MAX_TRACKED_RELAYS: RangeInclusive<usize> = 1..=100_000;
 /// `max_relay_hosts_per_author`: 1 to 1,000.
 pub const MAX_RELAY_HOSTS_PER_AUTHOR: RangeInclusive<usize> = 1..=1_000;
+/// `max_waiting_roots`: 1 to 10,000,000.
+pub const MAX_WAITING_ROOTS: RangeInclusive<usize> = 1..=10_000_000;
+/// `max_recovery_ids_per_relay`: 1 to 1,000,000.
+pub const MAX_RECOVERY_IDS_PER_RELAY: RangeInclusive<usize> = 1..=1_000_000;
 /// `relay.header_read_timeout` and `relay.idle_timeout`: 1 s to 1 day.
 pub const RELAY_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use grasp_sync_engine::store::DEFAULT_MAX_FUTURE_CREATED_AT;
-use grasp_sync_engine::{AddressPolicy, EngineConfig};
+use grasp_sync_engine::{AddressPolicy, EngineConfig, RecoveryConfig};
 use grasp_sync_health::HealthConfig;
 use grasp_sync_model::{RelayUrl, TrackingBounds};
 use serde::Deserialize;
@@ -68,6 +68,10 @@ pub struct RawConfig {
     pub max_tracked_relays: Option<usize>,
     /// Distinct relay hosts one announcement author's repositories may name.
     pub max_relay_hosts_per_author: Option<usize>,
+    /// Root events remembered at most while they wait for their repository.
+    pub max_waiting_roots: Option<usize>,
+    /// Missing-event recovery IDs one relay may have pending.
+    pub max_recovery_ids_per_relay: Option<usize>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -113,6 +117,10 @@ impl RawConfig {
             max_relay_hosts_per_author: over
                 .max_relay_hosts_per_author
                 .or(self.max_relay_hosts_per_author),
+            max_waiting_roots: over.max_waiting_roots.or(self.max_waiting_roots),
+            max_recovery_ids_per_relay: over
+                .max_recovery_ids_per_relay
+                .or(self.max_recovery_ids_per_relay),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -148,6 +156,10 @@ pub struct Settings {
     pub lmdb_map_size: Option<usize>,
     /// How many relays announcements can make the daemon track.
     pub tracking: TrackingBounds,
+    /// Root events remembered at most while they wait for their repository.
+    pub max_waiting_roots: usize,
+    /// Missing-event recovery IDs one relay may have pending.
+    pub max_recovery_ids_per_relay: usize,
     /// The embedded relay's limits; its `created_at` window is `max_future_created_at`.
     pub relay: RelayLimits,
 }
@@ -238,6 +250,18 @@ impl Settings {
                 )?
                 .unwrap_or(tracking.max_hosts_per_author),
             },
+            max_waiting_roots: count_in(
+                "max_waiting_roots",
+                raw.max_waiting_roots,
+                bounds::MAX_WAITING_ROOTS,
+            )?
+            .unwrap_or(defaults.max_waiting_roots),
+            max_recovery_ids_per_relay: count_in(
+                "max_recovery_ids_per_relay",
+                raw.max_recovery_ids_per_relay,
+                bounds::MAX_RECOVERY_IDS_PER_RELAY,
+            )?
+            .unwrap_or(defaults.recovery.max_pending_per_relay),
             relay,
         })
     }
@@ -249,6 +273,11 @@ impl Settings {
             bootstrap_relays: self.bootstrap_relays.clone(),
             address_policy: self.address_policy.clone(),
             tracking: self.tracking,
+            max_waiting_roots: self.max_waiting_roots,
+            recovery: RecoveryConfig {
+                max_pending_per_relay: self.max_recovery_ids_per_relay,
+                ..RecoveryConfig::default()
+            },
             batch_window: self.batch_window,
             health: HealthConfig {
                 connect_backoff_base: self.backoff_base,
@@ -344,26 +373,45 @@ fn host_list_key(
     let mut hosts: Vec<String> = Vec::new();
     for text in values.unwrap_or_default() {
         let text = text.trim();
+        let not_a_host = || {
+            ConfigError::invalid(
+                key,
+                format!("`{text}` is not a host name, an IP address or a relay URL"),
+            )
+        };
         let host = if text.contains("://") {
             parse_url(key, text)?.host().to_owned()
         } else {
-            text.to_ascii_lowercase()
+            bare_host(text).ok_or_else(not_a_host)?
         };
         let host = host
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
-        if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '/') {
-            return Err(ConfigError::invalid(
-                key,
-                format!("`{text}` is not a host name, an IP address or a relay URL"),
-            ));
+        if host.is_empty() {
+            return Err(not_a_host());
         }
         if !hosts.contains(&host) {
             hosts.push(host);
         }
     }
     Ok(hosts)
+}
+
+/// A bare host (`relay.example`, `127.1`, `::1`, `[fd00::1]`) in the normal form relay URLs
+/// give their hosts, so every spelling of an address matches the address the engine compares:
+/// read as the host of a `ws://` URL, with no port, path, query or user part.
+fn bare_host(text: &str) -> Option<String> {
+    if text.is_empty() || text.contains(|c: char| c.is_whitespace() || "/?#@".contains(c)) {
+        return None;
+    }
+    let bracketed = if text.contains(':') && !text.starts_with('[') {
+        format!("[{text}]")
+    } else {
+        text.to_owned()
+    };
+    let url = RelayUrl::parse(&format!("ws://{bracketed}")).ok()?;
+    (url.port() == 80).then(|| url.host().to_owned())
 }
 
 /// One line: where in the file, the offending line's text (which names the key) and the

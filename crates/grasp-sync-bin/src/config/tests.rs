@@ -96,6 +96,10 @@ fn each_bad_value_names_its_key() {
         ),
         (r#"allow_relays = ["has space"]"#, "allow_relays"),
         (r#"deny_relays = ["ftp://x/y"]"#, "deny_relays"),
+        (r#"deny_relays = ["relay.example:8080"]"#, "deny_relays"),
+        (r#"allow_relays = ["[fd00::1]:7000"]"#, "allow_relays"),
+        (r#"allow_relays = ["user@relay.example"]"#, "allow_relays"),
+        (r#"allow_relays = ["300.1.1.1"]"#, "allow_relays"),
         (r#"batch_window = "5""#, "batch_window"),
         (r#"batch_window = "0s""#, "batch_window"),
         (r#"backoff_base = "1 fortnight""#, "backoff_base"),
@@ -475,4 +479,68 @@ fn tracking_bounds_are_read_and_range_checked() {
         check_toml("max_relay_hosts_per_author = 1001").map(|_| ()),
         Err("max_relay_hosts_per_author".to_owned())
     );
+}
+
+#[test]
+fn remote_data_bounds_are_read_range_checked_and_reach_the_engine() {
+    let settings =
+        check_toml("max_waiting_roots = 300\nmax_recovery_ids_per_relay = 40").expect("valid");
+    assert_eq!(settings.max_waiting_roots, 300);
+    assert_eq!(settings.max_recovery_ids_per_relay, 40);
+    let service = RelayUrl::parse("wss://grasp.example").expect("url");
+    let engine = settings.engine_config(&service);
+    assert_eq!(engine.max_waiting_roots, 300);
+    assert_eq!(engine.recovery.max_pending_per_relay, 40);
+    assert_eq!(
+        engine.recovery.base_backoff,
+        grasp_sync_engine::RecoveryConfig::default().base_backoff
+    );
+
+    let defaults = check_toml("").expect("defaults");
+    assert_eq!(
+        defaults.max_waiting_roots,
+        grasp_sync_model::DEFAULT_MAX_WAITING_ROOTS
+    );
+    assert_eq!(
+        defaults.max_recovery_ids_per_relay,
+        grasp_sync_engine::RecoveryConfig::default().max_pending_per_relay
+    );
+    for bad in [
+        "max_waiting_roots = 0",
+        "max_waiting_roots = 10000001",
+        "max_recovery_ids_per_relay = 0",
+        "max_recovery_ids_per_relay = 1000001",
+    ] {
+        let key = bad.split(' ').next().expect("key").to_owned();
+        assert_eq!(check_toml(bad).map(|_| ()), Err(key), "{bad}");
+    }
+}
+
+#[test]
+fn bare_allow_and_deny_hosts_take_the_normal_form_of_relay_hosts() {
+    let settings = check_toml(
+        r#"
+        allow_relays = ["127.1", "0x7f000002", "2130706435", "::1", "[FD00::2]", "Relay.Example."]
+        deny_relays = ["BAD.example", "10.1"]
+        "#,
+    )
+    .expect("valid");
+    assert_eq!(
+        settings.address_policy.allowed_hosts,
+        [
+            "127.0.0.1",
+            "127.0.0.2",
+            "127.0.0.3",
+            "::1",
+            "fd00::2",
+            "relay.example"
+        ]
+    );
+    assert_eq!(
+        settings.address_policy.denied_hosts,
+        ["bad.example", "10.0.0.1"]
+    );
+    // The bare form and a URL of the same host are one entry.
+    let merged = check_toml(r#"allow_relays = ["127.1", "ws://127.0.0.1:7000"]"#).expect("valid");
+    assert_eq!(merged.address_policy.allowed_hosts, ["127.0.0.1"]);
 }

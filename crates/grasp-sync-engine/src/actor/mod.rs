@@ -124,6 +124,8 @@ impl Actor {
     ) -> Self {
         let now = clock.now().into_std();
         let recovery = MissingEventRecovery::new(config.recovery);
+        let repos = RepoSyncIndex::new(AnnouncementLimits::default())
+            .with_max_waiting_roots(config.max_waiting_roots);
         let mut actor = Self {
             next_batch_at: now + config.batch_window,
             next_purgatory_at: now,
@@ -140,7 +142,7 @@ impl Actor {
             recovery,
             fallbacks: NegentropyFallbacks::new(),
             next_recovery_at: now,
-            repos: RepoSyncIndex::new(AnnouncementLimits::default()),
+            repos,
             relays: RelaySyncIndex::new(),
             pending: PendingSyncIndex::new(),
             runtimes: BTreeMap::new(),

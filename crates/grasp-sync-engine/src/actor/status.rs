@@ -106,7 +106,10 @@ impl Actor {
                 max_relay_hosts_per_author: self.config.tracking.max_hosts_per_author,
                 relays_over_cap: self.tracking_report.relays_over_cap,
                 author_relays_dropped: self.tracking_report.author_relays_dropped,
+                max_waiting_roots: self.repos.max_waiting_roots(),
+                waiting_roots: self.repos.waiting_roots_len(),
                 waiting_roots_dropped: self.repos.waiting_roots_dropped(),
+                max_recovery_ids_per_relay: self.config.recovery.max_pending_per_relay,
             },
             repos_tracked: self.repos.len(),
             root_events_tracked: self.repos.iter().map(|(_, n)| n.root_events.len()).sum(),
@@ -165,6 +168,10 @@ impl Actor {
         metrics.record_untracked(
             self.tracking_report.relays_over_cap as u64,
             self.tracking_report.author_relays_dropped as u64,
+        );
+        metrics.record_waiting_roots(
+            self.repos.waiting_roots_len() as u64,
+            self.repos.waiting_roots_dropped(),
         );
     }
 }

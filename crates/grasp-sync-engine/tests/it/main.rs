@@ -13,3 +13,4 @@ mod reconnect;
 mod support;
 mod sync;
 mod unsaved;
+mod waiting;

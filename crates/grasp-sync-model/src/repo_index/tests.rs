@@ -508,9 +508,14 @@ fn read_access_lists_repositories_and_relays() {
 
 #[test]
 fn waiting_root_events_are_bounded_and_the_excess_is_counted() {
-    let mut index = RepoSyncIndex::default();
+    assert_eq!(
+        RepoSyncIndex::default().max_waiting_roots(),
+        DEFAULT_MAX_WAITING_ROOTS
+    );
+    const CAP: usize = 50;
+    let mut index = RepoSyncIndex::default().with_max_waiting_roots(CAP);
     let unknown = coord(9, "not-yet");
-    for n in 0..(MAX_WAITING_ROOTS as u32 + 5) {
+    for n in 0..(CAP as u32 + 5) {
         let mut bytes = [0u8; 32];
         bytes[..4].copy_from_slice(&n.to_be_bytes());
         let root = RootEvent {
@@ -520,11 +525,13 @@ fn waiting_root_events_are_bounded_and_the_excess_is_counted() {
         index.handle_root_event(&root);
     }
     let waiting = index.waiting_root_events(&unknown).expect("remembered");
-    assert_eq!(waiting.len(), MAX_WAITING_ROOTS);
+    assert_eq!(waiting.len(), CAP);
+    assert_eq!(index.waiting_roots_len(), CAP);
     assert_eq!(index.waiting_roots_dropped(), 5);
     // The repository arrives: its waiting roots move into it and free their places.
     index.handle_announcement(&announcement(&unknown, &["wss://a.example"], 10, 1));
     assert!(index.waiting_root_events(&unknown).is_none());
+    assert_eq!(index.waiting_roots_len(), 0);
     let other = coord(8, "later");
     index.handle_root_event(&root(1, &[&other]));
     assert_eq!(
