@@ -120,6 +120,13 @@ pub struct RunArgs {
     /// Missing-event recovery IDs one relay may have pending [default: 10000].
     #[arg(long, env = "GRASP_SYNC_MAX_RECOVERY_IDS_PER_RELAY", value_name = "N")]
     pub max_recovery_ids_per_relay: Option<usize>,
+    /// How long learned relay limits are restored after they were learned [default: 168h].
+    #[arg(
+        long,
+        env = "GRASP_SYNC_LEARNED_LIMITS_MAX_AGE",
+        value_name = "DURATION"
+    )]
+    pub learned_limits_max_age: Option<String>,
     /// The embedded relay's limits (`[relay]` keys).
     #[command(flatten)]
     pub relay: RawRelayLimits,
@@ -152,6 +159,7 @@ impl RunArgs {
             max_relay_hosts_per_author: self.max_relay_hosts_per_author,
             max_waiting_roots: self.max_waiting_roots,
             max_recovery_ids_per_relay: self.max_recovery_ids_per_relay,
+            learned_limits_max_age: self.learned_limits_max_age.clone(),
             relay: self.relay.clone(),
         })
     }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use grasp_sync_engine::{
-    EngineEnd, EngineExit, EngineParts, EngineStatus, LmdbStore, SdkConnector, StoreConfig,
-    SyncEngine,
+    EngineEnd, EngineExit, EngineParts, EngineStatus, FileLimitsMemory, LmdbStore, SdkConnector,
+    StoreConfig, SyncEngine,
 };
 use grasp_sync_model::RelayUrl;
 use nostr::EventId;
@@ -36,6 +36,8 @@ const EXTERNAL_CONNECT_WAIT: Duration = Duration::from_secs(10);
 pub const STORE_DIR: &str = "store";
 /// Subdirectory of the data directory holding external mode's local index.
 pub const INDEX_DIR: &str = "external-index";
+/// The file under `data_dir` that keeps the limits relays taught, across restarts.
+pub const LEARNED_LIMITS_FILE: &str = "learned-limits.json";
 
 /// The own store, by mode.
 #[derive(Debug)]
@@ -132,6 +134,9 @@ impl Daemon {
             settings.engine_config(&service_url),
             parts
                 .meter(metrics.meter())
+                .limits_memory(Arc::new(FileLimitsMemory::new(
+                    settings.data_dir.join(LEARNED_LIMITS_FILE),
+                )))
                 .hook(Arc::new(SyncedEvents::new(
                     &metrics.meter(),
                     own.live_relay(),

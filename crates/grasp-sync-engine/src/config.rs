@@ -23,6 +23,9 @@ pub struct EngineConfig {
     /// Root events remembered at most while they wait for their repository's announcement
     /// (100,000).
     pub max_waiting_roots: usize,
+    /// Learned relay limits older than this are not restored at start, so they are learned
+    /// again (7 days).
+    pub learned_limits_max_age: Duration,
     /// Self-feed batch window (the interval is not reset by events).
     pub batch_window: Duration,
     /// Purgatory reconciliation interval.
@@ -52,6 +55,9 @@ pub struct EngineConfig {
     pub catch_up_interval: Duration,
 }
 
+/// How long learned relay limits are restored after they were learned.
+pub const DEFAULT_LEARNED_LIMITS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// Core live subscriptions allowed above the irreducible live baseline before consolidation.
 pub const CONSOLIDATION_MARGIN: usize = 70;
 
@@ -63,6 +69,7 @@ impl Default for EngineConfig {
             address_policy: AddressPolicy::default(),
             tracking: TrackingBounds::default(),
             max_waiting_roots: grasp_sync_model::DEFAULT_MAX_WAITING_ROOTS,
+            learned_limits_max_age: DEFAULT_LEARNED_LIMITS_MAX_AGE,
             batch_window: Duration::from_secs(5),
             purgatory_interval: Duration::from_secs(5),
             health_tick: Duration::from_secs(2),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use opentelemetry::metrics::Meter;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::actor::limits_keeper::LimitsKeeper;
 use crate::actor::{Actor, ActorInputs, Command};
 use crate::boundary::{EventStore, NoPurgatory, PurgatorySource, SelfFeed, SyncedEventHook};
 use crate::clock::{Clock, TokioClock};
@@ -14,6 +15,7 @@ use crate::config::EngineConfig;
 use crate::dial::Dialer;
 use crate::error::StoreError;
 use crate::ingest::Ingestor;
+use crate::limits_memory::{LimitsMemory, RememberedRelays};
 use crate::metrics::SyncMetrics;
 use crate::status::EngineStatus;
 use crate::transport::RelayConnector;
@@ -27,6 +29,7 @@ pub struct EngineParts {
     hook: Option<Arc<dyn SyncedEventHook>>,
     clock: Arc<dyn Clock>,
     meter: Option<Meter>,
+    limits_memory: Option<Arc<dyn LimitsMemory>>,
 }
 
 impl EngineParts {
@@ -44,6 +47,7 @@ impl EngineParts {
             hook: None,
             clock: Arc::new(TokioClock::from_system()),
             meter: None,
+            limits_memory: None,
         }
     }
 
@@ -62,6 +66,12 @@ impl EngineParts {
     /// Reads time from `clock`.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Keeps the limits relays teach in `memory`, and restores them at start.
+    pub fn limits_memory(mut self, memory: Arc<dyn LimitsMemory>) -> Self {
+        self.limits_memory = Some(memory);
         self
     }
 
@@ -104,6 +114,12 @@ impl SyncEngine {
         let seed = config
             .rng_seed
             .unwrap_or_else(|| parts.clock.unix_now().as_secs() ^ 0x9e37_79b9_7f4a_7c15);
+        let limits = match parts.limits_memory {
+            Some(memory) => {
+                Some(restore_limits(memory, parts.clock.unix_now().as_secs(), &config).await)
+            }
+            None => None,
+        };
         let actor = Actor::new(
             config,
             parts.clock,
@@ -113,6 +129,7 @@ impl SyncEngine {
             session_tx,
             jobs_tx,
             metrics,
+            limits,
             seed,
         );
         let task = tokio::spawn(actor.run(ActorInputs {
@@ -213,6 +230,31 @@ impl EngineHandle {
         }
         self.exit.wait().await
     }
+}
+
+/// Loads the kept limits on a blocking thread; a failure is logged and nothing is restored.
+async fn restore_limits(
+    memory: Arc<dyn LimitsMemory>,
+    unix_now: u64,
+    config: &EngineConfig,
+) -> LimitsKeeper {
+    let reader = Arc::clone(&memory);
+    let records = match tokio::task::spawn_blocking(move || reader.load()).await {
+        Ok(Ok(records)) => records,
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "learned relay limits not restored; they are learned again");
+            Vec::new()
+        }
+        Err(error) => {
+            tracing::warn!(%error, "reading the learned relay limits failed; they are learned again");
+            Vec::new()
+        }
+    };
+    let remembered = RememberedRelays::restore(records, unix_now, config.learned_limits_max_age);
+    if !remembered.is_empty() {
+        tracing::info!(relays = remembered.len(), "restored learned relay limits");
+    }
+    LimitsKeeper::new(memory, remembered)
 }
 
 /// The text a panic was raised with.

@@ -20,6 +20,7 @@ pub mod dial;
 pub mod engine;
 pub mod error;
 mod ingest;
+pub mod limits_memory;
 pub mod metrics;
 pub mod negentropy;
 mod refused;
@@ -38,6 +39,7 @@ pub use dial::DialLimits;
 pub use engine::{EngineEnd, EngineExit, EngineHandle, EngineParts, SyncEngine};
 pub use error::{StoreError, TransportError};
 pub use ingest::{HOOK_BATCH_WINDOW, IngestTotals};
+pub use limits_memory::{FileLimitsMemory, LimitsMemory, LimitsMemoryError, RelayLimitsRecord};
 pub use metrics::{RelayReading, SyncMetrics};
 pub use negentropy::{
     FallbackReason, HydrationOutcome, HydrationPass, MissingEventRecovery, NegentropyCounts,

@@ -1,5 +1,7 @@
 //! [`LearnedLimits`]: what a relay's refusals taught one connection. The filter-count ceiling
-//! lives for a session; the retained-REQ byte cap survives reconnects.
+//! lives for a session; the retained-REQ byte cap survives reconnects. [`RememberedLimits`] is
+//! what a process keeps for the next one: the lowest ceiling a refusal taught (the first ceiling
+//! of every session after a restart) and the byte cap.
 
 use std::time::{Duration, Instant};
 
@@ -39,6 +41,26 @@ pub struct LearnedLimits {
     initial_ceiling: usize,
     filter_ceiling: usize,
     retained_byte_cap: Option<usize>,
+    /// The lowest ceiling a filter-count refusal taught, in any session.
+    refused_ceiling: Option<usize>,
+}
+
+/// What a relay's refusals taught, in the form kept across restarts: the lowest filter-count
+/// ceiling a refusal taught and the retained-REQ byte cap. Neither holds a NIP-11 value, which
+/// every session reads again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RememberedLimits {
+    /// Filters per REQ a refusal brought the ceiling down to.
+    pub filter_ceiling: Option<usize>,
+    /// The retained-REQ byte cap N.
+    pub retained_byte_cap: Option<usize>,
+}
+
+impl RememberedLimits {
+    /// Whether nothing was learned.
+    pub fn is_empty(&self) -> bool {
+        self.filter_ceiling.is_none() && self.retained_byte_cap.is_none()
+    }
 }
 
 impl Default for LearnedLimits {
@@ -60,6 +82,31 @@ impl LearnedLimits {
             initial_ceiling: ceiling,
             filter_ceiling: ceiling,
             retained_byte_cap: None,
+            refused_ceiling: None,
+        }
+    }
+
+    /// What an earlier process learned: every session starts at the remembered ceiling (when
+    /// below [`INITIAL_FILTER_CEILING`]) and with the remembered byte cap, so neither costs a
+    /// refusal again.
+    pub fn remembered(remembered: RememberedLimits) -> LearnedLimits {
+        let ceiling = remembered
+            .filter_ceiling
+            .map_or(INITIAL_FILTER_CEILING, |c| {
+                c.clamp(1, INITIAL_FILTER_CEILING)
+            });
+        LearnedLimits {
+            retained_byte_cap: remembered.retained_byte_cap,
+            refused_ceiling: remembered.filter_ceiling.map(|c| c.max(1)),
+            ..LearnedLimits::with_initial_ceiling(ceiling)
+        }
+    }
+
+    /// What to keep for the next process.
+    pub fn to_remember(&self) -> RememberedLimits {
+        RememberedLimits {
+            filter_ceiling: self.refused_ceiling,
+            retained_byte_cap: self.retained_byte_cap,
         }
     }
 
@@ -98,6 +145,10 @@ impl LearnedLimits {
             .unwrap_or(1);
         let from_size = rejected_group_size.map_or(usize::MAX, |size| size - 1);
         self.filter_ceiling = ladder.min(from_size).max(1);
+        self.refused_ceiling = Some(
+            self.refused_ceiling
+                .map_or(self.filter_ceiling, |c| c.min(self.filter_ceiling)),
+        );
         FilterCountOutcome::Regroup {
             ceiling: self.filter_ceiling,
         }

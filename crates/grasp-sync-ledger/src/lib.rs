@@ -24,7 +24,7 @@ pub use gates::{
 };
 pub use learned::{
     CATCH_UP_INTERVAL, CATCH_UP_OVERLAP, FilterCountOutcome, INITIAL_FILTER_CEILING, LearnedLimits,
-    parse_retained_bytes_refusal,
+    RememberedLimits, parse_retained_bytes_refusal,
 };
 pub use ledger::{
     DEFAULT_SUBSCRIPTION_BUDGET, NEGENTROPY_ROUND_CAP, RESERVED_MARGIN, Release, ReleaseReason,

@@ -34,6 +34,9 @@ pub const MAX_RELAY_HOSTS_PER_AUTHOR: RangeInclusive<usize> = 1..=1_000;
 pub const MAX_WAITING_ROOTS: RangeInclusive<usize> = 1..=10_000_000;
 /// `max_recovery_ids_per_relay`: 1 to 1,000,000.
 pub const MAX_RECOVERY_IDS_PER_RELAY: RangeInclusive<usize> = 1..=1_000_000;
+/// `learned_limits_max_age`: 1 minute to 365 days.
+pub const LEARNED_LIMITS_MAX_AGE: RangeInclusive<Duration> =
+    Duration::from_secs(60)..=Duration::from_secs(365 * 24 * 3600);
 /// `relay.header_read_timeout` and `relay.idle_timeout`: 1 s to 1 day.
 pub const RELAY_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
 

@@ -72,6 +72,8 @@ pub struct RawConfig {
     pub max_waiting_roots: Option<usize>,
     /// Missing-event recovery IDs one relay may have pending.
     pub max_recovery_ids_per_relay: Option<usize>,
+    /// How long learned relay limits are restored after they were learned, e.g. `168h`.
+    pub learned_limits_max_age: Option<String>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -121,6 +123,7 @@ impl RawConfig {
             max_recovery_ids_per_relay: over
                 .max_recovery_ids_per_relay
                 .or(self.max_recovery_ids_per_relay),
+            learned_limits_max_age: over.learned_limits_max_age.or(self.learned_limits_max_age),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -160,6 +163,8 @@ pub struct Settings {
     pub max_waiting_roots: usize,
     /// Missing-event recovery IDs one relay may have pending.
     pub max_recovery_ids_per_relay: usize,
+    /// How long learned relay limits are restored after they were learned.
+    pub learned_limits_max_age: Duration,
     /// The embedded relay's limits; its `created_at` window is `max_future_created_at`.
     pub relay: RelayLimits,
 }
@@ -262,6 +267,12 @@ impl Settings {
                 bounds::MAX_RECOVERY_IDS_PER_RELAY,
             )?
             .unwrap_or(defaults.recovery.max_pending_per_relay),
+            learned_limits_max_age: duration_in(
+                "learned_limits_max_age",
+                raw.learned_limits_max_age.as_deref(),
+                bounds::LEARNED_LIMITS_MAX_AGE,
+            )?
+            .unwrap_or(defaults.learned_limits_max_age),
             relay,
         })
     }
@@ -274,6 +285,7 @@ impl Settings {
             address_policy: self.address_policy.clone(),
             tracking: self.tracking,
             max_waiting_roots: self.max_waiting_roots,
+            learned_limits_max_age: self.learned_limits_max_age,
             recovery: RecoveryConfig {
                 max_pending_per_relay: self.max_recovery_ids_per_relay,
                 ..RecoveryConfig::default()

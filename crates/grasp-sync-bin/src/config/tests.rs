@@ -483,14 +483,24 @@ fn tracking_bounds_are_read_and_range_checked() {
 
 #[test]
 fn remote_data_bounds_are_read_range_checked_and_reach_the_engine() {
-    let settings =
-        check_toml("max_waiting_roots = 300\nmax_recovery_ids_per_relay = 40").expect("valid");
+    let settings = check_toml(
+        "max_waiting_roots = 300\nmax_recovery_ids_per_relay = 40\nlearned_limits_max_age = \"48h\"",
+    )
+    .expect("valid");
+    assert_eq!(
+        settings.learned_limits_max_age,
+        Duration::from_secs(2 * 24 * 3600)
+    );
     assert_eq!(settings.max_waiting_roots, 300);
     assert_eq!(settings.max_recovery_ids_per_relay, 40);
     let service = RelayUrl::parse("wss://grasp.example").expect("url");
     let engine = settings.engine_config(&service);
     assert_eq!(engine.max_waiting_roots, 300);
     assert_eq!(engine.recovery.max_pending_per_relay, 40);
+    assert_eq!(
+        engine.learned_limits_max_age,
+        settings.learned_limits_max_age
+    );
     assert_eq!(
         engine.recovery.base_backoff,
         grasp_sync_engine::RecoveryConfig::default().base_backoff
@@ -502,6 +512,10 @@ fn remote_data_bounds_are_read_range_checked_and_reach_the_engine() {
         grasp_sync_model::DEFAULT_MAX_WAITING_ROOTS
     );
     assert_eq!(
+        defaults.learned_limits_max_age,
+        grasp_sync_engine::config::DEFAULT_LEARNED_LIMITS_MAX_AGE
+    );
+    assert_eq!(
         defaults.max_recovery_ids_per_relay,
         grasp_sync_engine::RecoveryConfig::default().max_pending_per_relay
     );
@@ -510,6 +524,8 @@ fn remote_data_bounds_are_read_range_checked_and_reach_the_engine() {
         "max_waiting_roots = 10000001",
         "max_recovery_ids_per_relay = 0",
         "max_recovery_ids_per_relay = 1000001",
+        "learned_limits_max_age = \"30s\"",
+        "learned_limits_max_age = \"9000h\"",
     ] {
         let key = bad.split(' ').next().expect("key").to_owned();
         assert_eq!(check_toml(bad).map(|_| ()), Err(key), "{bad}");

@@ -405,6 +405,7 @@ pub async fn run_sim(
         max_waiting_roots: grasp_sync_model::DEFAULT_MAX_WAITING_ROOTS,
         max_recovery_ids_per_relay: grasp_sync_engine::RecoveryConfig::default()
             .max_pending_per_relay,
+        learned_limits_max_age: grasp_sync_engine::config::DEFAULT_LEARNED_LIMITS_MAX_AGE,
         relay: crate::RelayLimits::default(),
     };
     let started = Instant::now();

@@ -144,8 +144,9 @@ impl Actor {
             return;
         };
         tracing::info!(%relay, bootstrap, "tracking relay");
-        self.runtimes
-            .insert(relay.clone(), RelayRuntime::new(health));
+        let mut runtime = RelayRuntime::new(health);
+        self.restore_learned(relay, &mut runtime);
+        self.runtimes.insert(relay.clone(), runtime);
     }
 
     /// The three-way diff for one relay: target − pending − confirmed → new live and historic work.

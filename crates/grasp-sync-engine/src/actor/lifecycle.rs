@@ -82,6 +82,7 @@ impl Actor {
                 self.dialer.dial(relay.clone(), attempt);
             }
         }
+        self.keep_learned();
         self.record_metrics();
     }
 

@@ -13,6 +13,7 @@ mod descendants;
 mod discovery;
 mod history;
 mod lifecycle;
+pub(crate) mod limits_keeper;
 mod live;
 mod negentropy;
 mod refusal;
@@ -102,6 +103,8 @@ pub(crate) struct Actor {
     address_refusals: AddressRefusals,
     /// What the tracking bounds left out of the last derivation of `targets`.
     tracking_report: grasp_sync_model::TrackingReport,
+    /// What relays taught, kept for the next run (none without a limits memory).
+    limits: Option<limits_keeper::LimitsKeeper>,
 
     next_attempt: u64,
     next_generation: u64,
@@ -120,6 +123,7 @@ impl Actor {
         session_tx: mpsc::Sender<(SessionKey, SessionEvent)>,
         jobs_tx: mpsc::Sender<JobReport>,
         metrics: Option<SyncMetrics>,
+        limits: Option<limits_keeper::LimitsKeeper>,
         seed: u64,
     ) -> Self {
         let now = clock.now().into_std();
@@ -153,6 +157,7 @@ impl Actor {
             feed_open: true,
             address_refusals: AddressRefusals::default(),
             tracking_report: grasp_sync_model::TrackingReport::default(),
+            limits,
             next_attempt: 0,
             next_generation: 0,
             next_subscription: 0,
@@ -285,5 +290,6 @@ impl Actor {
             }
         }
         self.ingestor.drain(self.config.ingest_in_flight).await;
+        self.flush_learned().await;
     }
 }

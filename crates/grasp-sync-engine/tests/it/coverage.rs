@@ -16,7 +16,8 @@ use grasp_sync_testkit::{
 use nostr::{Event, EventId, Keys, TagKind, Timestamp};
 
 use crate::support::{
-    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, test_config, wait_for_store, wait_until,
+    RepoFixture, SERVICE_URL, TestStore, history_settled, ids, start_engine,
+    start_engine_keeping_limits, test_config, wait_for_store, wait_until,
 };
 
 /// A bootstrap relay listing `repos` repositories whose events are all on `home`.
@@ -223,7 +224,9 @@ async fn a_learned_byte_cap_rebuilds_live_coverage_and_catches_up_the_rest() {
     let store = TestStore::open().await;
     let mut config = test_config(&[network.bootstrap.url()]);
     config.catch_up_interval = Duration::from_secs(3);
-    let engine = start_engine(&store, config).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let limits = dir.path().join("learned-limits.json");
+    let engine = start_engine_keeping_limits(&store, config.clone(), Some(&limits)).await;
     let all: BTreeSet<EventId> = network.events.iter().map(|e| e.id).collect();
     wait_for_store(&store, &engine, &all, Duration::from_secs(120)).await;
     let status = home_status(&engine, &key).await;
@@ -258,6 +261,36 @@ async fn a_learned_byte_cap_rebuilds_live_coverage_and_catches_up_the_rest() {
     eprintln!(
         "byte cap: {refusals} refusals, {} live subscriptions, {} catch-up filters, {} catch-ups",
         status.live_subscriptions, status.catch_up_filters, status.catch_ups
+    );
+    engine.shutdown().await;
+
+    // The cap is kept: a restart opens its live set inside it at once.
+    let kept = grasp_sync_engine::FileLimitsMemory::new(&limits);
+    let kept = grasp_sync_engine::LimitsMemory::load(&kept).expect("kept limits");
+    assert!(
+        kept.iter()
+            .any(|(relay, record)| relay.as_str() == key && record.retained_byte_cap.is_some()),
+        "{kept:?}"
+    );
+    let store = store.reopen().await;
+    let engine = start_engine_keeping_limits(&store, config, Some(&limits)).await;
+    let settled = wait_until(Duration::from_secs(120), || async {
+        engine.status().await.is_some_and(|s| {
+            s.relays
+                .get(&key)
+                .is_some_and(|r| history_settled(r) && r.catch_up_filters >= 1)
+        })
+    })
+    .await;
+    let status = home_status(&engine, &key).await;
+    assert!(settled, "{status:#?}");
+    assert_eq!(
+        network
+            .home
+            .strict_stats()
+            .refusals_of(RefusalKind::RetainedBytesExceeded),
+        refusals,
+        "a restart with the kept cap exceeded it again"
     );
     engine.shutdown().await;
 }

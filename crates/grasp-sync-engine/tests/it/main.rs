@@ -5,6 +5,7 @@ mod coverage;
 mod delivery;
 mod discovery;
 mod exit;
+mod learned_restart;
 mod memory;
 mod negentropy;
 mod notice;

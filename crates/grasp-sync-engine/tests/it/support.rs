@@ -94,8 +94,17 @@ pub(crate) fn init_logs() {
 
 /// Starts the engine on real relays with `store` as the own store and self feed.
 pub(crate) async fn start_engine(store: &TestStore, config: EngineConfig) -> EngineHandle {
+    start_engine_keeping_limits(store, config, None).await
+}
+
+/// [`start_engine`], keeping learned relay limits in the file at `limits` when given.
+pub(crate) async fn start_engine_keeping_limits(
+    store: &TestStore,
+    config: EngineConfig,
+    limits: Option<&std::path::Path>,
+) -> EngineHandle {
     init_logs();
-    let parts = EngineParts::new(
+    let mut parts = EngineParts::new(
         Arc::new(
             SdkConnector::default()
                 .with_address_policy(grasp_sync_engine::AddressPolicy::allow_all()),
@@ -103,6 +112,9 @@ pub(crate) async fn start_engine(store: &TestStore, config: EngineConfig) -> Eng
         Arc::new(store.store.clone()),
         Arc::new(store.store.feed()),
     );
+    if let Some(path) = limits {
+        parts = parts.limits_memory(Arc::new(grasp_sync_engine::FileLimitsMemory::new(path)));
+    }
     SyncEngine::start(config, parts)
         .await
         .expect("engine starts")
@@ -128,6 +140,17 @@ pub(crate) async fn wait_for_store(
         expected.len()
     );
     status
+}
+
+/// Whether a relay's historic sync has ended (complete, or with failures it records) with
+/// nothing left to start or confirm, and its live set open.
+pub(crate) fn history_settled(relay: &grasp_sync_engine::RelayStatus) -> bool {
+    matches!(
+        relay.connection.as_str(),
+        "connected" | "connected_historic_sync_failures"
+    ) && relay.pending_batches == 0
+        && relay.queued_starts == 0
+        && relay.live_subscriptions > 0
 }
 
 /// Polls `check` until it returns true or `deadline` passes; returns whether it became true.

@@ -139,3 +139,64 @@ fn an_advertised_filter_limit_lowers_the_session_ceiling_and_never_raises_it() {
     limits.new_session(now);
     assert_eq!(limits.filter_ceiling(), INITIAL_FILTER_CEILING);
 }
+
+#[test]
+fn remembered_limits_keep_the_lowest_refused_ceiling_and_the_byte_cap() {
+    let now = Instant::now();
+    let mut limits = LearnedLimits::new();
+    assert!(limits.to_remember().is_empty());
+    // An advertised limit is read again by every session: not remembered.
+    limits.handle_advertised_filter_limit(4);
+    assert!(limits.to_remember().is_empty());
+    limits.new_session(now);
+    limits.handle_filter_count_refusal(now, Some(4));
+    assert_eq!(limits.filter_ceiling(), 3);
+    limits.new_session(now);
+    limits.handle_filter_count_refusal(now, Some(10));
+    assert_eq!(limits.filter_ceiling(), 5);
+    limits.handle_retained_bytes_refusal(now, 9_000);
+    assert_eq!(
+        limits.to_remember(),
+        RememberedLimits {
+            filter_ceiling: Some(3),
+            retained_byte_cap: Some(9_000),
+        }
+    );
+}
+
+#[test]
+fn limits_restored_from_memory_start_every_session_where_the_refusals_left_them() {
+    let now = Instant::now();
+    let remembered = RememberedLimits {
+        filter_ceiling: Some(3),
+        retained_byte_cap: Some(9_000),
+    };
+    let mut limits = LearnedLimits::remembered(remembered);
+    assert_eq!(limits.filter_ceiling(), 3);
+    assert_eq!(limits.retained_byte_cap(), Some(9_000));
+    assert!(limits.serialises_transients());
+    limits.new_session(now);
+    assert_eq!(limits.filter_ceiling(), 3);
+    assert_eq!(limits.to_remember(), remembered);
+    // A further refusal still lowers it, and that is what is kept.
+    assert_eq!(
+        limits.handle_filter_count_refusal(now, Some(3)),
+        FilterCountOutcome::Regroup { ceiling: 2 }
+    );
+    assert_eq!(limits.to_remember().filter_ceiling, Some(2));
+    // Nonsense from a damaged record stays within the ladder.
+    let odd = LearnedLimits::remembered(RememberedLimits {
+        filter_ceiling: Some(0),
+        retained_byte_cap: None,
+    });
+    assert_eq!(odd.filter_ceiling(), 1);
+    let high = LearnedLimits::remembered(RememberedLimits {
+        filter_ceiling: Some(50),
+        retained_byte_cap: None,
+    });
+    assert_eq!(high.filter_ceiling(), INITIAL_FILTER_CEILING);
+    assert_eq!(
+        LearnedLimits::remembered(RememberedLimits::default()),
+        LearnedLimits::new()
+    );
+}
