@@ -127,6 +127,10 @@ pub struct RunArgs {
         value_name = "DURATION"
     )]
     pub learned_limits_max_age: Option<String>,
+    /// Fetch coverage the store holds nothing of by REQ+EOSE, not NIP-77: true or false
+    /// [default: false].
+    #[arg(long, env = "GRASP_SYNC_FIRST_SYNC_BY_REQ", value_name = "BOOL")]
+    pub first_sync_by_req: Option<String>,
     /// The embedded relay's limits (`[relay]` keys).
     #[command(flatten)]
     pub relay: RawRelayLimits,
@@ -160,6 +164,11 @@ impl RunArgs {
             max_waiting_roots: self.max_waiting_roots,
             max_recovery_ids_per_relay: self.max_recovery_ids_per_relay,
             learned_limits_max_age: self.learned_limits_max_age.clone(),
+            first_sync_by_req: self
+                .first_sync_by_req
+                .as_deref()
+                .map(|value| parse_bool("first_sync_by_req", value))
+                .transpose()?,
             relay: self.relay.clone(),
         })
     }
@@ -236,6 +245,9 @@ pub struct SimArgs {
     /// Stop waiting for convergence after this.
     #[arg(long, default_value = "600s", value_name = "DURATION")]
     pub timeout: String,
+    /// Fetch coverage the daemon's store holds nothing of by REQ+EOSE, not NIP-77.
+    #[arg(long)]
+    pub first_sync_by_req: bool,
     /// Skip the naive baseline.
     #[arg(long)]
     pub no_baseline: bool,

@@ -142,6 +142,7 @@ pub async fn run_demo(
         max_recovery_ids_per_relay: grasp_sync_engine::RecoveryConfig::default()
             .max_pending_per_relay,
         learned_limits_max_age: grasp_sync_engine::config::DEFAULT_LEARNED_LIMITS_MAX_AGE,
+        first_sync_by_req: false,
         relay: crate::RelayLimits::default(),
     };
     let started = Instant::now();

@@ -74,6 +74,8 @@ pub struct RawConfig {
     pub max_recovery_ids_per_relay: Option<usize>,
     /// How long learned relay limits are restored after they were learned, e.g. `168h`.
     pub learned_limits_max_age: Option<String>,
+    /// Whether coverage the store holds nothing of is fetched by REQ+EOSE, not NIP-77.
+    pub first_sync_by_req: Option<bool>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -124,6 +126,7 @@ impl RawConfig {
                 .max_recovery_ids_per_relay
                 .or(self.max_recovery_ids_per_relay),
             learned_limits_max_age: over.learned_limits_max_age.or(self.learned_limits_max_age),
+            first_sync_by_req: over.first_sync_by_req.or(self.first_sync_by_req),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -165,6 +168,8 @@ pub struct Settings {
     pub max_recovery_ids_per_relay: usize,
     /// How long learned relay limits are restored after they were learned.
     pub learned_limits_max_age: Duration,
+    /// Whether coverage the store holds nothing of is fetched by REQ+EOSE, not NIP-77.
+    pub first_sync_by_req: bool,
     /// The embedded relay's limits; its `created_at` window is `max_future_created_at`.
     pub relay: RelayLimits,
 }
@@ -273,6 +278,7 @@ impl Settings {
                 bounds::LEARNED_LIMITS_MAX_AGE,
             )?
             .unwrap_or(defaults.learned_limits_max_age),
+            first_sync_by_req: raw.first_sync_by_req.unwrap_or(defaults.first_sync_by_req),
             relay,
         })
     }
@@ -286,6 +292,7 @@ impl Settings {
             tracking: self.tracking,
             max_waiting_roots: self.max_waiting_roots,
             learned_limits_max_age: self.learned_limits_max_age,
+            first_sync_by_req: self.first_sync_by_req,
             recovery: RecoveryConfig {
                 max_pending_per_relay: self.max_recovery_ids_per_relay,
                 ..RecoveryConfig::default()

@@ -80,6 +80,8 @@ pub struct SimOptions {
     pub batch_window: Duration,
     /// Give up waiting for convergence after this.
     pub timeout: Duration,
+    /// Fetch coverage the daemon's store holds nothing of by REQ+EOSE, not NIP-77.
+    pub first_sync_by_req: bool,
     /// Run the naive baseline.
     pub baseline: bool,
     /// Measure the raw ingest rate.
@@ -107,6 +109,7 @@ impl Default for SimOptions {
             profiles: Profiles::Mixed,
             batch_window: Duration::from_secs(1),
             timeout: Duration::from_secs(600),
+            first_sync_by_req: false,
             baseline: true,
             raw_ingest: true,
             idle: None,
@@ -153,6 +156,7 @@ impl TryFrom<&SimArgs> for SimOptions {
             profiles: args.profiles,
             batch_window: duration("batch-window", &args.batch_window)?,
             timeout: duration("timeout", &args.timeout)?,
+            first_sync_by_req: args.first_sync_by_req,
             baseline: !args.no_baseline,
             raw_ingest: !args.no_raw_ingest,
             idle: args
@@ -406,6 +410,7 @@ pub async fn run_sim(
         max_recovery_ids_per_relay: grasp_sync_engine::RecoveryConfig::default()
             .max_pending_per_relay,
         learned_limits_max_age: grasp_sync_engine::config::DEFAULT_LEARNED_LIMITS_MAX_AGE,
+        first_sync_by_req: options.first_sync_by_req,
         relay: crate::RelayLimits::default(),
     };
     let started = Instant::now();

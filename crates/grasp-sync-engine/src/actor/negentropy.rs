@@ -48,6 +48,13 @@ pub(crate) enum JobReport {
         subscription_id: SubscriptionId,
         have: Result<HaveSet, StoreError>,
     },
+    /// Whether the store holds anything a new batch's filters match (see
+    /// [`EngineConfig::first_sync_by_req`](crate::EngineConfig)), or the read failed.
+    CoverageHeld {
+        key: SessionKey,
+        batch: BatchId,
+        held: Result<bool, StoreError>,
+    },
     /// A negentropy round ended: the IDs the relay holds that the store neither holds nor
     /// rejected, or why there is no diff.
     NegentropyRound {
@@ -82,6 +89,8 @@ pub(super) struct NegBatch {
     missing: BTreeSet<EventId>,
     fell_back: bool,
     phase: NegPhase,
+    /// While the store is asked whether it holds any of the batch's coverage, its rounds wait.
+    checking_held: bool,
 }
 
 enum NegPhase {
@@ -133,7 +142,21 @@ impl Actor {
                 have: Preparation::Unread,
             });
         }
+        let check = self.config.first_sync_by_req;
+        let store = self.ingestor.store();
+        let jobs = self.jobs_tx.clone();
         let runtime = self.runtimes.get_mut(relay)?;
+        let session = runtime.session.as_mut()?;
+        if check {
+            tokio::spawn(read_held(
+                session.handle.key.clone(),
+                batch,
+                filters.clone(),
+                store,
+                jobs,
+            ));
+        }
+        session.neg_queue.extend(rounds);
         runtime.neg_batches.insert(
             batch,
             NegBatch {
@@ -141,9 +164,9 @@ impl Actor {
                 missing: BTreeSet::new(),
                 fell_back: false,
                 phase: NegPhase::Rounds,
+                checking_held: check,
             },
         );
-        runtime.session.as_mut()?.neg_queue.extend(rounds);
         self.prepare_rounds(relay);
         Some(batch)
     }
@@ -208,7 +231,12 @@ impl Actor {
                     return;
                 }
             };
-            if !matches!(front.have, Preparation::Read(_)) {
+            if !matches!(front.have, Preparation::Read(_))
+                || runtime
+                    .neg_batches
+                    .get(&front.batch)
+                    .is_some_and(|neg| neg.checking_held)
+            {
                 break; // its read reports to the actor
             }
             let counts = ledger.counts();
@@ -319,12 +347,60 @@ impl Actor {
                 subscription_id,
                 have,
             } => self.handle_have_set(&key, &subscription_id, have),
+            JobReport::CoverageHeld { key, batch, held } => self.handle_held(&key, batch, held),
             JobReport::NegentropyRound {
                 key,
                 subscription_id,
                 result,
             } => self.handle_round_report(&key, &subscription_id, result),
         }
+    }
+
+    /// The store said whether it holds any of a new batch's coverage. Holding none, the batch
+    /// is a first sync of that coverage: REQ+EOSE does it in fewer starts (up to the filter
+    /// ceiling per REQ, where NIP-77 spends one round per filter) and fewer bytes (no
+    /// fingerprints), so the whole batch goes by REQ+EOSE and NIP-77 stays on for
+    /// reconciling coverage the store holds. Holding some, or when the read failed, the
+    /// batch's rounds go ahead. Ignored for a replaced session or a batch that is gone.
+    fn handle_held(&mut self, key: &SessionKey, batch: BatchId, held: Result<bool, StoreError>) {
+        let relay = key.relay.clone();
+        let Some(runtime) = self.runtimes.get_mut(&relay) else {
+            return;
+        };
+        if runtime
+            .session
+            .as_ref()
+            .is_none_or(|s| s.handle.key != *key)
+        {
+            return;
+        }
+        let Some(neg) = runtime.neg_batches.get_mut(&batch) else {
+            return;
+        };
+        neg.checking_held = false;
+        let first_sync =
+            matches!(held, Ok(false)) && matches!(neg.phase, NegPhase::Rounds) && !neg.fell_back;
+        if !first_sync {
+            self.drive_queue(&relay);
+            return;
+        }
+        let mut dropped = Vec::new();
+        if let Some(session) = runtime.session.as_mut() {
+            session.neg_queue.retain(|round| {
+                if round.batch == batch {
+                    dropped.push(round.subscription_id.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        for id in &dropped {
+            let _ = self.pending.resolve_subscription(&relay, id);
+        }
+        tracing::debug!(%relay, %batch, filters = dropped.len(),
+            "the store holds none of this coverage: first sync by REQ+EOSE");
+        self.fall_back_to_req(&relay, batch);
     }
 
     /// A queued round's "have" set was read. Ignored when the round is no longer queued in
@@ -816,6 +892,7 @@ fn neg_shell(filters: Vec<Filter>) -> NegBatch {
         missing: BTreeSet::new(),
         fell_back: false,
         phase: NegPhase::Rounds,
+        checking_held: false,
     }
 }
 
@@ -838,6 +915,34 @@ fn prepare_ahead(
             ));
         }
     }
+}
+
+/// Asks the store whether it holds anything `filters` match, stopping at the first that
+/// matches something, and reports it.
+async fn read_held(
+    key: SessionKey,
+    batch: BatchId,
+    filters: Vec<Filter>,
+    store: Arc<dyn EventStore>,
+    jobs: tokio::sync::mpsc::Sender<JobReport>,
+) {
+    let mut held = Ok(false);
+    for filter in filters {
+        match store.negentropy_items(filter.limit(1)).await {
+            Ok(items) if items.is_empty() => {}
+            Ok(_) => {
+                held = Ok(true);
+                break;
+            }
+            Err(error) => {
+                held = Err(error);
+                break;
+            }
+        }
+    }
+    let _ = jobs
+        .send(JobReport::CoverageHeld { key, batch, held })
+        .await;
 }
 
 /// Reads a queued round's "have" set and reports it.

@@ -593,3 +593,78 @@ async fn a_relay_that_ignores_neg_open_costs_one_short_probe_and_is_remembered()
         .count();
     assert!(later_reqs > 0, "the later history did not come by REQ+EOSE");
 }
+
+/// Syncs the thread on a NIP-77 relay `home` into `store`; returns the relay's NEG-OPENs and
+/// the EVENT messages it sent during this run.
+async fn run_over(
+    store: &TestStore,
+    bootstrap: &TestRelay,
+    home: &TestRelay,
+    expected: &std::collections::BTreeSet<nostr::EventId>,
+    first_sync_by_req: bool,
+) -> (usize, u64) {
+    let before = home.strict_stats();
+    let config = grasp_sync_engine::EngineConfig {
+        first_sync_by_req,
+        ..test_config(&[bootstrap.url()])
+    };
+    let engine = start_engine(store, config).await;
+    wait_for_store(store, &engine, expected, Duration::from_secs(60)).await;
+    let key = RelayUrl::parse(&home.url()).expect("url").to_string();
+    let settled = wait_until(Duration::from_secs(30), || async {
+        engine.status().await.is_some_and(|s| {
+            s.relays
+                .get(&key)
+                .is_some_and(crate::support::history_settled)
+        })
+    })
+    .await;
+    assert!(settled, "{:#?}", engine.status().await);
+    engine.shutdown().await;
+    let after = home.strict_stats();
+    (
+        after.neg_opens() - before.neg_opens(),
+        after.events_sent() - before.events_sent(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_first_sync_by_req_only_coverage_the_store_holds_is_reconciled_by_nip77() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let home = TestRelay::start(counted(true, None)).await.expect("home");
+    let thread = repo_on(&bootstrap, &home, "first-sync").await;
+    let expected = ids(&thread);
+
+    // Reconciling every fresh-start batch: one NIP-77 round per filter.
+    let (rounds_always, _) = run_over(
+        &TestStore::open().await,
+        &bootstrap,
+        &home,
+        &expected,
+        false,
+    )
+    .await;
+    // The store holds only the announcement (from the bootstrap relay): the thread's coverage
+    // goes by REQ+EOSE, and NIP-77 reconciles only what the store holds.
+    let store = TestStore::open().await;
+    let (rounds_first, sent) = run_over(&store, &bootstrap, &home, &expected, true).await;
+    assert!(
+        rounds_first < rounds_always,
+        "NIP-77 rounds: {rounds_first} with the rule, {rounds_always} without"
+    );
+    assert!(sent >= expected.len() as u64, "sent {sent}");
+
+    // A restart over the complete store reconciles by NIP-77 and moves no event.
+    let store = store.reopen().await;
+    let (rounds_again, sent) = run_over(&store, &bootstrap, &home, &expected, true).await;
+    assert!(
+        rounds_again >= 1,
+        "the complete store was not reconciled by NIP-77"
+    );
+    assert_eq!(sent, 0, "events downloaded again");
+    eprintln!(
+        "NIP-77 rounds: {rounds_always} reconciling every batch, {rounds_first} with first sync by REQ, {rounds_again} over the complete store"
+    );
+}
