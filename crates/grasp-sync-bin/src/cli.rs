@@ -114,6 +114,9 @@ pub struct RunArgs {
     /// Distinct relay hosts one announcement author's repositories may name [default: 16].
     #[arg(long, env = "GRASP_SYNC_MAX_RELAY_HOSTS_PER_AUTHOR", value_name = "N")]
     pub max_relay_hosts_per_author: Option<usize>,
+    /// Rejected event IDs the own store remembers at most [default: 100000].
+    #[arg(long, env = "GRASP_SYNC_MAX_REJECTED_IDS", value_name = "N")]
+    pub max_rejected_ids: Option<usize>,
     /// The embedded relay's limits (`[relay]` keys).
     #[command(flatten)]
     pub relay: RawRelayLimits,
@@ -144,6 +147,7 @@ impl RunArgs {
             lmdb_map_size: self.lmdb_map_size.clone(),
             max_tracked_relays: self.max_tracked_relays,
             max_relay_hosts_per_author: self.max_relay_hosts_per_author,
+            max_rejected_ids: self.max_rejected_ids,
             relay: self.relay.clone(),
         })
     }

@@ -138,6 +138,7 @@ pub async fn run_demo(
         max_future_created_at: grasp_sync_engine::store::DEFAULT_MAX_FUTURE_CREATED_AT,
         lmdb_map_size: None,
         tracking: grasp_sync_model::TrackingBounds::default(),
+        max_rejected_ids: grasp_sync_engine::store::DEFAULT_COLD_CAPACITY,
         relay: crate::RelayLimits::default(),
     };
     let started = Instant::now();

@@ -30,6 +30,8 @@ pub const MAX_FUTURE_CREATED_AT: RangeInclusive<Duration> =
 pub const MAX_TRACKED_RELAYS: RangeInclusive<usize> = 1..=100_000;
 /// `max_relay_hosts_per_author`: 1 to 1,000.
 pub const MAX_RELAY_HOSTS_PER_AUTHOR: RangeInclusive<usize> = 1..=1_000;
+/// `max_rejected_ids`: 1,000 to 5,000,000 (each takes a few hundred bytes of memory).
+pub const MAX_REJECTED_IDS: RangeInclusive<usize> = 1_000..=5_000_000;
 /// `relay.header_read_timeout` and `relay.idle_timeout`: 1 s to 1 day.
 pub const RELAY_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
 

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use grasp_sync_engine::store::DEFAULT_MAX_FUTURE_CREATED_AT;
+use grasp_sync_engine::store::{DEFAULT_COLD_CAPACITY, DEFAULT_MAX_FUTURE_CREATED_AT};
 use grasp_sync_engine::{AddressPolicy, EngineConfig};
 use grasp_sync_health::HealthConfig;
 use grasp_sync_model::{RelayUrl, TrackingBounds};
@@ -68,6 +68,8 @@ pub struct RawConfig {
     pub max_tracked_relays: Option<usize>,
     /// Distinct relay hosts one announcement author's repositories may name.
     pub max_relay_hosts_per_author: Option<usize>,
+    /// Rejected event IDs the own store remembers at most (either mode).
+    pub max_rejected_ids: Option<usize>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -113,6 +115,7 @@ impl RawConfig {
             max_relay_hosts_per_author: over
                 .max_relay_hosts_per_author
                 .or(self.max_relay_hosts_per_author),
+            max_rejected_ids: over.max_rejected_ids.or(self.max_rejected_ids),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -148,6 +151,9 @@ pub struct Settings {
     pub lmdb_map_size: Option<usize>,
     /// How many relays announcements can make the daemon track.
     pub tracking: TrackingBounds,
+    /// Most rejected event IDs the own store's rejected-events index remembers, in either
+    /// mode (its cold tier's `RejectedConfig::cold_capacity`).
+    pub max_rejected_ids: usize,
     /// The embedded relay's limits; its `created_at` window is `max_future_created_at`.
     pub relay: RelayLimits,
 }
@@ -238,6 +244,12 @@ impl Settings {
                 )?
                 .unwrap_or(tracking.max_hosts_per_author),
             },
+            max_rejected_ids: count_in(
+                "max_rejected_ids",
+                raw.max_rejected_ids,
+                bounds::MAX_REJECTED_IDS,
+            )?
+            .unwrap_or(DEFAULT_COLD_CAPACITY),
             relay,
         })
     }

@@ -108,6 +108,7 @@ impl Actor {
                 author_relays_dropped: self.tracking_report.author_relays_dropped,
                 waiting_roots_dropped: self.repos.waiting_roots_dropped(),
             },
+            rejected_index: self.ingestor.store().rejected_usage(),
             repos_tracked: self.repos.len(),
             root_events_tracked: self.repos.iter().map(|(_, n)| n.root_events.len()).sum(),
             relays,
@@ -166,6 +167,9 @@ impl Actor {
             self.tracking_report.relays_over_cap as u64,
             self.tracking_report.author_relays_dropped as u64,
         );
+        if let Some(usage) = self.ingestor.store().rejected_usage() {
+            metrics.record_rejected_index(&usage);
+        }
     }
 }
 
