@@ -476,3 +476,24 @@ fn tracking_bounds_are_read_and_range_checked() {
         Err("max_relay_hosts_per_author".to_owned())
     );
 }
+
+#[test]
+fn max_rejected_ids_is_read_defaulted_and_range_checked() {
+    assert_eq!(
+        check_toml("max_rejected_ids = 2000")
+            .expect("valid")
+            .max_rejected_ids,
+        2_000
+    );
+    assert_eq!(
+        check_toml("").expect("defaults").max_rejected_ids,
+        grasp_sync_engine::store::DEFAULT_COLD_CAPACITY
+    );
+    for out_of_range in ["max_rejected_ids = 999", "max_rejected_ids = 5000001"] {
+        assert_eq!(
+            check_toml(out_of_range).map(|_| ()),
+            Err("max_rejected_ids".to_owned()),
+            "{out_of_range}"
+        );
+    }
+}
