@@ -59,9 +59,12 @@ impl SelfFeed for ExternalFeed {
         // The store's feed first, so nothing the intake accepts from now on is missed.
         let feed = self.store.guarded().feed().start().await?;
         if !self.intake_started.swap(true, Ordering::SeqCst) {
+            let (settle, requests) = mpsc::channel(1);
+            tokio::spawn(settler(self.store.clone(), requests));
             let reader = Reader {
                 link: Arc::clone(&self.link),
                 store: self.store.clone(),
+                settle,
                 serial: 0,
             };
             tokio::spawn(reader.run());
@@ -83,7 +86,20 @@ enum RoundEnd {
 struct Reader {
     link: Arc<OwnRelayLink>,
     store: ExternalStore,
+    /// Asks the settler to publish what the last offers released (one request pending at most).
+    settle: mpsc::Sender<()>,
     serial: u64,
+}
+
+/// Publishes what the intake's acceptances released, apart from the reader: those
+/// publications wait for the relay's `OK`, which comes through the messages the reader drains.
+/// Ends with the reader.
+async fn settler(store: ExternalStore, mut requests: mpsc::Receiver<()>) {
+    while requests.recv().await.is_some() {
+        if let Err(error) = store.settle().await {
+            tracing::warn!(%error, "publishing released rejected events failed");
+        }
+    }
 }
 
 impl Reader {
@@ -248,6 +264,8 @@ impl Reader {
                 tracing::warn!(id = %event.id, %error, "cannot offer an event the own relay holds");
             }
         }
+        // Full: a request is pending already, and covers this offer too.
+        let _ = self.settle.try_send(());
     }
 
     fn next_id(&mut self, what: &str) -> SubscriptionId {

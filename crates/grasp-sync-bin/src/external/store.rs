@@ -60,10 +60,18 @@ impl ExternalStore {
     /// Offers an event read from the own relay (stored there by any writer) to the policy,
     /// like a synced one but with no relay to fetch it from again; accepted, it is recorded
     /// in the index without being published back. Events already recorded are `Duplicate`.
+    /// What its acceptance released is published by the next [`ExternalStore::settle`]: the
+    /// reader of the relay's messages must not wait for the relay's answers to other events.
     pub async fn offer_from_relay(&self, event: &Event) -> Result<IngestOutcome, StoreError> {
         self.database
-            .offering_held(event, self.guarded.offer(event))
+            .offering_held(event, self.guarded.offer_unsettled(event))
             .await
+    }
+
+    /// Publishes the released events whose full copy is still hot, then writes the rejected
+    /// index's changes.
+    pub async fn settle(&self) -> Result<(), StoreError> {
+        self.guarded.settle().await
     }
 
     /// Why the event was rejected, while the rejected-events index remembers it.

@@ -235,7 +235,7 @@ impl StoreCore {
 
     /// One event through the checks, the policy and the save. `verify` is false for events
     /// re-processed from the hot cache, which were verified when they first arrived.
-    async fn ingest_one(
+    pub(crate) async fn ingest_one(
         &self,
         event: &Event,
         source: Option<&RelayUrl>,

@@ -85,6 +85,20 @@ impl GuardedStore {
         self.core.ingest(event, None).await
     }
 
+    /// [`GuardedStore::offer`] without the follow-up work: what the event's acceptance
+    /// released is re-processed, and the cold tier's writes are made, by the next
+    /// [`GuardedStore::settle`] (or the next ingest). For a caller that must not wait on the
+    /// backend's saves of other events, such as the reader of the backend's own messages.
+    pub async fn offer_unsettled(&self, event: &Event) -> Result<IngestOutcome, StoreError> {
+        self.core.ingest_one(event, None, true).await
+    }
+
+    /// Re-processes the released events whose full copy is still hot, then writes the cold
+    /// tier's changes.
+    pub async fn settle(&self) -> Result<(), StoreError> {
+        self.core.settle().await
+    }
+
     /// Why the event was rejected, while the rejected-events index remembers it.
     pub fn rejection_reason(&self, id: &EventId) -> Result<Option<String>, StoreError> {
         self.core.rejection_reason(id)
