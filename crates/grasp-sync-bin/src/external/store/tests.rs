@@ -260,3 +260,70 @@ async fn a_release_after_the_hot_copy_expired_is_reported_for_fetching_from_its_
     assert_eq!(fixture.ingest(&issue).await, IngestOutcome::Saved);
     assert!(fixture.relay_holds().await.contains(&issue.id));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_event_read_from_the_relay_is_recorded_without_being_published_back() {
+    let fixture = Fixture::start(1_000).await;
+    // Offered as read from the relay, though the relay does not hold it: nothing is sent.
+    let announcement = fixture.announcement("tool");
+    assert_eq!(
+        fixture
+            .store
+            .offer_from_relay(&announcement)
+            .await
+            .expect("offer"),
+        IngestOutcome::Saved
+    );
+    assert!(
+        fixture
+            .store
+            .index()
+            .is_accepted(&announcement.id)
+            .await
+            .expect("index")
+    );
+    assert!(fixture.relay_holds().await.is_empty());
+    let refused = fixture.issue("elsewhere", 1);
+    assert!(is_rejected(
+        &fixture
+            .store
+            .offer_from_relay(&refused)
+            .await
+            .expect("offer")
+    ));
+    assert!(
+        !fixture
+            .store
+            .index()
+            .is_accepted(&refused.id)
+            .await
+            .expect("index")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_event_read_from_the_relay_releases_is_published_by_the_next_settle() {
+    let fixture = Fixture::start(1_000).await;
+    let early = fixture.issue("tool", 1);
+    assert!(is_rejected(&fixture.ingest(&early).await));
+    let announcement = fixture.announcement("tool");
+    assert_eq!(
+        fixture
+            .store
+            .offer_from_relay(&announcement)
+            .await
+            .expect("offer"),
+        IngestOutcome::Saved
+    );
+    assert!(!fixture.relay_holds().await.contains(&early.id), "not yet");
+    fixture.store.settle().await.expect("settle");
+    assert_eq!(fixture.relay_holds().await, BTreeSet::from([early.id]));
+    assert!(
+        fixture
+            .store
+            .index()
+            .is_accepted(&early.id)
+            .await
+            .expect("index")
+    );
+}
