@@ -168,6 +168,16 @@ async fn an_event_on_the_own_relay_before_its_announcement_is_taken_once_it_arri
     assert!(!daemon.holds(&early.id).await.expect("holds"));
     let (_, status) = http_get(daemon.metrics_addr(), "/status").await;
     assert!(status.contains("\"cold_capacity\": 5000"), "{status}");
+    let gauged = wait_until(Duration::from_secs(10), || async {
+        let (_, metrics) = http_get(daemon.metrics_addr(), "/metrics").await;
+        metrics.contains("grasp_sync_rejected_index_entries{tier=\"cold\"} 1")
+    })
+    .await;
+    assert!(
+        gauged,
+        "{}",
+        http_get(daemon.metrics_addr(), "/metrics").await.1
+    );
 
     // Then its announcement: the issue is released and taken.
     let tool = announcement(&owner, "tool", vec![own.url()], &host);
