@@ -184,7 +184,8 @@ impl SyncMetrics {
     }
 
     /// The rejected-events index's fill and its evictions (totals since the store opened).
-    pub fn record_rejected_index(&self, usage: &crate::store::RejectedUsage) {
+    /// Returns the cold-tier evictions not counted before.
+    pub fn record_rejected_index(&self, usage: &crate::store::RejectedUsage) -> u64 {
         let tier = |name: &'static str| [KeyValue::new("tier", name)];
         self.rejected_entries
             .record(usage.hot_events as u64, &tier("hot"));
@@ -196,12 +197,13 @@ impl SyncMetrics {
             .unwrap_or_else(PoisonError::into_inner);
         self.rejected_evictions
             .add(usage.hot_evicted.saturating_sub(counted.0), &tier("hot"));
-        self.rejected_evictions
-            .add(usage.cold_evicted.saturating_sub(counted.1), &tier("cold"));
+        let cold = usage.cold_evicted.saturating_sub(counted.1);
+        self.rejected_evictions.add(cold, &tier("cold"));
         *counted = (
             counted.0.max(usage.hot_evicted),
             counted.1.max(usage.cold_evicted),
         );
+        cold
     }
 
     /// One connection attempt's result.

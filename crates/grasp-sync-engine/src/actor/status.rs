@@ -168,7 +168,14 @@ impl Actor {
             self.tracking_report.author_relays_dropped as u64,
         );
         if let Some(usage) = self.ingestor.store().rejected_usage() {
-            metrics.record_rejected_index(&usage);
+            let evicted = metrics.record_rejected_index(&usage);
+            if evicted > 0 {
+                tracing::warn!(
+                    evicted,
+                    max_rejected_ids = usage.cold_capacity,
+                    "the rejected-events index is full and forgot its oldest rejections; sync may fetch them again"
+                );
+            }
         }
     }
 }
