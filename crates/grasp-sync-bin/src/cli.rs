@@ -131,6 +131,9 @@ pub struct RunArgs {
     /// [default: false].
     #[arg(long, env = "GRASP_SYNC_FIRST_SYNC_BY_REQ", value_name = "BOOL")]
     pub first_sync_by_req: Option<String>,
+    /// Rejected event IDs the own store remembers at most [default: 100000].
+    #[arg(long, env = "GRASP_SYNC_MAX_REJECTED_IDS", value_name = "N")]
+    pub max_rejected_ids: Option<usize>,
     /// The embedded relay's limits (`[relay]` keys).
     #[command(flatten)]
     pub relay: RawRelayLimits,
@@ -169,6 +172,7 @@ impl RunArgs {
                 .as_deref()
                 .map(|value| parse_bool("first_sync_by_req", value))
                 .transpose()?,
+            max_rejected_ids: self.max_rejected_ids,
             relay: self.relay.clone(),
         })
     }

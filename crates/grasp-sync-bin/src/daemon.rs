@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use grasp_sync_engine::{
     EngineEnd, EngineExit, EngineParts, EngineStatus, FileLimitsMemory, LmdbStore, SdkConnector,
-    StoreConfig, SyncEngine,
+    StoreConfig, SyncEngine, TokioClock,
 };
 use grasp_sync_model::RelayUrl;
 use nostr::EventId;
@@ -182,8 +182,8 @@ impl Daemon {
         }
     }
 
-    /// Whether the own store holds the event (embedded: stored in LMDB; external: confirmed
-    /// by the own relay or seen on its feed).
+    /// Whether the own store holds the event (embedded: stored in LMDB; external: accepted
+    /// by the policy and confirmed by the own relay, or read from it).
     pub async fn holds(&self, id: &EventId) -> anyhow::Result<bool> {
         match &self.own {
             Own::Embedded { store, .. } => {
@@ -194,7 +194,7 @@ impl Daemon {
                     .context("reading the store")?;
                 Ok(status == DatabaseEventStatus::Saved)
             }
-            Own::External { store, .. } => Ok(store.index().is_seen(id).await?),
+            Own::External { store, .. } => Ok(store.index().is_accepted(id).await?),
         }
     }
 
@@ -317,13 +317,11 @@ async fn embedded(
         None => RelayUrl::parse(&format!("ws://{bound}"))
             .with_context(|| format!("deriving the service url from {bound}"))?,
     };
-    let domain = service_domain(&service_url);
     let path = settings.data_dir.join(STORE_DIR);
     create_dir(&path)?;
     let config = StoreConfig {
-        max_future_created_at: settings.max_future_created_at,
         lmdb_map_size: settings.lmdb_map_size,
-        ..StoreConfig::new(service_url.clone(), domain)
+        ..store_config(settings, &service_url)
     };
     let store = LmdbStore::open(&path, config)
         .await
@@ -345,7 +343,16 @@ async fn embedded(
     ))
 }
 
-/// The link to the external own relay and the local index.
+/// The store's configuration in either mode: the policy for `service_url`, the rejected-events
+/// index's bound and the `created_at` window.
+fn store_config(settings: &Settings, service_url: &RelayUrl) -> StoreConfig {
+    let mut config = StoreConfig::new(service_url.clone(), service_domain(service_url));
+    config.max_future_created_at = settings.max_future_created_at;
+    config.rejected.cold_capacity = settings.max_rejected_ids;
+    config
+}
+
+/// The link to the external own relay, the local index and the store core over them.
 async fn external(
     settings: &Settings,
     own_relay: &RelayUrl,
@@ -364,13 +371,21 @@ async fn external(
             .await
             .with_context(|| format!("connecting to the own relay (own_relay = {own_relay})"))?,
     );
-    let store = ExternalStore::new(Arc::clone(&link), Arc::clone(&index));
+    let store = ExternalStore::open(
+        Arc::clone(&link),
+        index,
+        &path,
+        store_config(settings, &service_url),
+        Arc::new(TokioClock::from_system()),
+    )
+    .await
+    .with_context(|| format!("opening the store over the index in {}", path.display()))?;
     let parts = EngineParts::new(
         Arc::new(SdkConnector::default().with_address_policy(settings.address_policy.clone())),
         Arc::new(store.clone()),
         Arc::new(RestartingFeed::new(ExternalFeed::new(
             Arc::clone(&link),
-            index,
+            store.clone(),
         ))),
     );
     Ok((service_url, Own::External { link, store }, parts))

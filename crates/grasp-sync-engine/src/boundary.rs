@@ -44,6 +44,12 @@ pub trait EventStore: Send + Sync + 'static {
     fn poll_refetch(&self) -> Vec<(RelayUrl, Vec<EventId>)> {
         Vec::new()
     }
+
+    /// How full the store's rejected-events index is, for `/status` and the metrics; `None`
+    /// for a store without one. Must be cheap: it is called from the sync actor.
+    fn rejected_usage(&self) -> Option<crate::store::RejectedUsage> {
+        None
+    }
 }
 
 /// The events the own relay accepted: kinds 30617, 1617, 1618 and 1621 (not 30618).

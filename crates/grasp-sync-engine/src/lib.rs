@@ -47,8 +47,8 @@ pub use negentropy::{
 };
 pub use status::{EngineStatus, NegentropyStatus, RelayNip77Status, RelayStatus, TrackingStatus};
 pub use store::{
-    GraspDatabase, GraspPolicy, GraspWritePolicy, LmdbStore, MemoryStore, PolicyConfig,
-    PolicyDecision, StoreConfig, StoreFeed,
+    GraspDatabase, GraspPolicy, GraspWritePolicy, GuardedStore, LmdbStore, MemoryStore,
+    PolicyConfig, PolicyDecision, RejectedUsage, StoreConfig, StoreFeed,
 };
 pub use transport::{
     NEGENTROPY_DEADLINE, NEGENTROPY_PROBE_DEADLINE, NegentropyDiff, NegentropyError, NipListing,

@@ -49,6 +49,10 @@ pub struct SyncMetrics {
     address_refusals: Counter<u64>,
     untracked: Gauge<u64>,
     waiting_roots: Gauge<u64>,
+    rejected_entries: Gauge<u64>,
+    rejected_evictions: Counter<u64>,
+    /// Evictions already counted (hot, cold): the store reports totals, the counter adds.
+    rejected_evicted: Arc<Mutex<(u64, u64)>>,
 }
 
 impl SyncMetrics {
@@ -166,6 +170,15 @@ impl SyncMetrics {
                 .u64_counter("grasp_sync_reconnects_total")
                 .with_description("reconnections after a disconnect longer than 15 minutes")
                 .build(),
+            rejected_entries: meter
+                .u64_gauge("grasp_sync_rejected_index_entries")
+                .with_description("entries in the own store's rejected-events index, by tier (hot: full events, cold: IDs)")
+                .build(),
+            rejected_evictions: meter
+                .u64_counter("grasp_sync_rejected_index_evictions_total")
+                .with_description("rejected-events index entries forgotten before their lifetime ended because the tier was full, by tier (hot, cold)")
+                .build(),
+            rejected_evicted: Arc::default(),
         }
     }
 
@@ -173,6 +186,29 @@ impl SyncMetrics {
     /// has no series from the next collection on.
     pub fn record_relays(&self, readings: BTreeMap<String, RelayReading>) {
         *self.readings.lock().unwrap_or_else(PoisonError::into_inner) = readings;
+    }
+
+    /// The rejected-events index's fill and its evictions (totals since the store opened).
+    /// Returns the cold-tier evictions not counted before.
+    pub fn record_rejected_index(&self, usage: &crate::store::RejectedUsage) -> u64 {
+        let tier = |name: &'static str| [KeyValue::new("tier", name)];
+        self.rejected_entries
+            .record(usage.hot_events as u64, &tier("hot"));
+        self.rejected_entries
+            .record(usage.cold_ids as u64, &tier("cold"));
+        let mut counted = self
+            .rejected_evicted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.rejected_evictions
+            .add(usage.hot_evicted.saturating_sub(counted.0), &tier("hot"));
+        let cold = usage.cold_evicted.saturating_sub(counted.1);
+        self.rejected_evictions.add(cold, &tier("cold"));
+        *counted = (
+            counted.0.max(usage.hot_evicted),
+            counted.1.max(usage.cold_evicted),
+        );
+        cold
     }
 
     /// One connection attempt's result.

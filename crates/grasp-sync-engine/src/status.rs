@@ -21,6 +21,9 @@ pub struct EngineStatus {
     pub address_refusals: BTreeMap<String, u64>,
     /// The tracking bounds and what they leave out now.
     pub tracking: TrackingStatus,
+    /// The own store's rejected-events index: how full its tiers are and how often their
+    /// bounds made it forget an entry; `None` for a store without one.
+    pub rejected_index: Option<crate::store::RejectedUsage>,
 }
 
 /// The tracking bounds ([`TrackingBounds`](grasp_sync_model::TrackingBounds)) in force and

@@ -37,6 +37,8 @@ pub const MAX_RECOVERY_IDS_PER_RELAY: RangeInclusive<usize> = 1..=1_000_000;
 /// `learned_limits_max_age`: 1 minute to 365 days.
 pub const LEARNED_LIMITS_MAX_AGE: RangeInclusive<Duration> =
     Duration::from_secs(60)..=Duration::from_secs(365 * 24 * 3600);
+/// `max_rejected_ids`: 1,000 to 5,000,000 (each takes a few hundred bytes of memory).
+pub const MAX_REJECTED_IDS: RangeInclusive<usize> = 1_000..=5_000_000;
 /// `relay.header_read_timeout` and `relay.idle_timeout`: 1 s to 1 day.
 pub const RELAY_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
 

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use grasp_sync_engine::store::DEFAULT_MAX_FUTURE_CREATED_AT;
+use grasp_sync_engine::store::{DEFAULT_COLD_CAPACITY, DEFAULT_MAX_FUTURE_CREATED_AT};
 use grasp_sync_engine::{AddressPolicy, EngineConfig, RecoveryConfig};
 use grasp_sync_health::HealthConfig;
 use grasp_sync_model::{RelayUrl, TrackingBounds};
@@ -76,6 +76,8 @@ pub struct RawConfig {
     pub learned_limits_max_age: Option<String>,
     /// Whether coverage the store holds nothing of is fetched by REQ+EOSE, not NIP-77.
     pub first_sync_by_req: Option<bool>,
+    /// Rejected event IDs the own store remembers at most (either mode).
+    pub max_rejected_ids: Option<usize>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -127,6 +129,7 @@ impl RawConfig {
                 .or(self.max_recovery_ids_per_relay),
             learned_limits_max_age: over.learned_limits_max_age.or(self.learned_limits_max_age),
             first_sync_by_req: over.first_sync_by_req.or(self.first_sync_by_req),
+            max_rejected_ids: over.max_rejected_ids.or(self.max_rejected_ids),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -170,6 +173,9 @@ pub struct Settings {
     pub learned_limits_max_age: Duration,
     /// Whether coverage the store holds nothing of is fetched by REQ+EOSE, not NIP-77.
     pub first_sync_by_req: bool,
+    /// Most rejected event IDs the own store's rejected-events index remembers, in either
+    /// mode (its cold tier's `RejectedConfig::cold_capacity`).
+    pub max_rejected_ids: usize,
     /// The embedded relay's limits; its `created_at` window is `max_future_created_at`.
     pub relay: RelayLimits,
 }
@@ -279,6 +285,12 @@ impl Settings {
             )?
             .unwrap_or(defaults.learned_limits_max_age),
             first_sync_by_req: raw.first_sync_by_req.unwrap_or(defaults.first_sync_by_req),
+            max_rejected_ids: count_in(
+                "max_rejected_ids",
+                raw.max_rejected_ids,
+                bounds::MAX_REJECTED_IDS,
+            )?
+            .unwrap_or(DEFAULT_COLD_CAPACITY),
             relay,
         })
     }

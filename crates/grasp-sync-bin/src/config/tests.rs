@@ -563,3 +563,24 @@ fn bare_allow_and_deny_hosts_take_the_normal_form_of_relay_hosts() {
     let merged = check_toml(r#"allow_relays = ["127.1", "ws://127.0.0.1:7000"]"#).expect("valid");
     assert_eq!(merged.address_policy.allowed_hosts, ["127.0.0.1"]);
 }
+
+#[test]
+fn max_rejected_ids_is_read_defaulted_and_range_checked() {
+    assert_eq!(
+        check_toml("max_rejected_ids = 2000")
+            .expect("valid")
+            .max_rejected_ids,
+        2_000
+    );
+    assert_eq!(
+        check_toml("").expect("defaults").max_rejected_ids,
+        grasp_sync_engine::store::DEFAULT_COLD_CAPACITY
+    );
+    for out_of_range in ["max_rejected_ids = 999", "max_rejected_ids = 5000001"] {
+        assert_eq!(
+            check_toml(out_of_range).map(|_| ()),
+            Err("max_rejected_ids".to_owned()),
+            "{out_of_range}"
+        );
+    }
+}

@@ -1,57 +1,75 @@
-//! [`ExternalFeed`]: the engine's `SelfFeed` in external mode. On every (re)connection to the
-//! own relay it opens a live subscription (`limit: 0`) for kinds 30617, 1617, 1618 and 1621,
-//! then pages through the stored ones with the engine's pagination planner (the same
-//! `GroupedPagination` that pages remote relays, so the own relay's paging quirks are learned
-//! and paged around too), and forwards every event (recording it as seen). A reconnect starts
-//! over, so events published during an outage are not missed; delivery is at least once.
+//! [`ExternalFeed`]: the engine's `SelfFeed` in external mode: the store core's feed of
+//! accepted events (what the index holds, then every event saved through the store), plus an
+//! intake that offers what the own relay holds to the acceptance policy.
+//!
+//! The intake starts with the first feed. On every (re)connection to the own relay it opens a
+//! live subscription (`limit: 0`) for kinds 30617, 1617, 1618 and 1621, then pages through the
+//! stored ones with the engine's pagination planner (the same `GroupedPagination` that pages
+//! remote relays, so the own relay's paging quirks are learned and paged around too), and
+//! offers every event to the store as one read from the relay. Only what the policy accepts
+//! reaches the feed, and so discovery; a refused event waits in the rejected-events index like a
+//! synced one, and is re-processed if its dependency arrives while its copy is hot (else it is
+//! offered again on the next reconnection). A reconnect starts over, so events published
+//! during an outage are not missed; delivery is at least once.
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use grasp_sync_engine::store::FEED_KINDS;
-use grasp_sync_engine::{SelfFeed, StoreError};
+use grasp_sync_engine::{IngestOutcome, SelfFeed, StoreError};
 use grasp_sync_filters::{GroupedPagination, PageHints, PageStep, RelayPageSession};
 use nostr::{Event, EventId, Filter, Kind, SubscriptionId};
 use tokio::sync::{mpsc, watch};
 
-use super::index::HaveIndex;
 use super::link::{OwnRelayLink, SubscriptionMessage};
+use super::store::ExternalStore;
 
 /// Longest wait for a page's end of stored events.
 const PAGE_DEADLINE: Duration = Duration::from_secs(30);
 /// Pause before starting over after a failed page.
 const RETRY_DELAY: Duration = Duration::from_secs(2);
-/// Capacity of a subscription's route and of the receiver handed to the engine.
+/// Capacity of a subscription's route.
 const CHANNEL_CAPACITY: usize = 1024;
 
-/// The own relay's accepted events, by subscription.
+/// The accepted events of the own relay.
 #[derive(Debug, Clone)]
 pub struct ExternalFeed {
     link: Arc<OwnRelayLink>,
-    index: Arc<HaveIndex>,
+    store: ExternalStore,
+    intake_started: Arc<AtomicBool>,
 }
 
 impl ExternalFeed {
-    /// A feed over `link`, recording what it sees in `index`.
-    pub fn new(link: Arc<OwnRelayLink>, index: Arc<HaveIndex>) -> Self {
-        Self { link, index }
+    /// A feed of `store`'s accepted events, whose intake reads the relay through `link`.
+    pub fn new(link: Arc<OwnRelayLink>, store: ExternalStore) -> Self {
+        Self {
+            link,
+            store,
+            intake_started: Arc::new(AtomicBool::new(false)),
+        }
     }
 }
 
 #[async_trait]
 impl SelfFeed for ExternalFeed {
     async fn start(&self) -> Result<mpsc::Receiver<Event>, StoreError> {
-        let (sender, receiver) = mpsc::channel(CHANNEL_CAPACITY);
-        let reader = Reader {
-            link: Arc::clone(&self.link),
-            index: Arc::clone(&self.index),
-            out: sender,
-            serial: 0,
-        };
-        tokio::spawn(reader.run());
-        Ok(receiver)
+        // The store's feed first, so nothing the intake accepts from now on is missed.
+        let feed = self.store.guarded().feed().start().await?;
+        if !self.intake_started.swap(true, Ordering::SeqCst) {
+            let (settle, requests) = mpsc::channel(1);
+            tokio::spawn(settler(self.store.clone(), requests));
+            let reader = Reader {
+                link: Arc::clone(&self.link),
+                store: self.store.clone(),
+                settle,
+                serial: 0,
+            };
+            tokio::spawn(reader.run());
+        }
+        Ok(feed)
     }
 }
 
@@ -61,15 +79,27 @@ enum RoundEnd {
     Reconnected,
     /// A page failed: wait, then start over.
     Failed,
-    /// The engine is gone.
+    /// The link is gone.
     Stopped,
 }
 
 struct Reader {
     link: Arc<OwnRelayLink>,
-    index: Arc<HaveIndex>,
-    out: mpsc::Sender<Event>,
+    store: ExternalStore,
+    /// Asks the settler to publish what the last offers released (one request pending at most).
+    settle: mpsc::Sender<()>,
     serial: u64,
+}
+
+/// Publishes what the intake's acceptances released, apart from the reader: those
+/// publications wait for the relay's `OK`, which comes through the messages the reader drains.
+/// Ends with the reader.
+async fn settler(store: ExternalStore, mut requests: mpsc::Receiver<()>) {
+    while requests.recv().await.is_some() {
+        if let Err(error) = store.settle().await {
+            tracing::warn!(%error, "publishing released rejected events failed");
+        }
+    }
 }
 
 impl Reader {
@@ -179,8 +209,8 @@ impl Reader {
                     message = page.recv() => match message {
                         Some(SubscriptionMessage::Event(event)) => {
                             planner.handle_event(&event);
-                            if delivered.insert(event.id) && !self.forward(*event).await {
-                                break Some(RoundEnd::Stopped);
+                            if delivered.insert(event.id) {
+                                self.offer(*event).await;
                             }
                         }
                         Some(SubscriptionMessage::Eose) => break None,
@@ -212,7 +242,8 @@ impl Reader {
     async fn handle_live(&mut self, message: SubscriptionMessage) -> Option<RoundEnd> {
         match message {
             SubscriptionMessage::Event(event) => {
-                (!self.forward(*event).await).then_some(RoundEnd::Stopped)
+                self.offer(*event).await;
+                None
             }
             SubscriptionMessage::Eose => None,
             SubscriptionMessage::Closed(reason) => {
@@ -222,12 +253,19 @@ impl Reader {
         }
     }
 
-    /// Records and forwards one event; false once the engine is gone.
-    async fn forward(&self, event: Event) -> bool {
-        if let Err(error) = self.index.record_seen(&event).await {
-            tracing::warn!(%error, "cannot record a feed event in the local index");
+    /// Offers one event the relay holds to the policy; accepted, it reaches the feed.
+    async fn offer(&self, event: Event) {
+        match self.store.offer_from_relay(&event).await {
+            Ok(IngestOutcome::Rejected(reason)) => {
+                tracing::debug!(id = %event.id, %reason, "the policy refused an event the own relay holds");
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(id = %event.id, %error, "cannot offer an event the own relay holds");
+            }
         }
-        self.out.send(event).await.is_ok()
+        // Full: a request is pending already, and covers this offer too.
+        let _ = self.settle.try_send(());
     }
 
     fn next_id(&mut self, what: &str) -> SubscriptionId {

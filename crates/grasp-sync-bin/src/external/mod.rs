@@ -1,17 +1,24 @@
-//! External mode: sync into another relay over WebSocket instead of the embedded one.
+//! External mode: sync into another relay over WebSocket instead of the embedded one, under
+//! the same GRASP acceptance policy.
 //!
-//! [`OwnRelayLink`] is the one connection to that relay (reconnecting); [`ExternalStore`] is the
-//! engine's `EventStore` (ingest by `EVENT` and the relay's `OK`), [`ExternalFeed`] its
-//! `SelfFeed` (a subscription: stored events page by page, then live), and [`HaveIndex`] the
-//! local LMDB record of the IDs the relay holds or refused, which answers the engine's "have"
-//! questions without a round trip. The relay's own acceptance policy decides what is kept.
+//! [`OwnRelayLink`] is the one connection to that relay (reconnecting). [`RelayDatabase`] makes
+//! the relay the backend of the engine's store core: a save is an `EVENT` and the relay's `OK`,
+//! reads come from [`HaveIndex`], the local LMDB record of the accepted events the relay holds.
+//! [`ExternalStore`] is that core as the engine's `EventStore`: the policy and the
+//! rejected-events index decide what is published, as in embedded mode. [`ExternalFeed`] is the
+//! `SelfFeed`: the core's feed of accepted events, fed also by an intake that offers every event
+//! the relay holds or receives from other writers to the same policy. The relay's own
+//! acceptance decides nothing: a general-purpose relay that keeps everything makes no
+//! announcement count that the policy refuses.
 
+mod database;
 mod feed;
 mod index;
 mod link;
 mod store;
 
+pub use database::{NotSaved, OK_DEADLINE, RelayDatabase};
 pub use feed::ExternalFeed;
-pub use index::HaveIndex;
+pub use index::{ACCEPTED_DIR, HaveIndex};
 pub use link::{OkReply, OwnRelayLink};
-pub use store::{ExternalStore, OK_DEADLINE};
+pub use store::ExternalStore;

@@ -1,97 +1,108 @@
-//! [`ExternalStore`]: the engine's `EventStore` in external mode. Ingest publishes the event to
-//! the own relay and waits for its `OK`: accepted is `Saved`, or `Duplicate` when the reason
-//! starts `duplicate:`; refused is `Rejected` with the relay's reason, unless the reason says
-//! nothing about the event (`error:`, `rate-limited:`, `auth-required:`): then, as when no
-//! answer comes in time, the write failed, and the engine keeps the batch incomplete. The
-//! [`HaveIndex`] answers `contains` and negentropy locally.
+//! [`ExternalStore`]: the engine's `EventStore` in external mode: the engine's store core
+//! ([`GuardedStore`]) over the [`RelayDatabase`], so the GRASP acceptance policy and the
+//! rejected-events index (bounded, expiring, released when a dependency arrives) apply exactly
+//! as in embedded mode, and only what the policy admits is published to the own relay. The
+//! rejected-events cold index is persisted beside the [`HaveIndex`].
 
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use grasp_sync_engine::{EventStore, IngestOutcome, StoreError};
+use grasp_sync_engine::store::RejectedUsage;
+use grasp_sync_engine::{Clock, EventStore, GuardedStore, IngestOutcome, StoreConfig, StoreError};
 use grasp_sync_model::RelayUrl;
 use nostr::{Event, EventId, Filter, Timestamp};
+use nostr_database::NostrDatabase;
 
+use super::database::RelayDatabase;
 use super::index::HaveIndex;
-use super::link::{OkReply, OwnRelayLink};
-
-/// How long ingest waits for the own relay's `OK`.
-pub const OK_DEADLINE: Duration = Duration::from_secs(10);
-
-/// Refusal prefixes that say nothing about the event itself: a failed write, not remembered, so
-/// the engine fetches the event again.
-const TRANSIENT_PREFIXES: [&str; 3] = ["rate-limited:", "error:", "auth-required:"];
+use super::link::OwnRelayLink;
 
 /// The external own relay as the engine's store.
 #[derive(Debug, Clone)]
 pub struct ExternalStore {
-    link: Arc<OwnRelayLink>,
+    guarded: GuardedStore,
+    database: Arc<RelayDatabase>,
     index: Arc<HaveIndex>,
 }
 
 impl ExternalStore {
-    /// A store writing through `link` and remembering in `index`.
-    pub fn new(link: Arc<OwnRelayLink>, index: Arc<HaveIndex>) -> Self {
-        Self { link, index }
+    /// A store admitting events by `config`'s policy, publishing the admitted ones through
+    /// `link`, remembering them in `index`, and persisting its rejected-events cold index
+    /// under `index_dir`. The policy is rebuilt from what `index` holds.
+    pub async fn open(
+        link: Arc<OwnRelayLink>,
+        index: Arc<HaveIndex>,
+        index_dir: &Path,
+        config: StoreConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StoreError> {
+        let database = Arc::new(RelayDatabase::new(link, Arc::clone(&index)));
+        let backend: Arc<dyn NostrDatabase> = Arc::clone(&database) as Arc<dyn NostrDatabase>;
+        let guarded = GuardedStore::open(backend, Some(index_dir), config, clock).await?;
+        Ok(Self {
+            guarded,
+            database,
+            index,
+        })
     }
 
-    /// The local index.
+    /// The local index of accepted events.
     pub fn index(&self) -> &Arc<HaveIndex> {
         &self.index
     }
 
-    /// What an `OK` reply means for the engine.
-    pub fn outcome(reply: &OkReply) -> Result<IngestOutcome, StoreError> {
-        if reply.accepted {
-            if reply.message.starts_with("duplicate:") {
-                Ok(IngestOutcome::Duplicate)
-            } else {
-                Ok(IngestOutcome::Saved)
-            }
-        } else if TRANSIENT_PREFIXES
-            .iter()
-            .any(|p| reply.message.starts_with(p))
-        {
-            Err(StoreError::Backend(format!(
-                "the own relay did not save the event: {}",
-                reply.message
-            )))
-        } else {
-            Ok(IngestOutcome::Rejected(reply.message.clone()))
-        }
+    /// The store core, whose feed is the engine's self feed.
+    pub fn guarded(&self) -> &GuardedStore {
+        &self.guarded
+    }
+
+    /// Offers an event read from the own relay (stored there by any writer) to the policy,
+    /// like a synced one but with no relay to fetch it from again; accepted, it is recorded
+    /// in the index without being published back. Events already recorded are `Duplicate`.
+    /// What its acceptance released is published by the next [`ExternalStore::settle`]: the
+    /// reader of the relay's messages must not wait for the relay's answers to other events.
+    pub async fn offer_from_relay(&self, event: &Event) -> Result<IngestOutcome, StoreError> {
+        self.database
+            .offering_held(event, self.guarded.offer_unsettled(event))
+            .await
+    }
+
+    /// Publishes the released events whose full copy is still hot, then writes the rejected
+    /// index's changes.
+    pub async fn settle(&self) -> Result<(), StoreError> {
+        self.guarded.settle().await
+    }
+
+    /// Why the event was rejected, while the rejected-events index remembers it.
+    pub fn rejection_reason(&self, id: &EventId) -> Result<Option<String>, StoreError> {
+        self.guarded.rejection_reason(id)
     }
 }
 
 #[async_trait]
 impl EventStore for ExternalStore {
-    async fn ingest(&self, event: Event, _source: &RelayUrl) -> Result<IngestOutcome, StoreError> {
-        if self.index.is_seen(&event.id).await? {
-            return Ok(IngestOutcome::Duplicate);
-        }
-        let reply = self.link.publish(&event, OK_DEADLINE).await?;
-        let outcome = ExternalStore::outcome(&reply)?;
-        match &outcome {
-            IngestOutcome::Saved | IngestOutcome::Duplicate => {
-                self.index.record_seen(&event).await?;
-            }
-            IngestOutcome::Rejected(reason) => {
-                self.index.record_rejected(&event, reason).await?;
-            }
-            IngestOutcome::Deferred => {}
-        }
-        Ok(outcome)
+    fn poll_refetch(&self) -> Vec<(RelayUrl, Vec<EventId>)> {
+        EventStore::poll_refetch(&self.guarded)
+    }
+
+    fn rejected_usage(&self) -> Option<RejectedUsage> {
+        EventStore::rejected_usage(&self.guarded)
+    }
+
+    async fn ingest(&self, event: Event, source: &RelayUrl) -> Result<IngestOutcome, StoreError> {
+        self.guarded.ingest(event, source).await
     }
 
     async fn contains(&self, id: &EventId) -> Result<bool, StoreError> {
-        self.index.contains(id).await
+        self.guarded.contains(id).await
     }
 
     async fn negentropy_items(
         &self,
         filter: Filter,
     ) -> Result<Vec<(EventId, Timestamp)>, StoreError> {
-        self.index.negentropy_items(filter).await
+        self.guarded.negentropy_items(filter).await
     }
 }
 

@@ -411,6 +411,7 @@ pub async fn run_sim(
             .max_pending_per_relay,
         learned_limits_max_age: grasp_sync_engine::config::DEFAULT_LEARNED_LIMITS_MAX_AGE,
         first_sync_by_req: options.first_sync_by_req,
+        max_rejected_ids: grasp_sync_engine::store::DEFAULT_COLD_CAPACITY,
         relay: crate::RelayLimits::default(),
     };
     let started = Instant::now();

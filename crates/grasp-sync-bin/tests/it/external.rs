@@ -1,5 +1,7 @@
-//! External mode end to end: a test relay is the own relay, another is a source; the daemon
-//! discovers the repository on the own relay's feed and publishes what the source holds into it.
+//! External mode end to end: a test relay is the own relay, others are sources; the daemon
+//! discovers repositories on the own relay's feed and publishes what the sources hold into it,
+//! all under the GRASP acceptance policy. The test relays accept everything, as a
+//! general-purpose relay does, so only the daemon's policy decides.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -11,6 +13,15 @@ use grasp_sync_testkit::{TestRelay, TestRelayConfig};
 use nostr::{EventBuilder, Keys, Timestamp};
 
 use crate::support::{http_get, test_settings, wait_until};
+
+/// A clone URL on the own relay's host, as the policy wants from an announcement.
+fn clone_url(own: &TestRelay, owner: &Keys, identifier: &str) -> String {
+    format!(
+        "http://{}/{}/{identifier}.git",
+        own.addr().ip(),
+        owner.public_key().to_hex()
+    )
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_from_a_listed_relay_arrive_in_the_external_own_relay() {
@@ -29,10 +40,7 @@ async fn events_from_a_listed_relay_arrive_in_the_external_own_relay() {
             identifier: "tool".to_owned(),
             name: "tool".to_owned(),
             relays: vec![own.url(), source.url()],
-            clone: vec![format!(
-                "https://git.example.org/{}/tool.git",
-                owner.public_key().to_hex()
-            )],
+            clone: vec![clone_url(&own, &owner, "tool")],
             maintainers: Vec::new(),
             created_at: at(0),
         },
@@ -137,10 +145,7 @@ async fn the_feed_reads_every_announcement_from_an_own_relay_with_exclusive_unti
                     identifier: format!("repo-{i}"),
                     name: format!("repo {i}"),
                     relays: vec![own.url()],
-                    clone: vec![format!(
-                        "https://git.example.org/{}/repo-{i}.git",
-                        owner.public_key().to_hex()
-                    )],
+                    clone: vec![clone_url(&own, &owner, &format!("repo-{i}"))],
                     maintainers: Vec::new(),
                     created_at: Timestamp::from_secs(1_700_000_000 + i % 5),
                 },

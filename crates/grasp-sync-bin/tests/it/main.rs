@@ -1,12 +1,14 @@
 //! Integration tests of the `grasp-sync` daemon: the command line (the built binary), the
 //! embedded relay's acceptance policy over WebSocket, live delivery of synced events to its
-//! subscribers, the limits its NIP-11 document advertises, the demo, the sim, and external
-//! mode.
+//! subscribers, the limits its NIP-11 document advertises, the demo, the sim, events that
+//! arrive before their announcement, and external mode under the acceptance policy.
 
 mod acceptance;
 mod cli;
 mod demo;
+mod early_events;
 mod external;
+mod external_policy;
 mod full_store;
 mod limits;
 mod live;

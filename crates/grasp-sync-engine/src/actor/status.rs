@@ -111,6 +111,7 @@ impl Actor {
                 waiting_roots_dropped: self.repos.waiting_roots_dropped(),
                 max_recovery_ids_per_relay: self.config.recovery.max_pending_per_relay,
             },
+            rejected_index: self.ingestor.store().rejected_usage(),
             repos_tracked: self.repos.len(),
             root_events_tracked: self.repos.iter().map(|(_, n)| n.root_events.len()).sum(),
             relays,
@@ -173,6 +174,16 @@ impl Actor {
             self.repos.waiting_roots_len() as u64,
             self.repos.waiting_roots_dropped(),
         );
+        if let Some(usage) = self.ingestor.store().rejected_usage() {
+            let evicted = metrics.record_rejected_index(&usage);
+            if evicted > 0 {
+                tracing::warn!(
+                    evicted,
+                    max_rejected_ids = usage.cold_capacity,
+                    "the rejected-events index is full and forgot its oldest rejections; sync may fetch them again"
+                );
+            }
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use crate::store::database::GraspDatabase;
 use crate::store::feed::FeedHub;
 use crate::store::lmdb::MapRoom;
 use crate::store::policy::{GraspPolicy, PolicyDecision};
-use crate::store::rejected::{Dependency, RejectedConfig, RejectedIndex};
+use crate::store::rejected::{Dependency, RejectedConfig, RejectedIndex, RejectedUsage};
 
 /// Reason for an event whose id or signature does not verify.
 pub const BAD_SIGNATURE_REASON: &str = "invalid: bad signature";
@@ -220,6 +220,14 @@ impl StoreCore {
         Ok(self.rejected()?.reason(self.now(), id).map(str::to_owned))
     }
 
+    /// How full the rejected-events index is, after forgetting what expired.
+    pub(crate) fn rejected_usage(&self) -> Result<RejectedUsage, StoreError> {
+        let now = self.now();
+        let mut index = self.rejected()?;
+        index.handle_timeout(now);
+        Ok(index.usage())
+    }
+
     /// Released IDs due for fetching by exact ID, by the relay that sent them.
     pub(crate) fn poll_refetch(&self) -> Result<Vec<(RelayUrl, Vec<EventId>)>, StoreError> {
         Ok(self.rejected()?.poll_refetch(self.now()))
@@ -227,7 +235,7 @@ impl StoreCore {
 
     /// One event through the checks, the policy and the save. `verify` is false for events
     /// re-processed from the hot cache, which were verified when they first arrived.
-    async fn ingest_one(
+    pub(crate) async fn ingest_one(
         &self,
         event: &Event,
         source: Option<&RelayUrl>,

@@ -114,6 +114,10 @@ impl EventStore for LmdbStore {
         })
     }
 
+    fn rejected_usage(&self) -> Option<crate::store::RejectedUsage> {
+        self.core.rejected_usage().ok()
+    }
+
     async fn ingest(&self, event: Event, source: &RelayUrl) -> Result<IngestOutcome, StoreError> {
         self.core.ingest(&event, Some(source)).await
     }

@@ -116,6 +116,10 @@ impl EventStore for MemoryStore {
         })
     }
 
+    fn rejected_usage(&self) -> Option<crate::store::RejectedUsage> {
+        self.core.rejected_usage().ok()
+    }
+
     async fn ingest(&self, event: Event, source: &RelayUrl) -> Result<IngestOutcome, StoreError> {
         self.core.ingest(&event, Some(source)).await
     }

@@ -8,7 +8,8 @@
 //! rejected-events index: a hot cache of full events that a later event could make acceptable,
 //! and a cold index of IDs ([`RejectedConfig`]), persisted by [`LmdbStore`], so sync does not
 //! fetch them again; when the dependency arrives they are re-processed, or reported through
-//! [`LmdbStore::poll_refetch`] for fetching by ID.
+//! [`LmdbStore::poll_refetch`] for fetching by ID. [`GuardedStore`] is the same core over any
+//! other `NostrDatabase`, such as an external own relay.
 
 mod bounded;
 mod cold;
@@ -16,6 +17,7 @@ mod config;
 mod core;
 mod database;
 mod feed;
+mod guarded;
 mod lmdb;
 mod memory;
 mod policy;
@@ -27,12 +29,13 @@ pub use config::{DEFAULT_MAX_FUTURE_CREATED_AT, StoreConfig};
 pub use core::{BAD_SIGNATURE_REASON, REBUILD_SCAN_LIMIT};
 pub use database::GraspDatabase;
 pub use feed::{DEFAULT_FEED_CAPACITY, FEED_KINDS, StoreFeed};
+pub use guarded::GuardedStore;
 pub use lmdb::LmdbStore;
 pub use memory::MemoryStore;
 pub use policy::{GraspPolicy, OLDER_ANNOUNCEMENT_REASON, PolicyConfig, PolicyDecision};
 pub use rejected::{
     DEFAULT_COLD_CAPACITY, DEFAULT_COLD_TTL, DEFAULT_HOT_CAPACITY, DEFAULT_HOT_MAX_BYTES,
     DEFAULT_HOT_TTL, DEFAULT_REFETCH_REPORTS, DEFAULT_REFETCH_RETRY, MAX_DEPENDENCIES, MAX_SOURCES,
-    RejectedConfig,
+    RejectedConfig, RejectedUsage,
 };
 pub use write_policy::GraspWritePolicy;

@@ -15,6 +15,7 @@ mod config;
 mod dependency;
 mod fifo;
 mod record;
+mod usage;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Duration;
@@ -31,6 +32,7 @@ pub(crate) use dependency::Dependency;
 use fifo::Fifo;
 use record::record;
 pub(crate) use record::{ColdChange, ColdRecord};
+pub use usage::RejectedUsage;
 
 /// The two tiers, the dependency links between them and the queued outputs.
 #[derive(Debug)]
@@ -43,6 +45,8 @@ pub(crate) struct RejectedIndex {
     due: BTreeSet<(Timestamp, EventId)>,
     reprocess: [VecDeque<Event>; 3],
     pending: HashMap<EventId, Option<ColdRecord>>,
+    hot_evicted: u64,
+    cold_evicted: u64,
 }
 
 #[derive(Debug)]
@@ -83,6 +87,8 @@ impl RejectedIndex {
             due: BTreeSet::new(),
             reprocess: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
             pending: HashMap::new(),
+            hot_evicted: 0,
+            cold_evicted: 0,
         }
     }
 
@@ -120,6 +126,7 @@ impl RejectedIndex {
                 break;
             };
             self.forget(&oldest);
+            self.cold_evicted = self.cold_evicted.saturating_add(1);
         }
         if !waits.is_empty() {
             self.keep_hot(now, event);
@@ -262,6 +269,20 @@ impl RejectedIndex {
         changes
     }
 
+    /// How full the tiers are and how often their bounds bit.
+    pub(crate) fn usage(&self) -> RejectedUsage {
+        RejectedUsage {
+            hot_events: self.hot.len(),
+            hot_capacity: self.config.hot_capacity.max(1),
+            hot_bytes: self.hot_bytes,
+            hot_max_bytes: self.config.hot_max_bytes,
+            cold_ids: self.cold.len(),
+            cold_capacity: self.config.cold_capacity.max(1),
+            hot_evicted: self.hot_evicted,
+            cold_evicted: self.cold_evicted,
+        }
+    }
+
     /// Number of events in the hot cache, and their estimated bytes.
     #[cfg(test)]
     pub(crate) fn hot_usage(&self) -> (usize, usize) {
@@ -292,6 +313,7 @@ impl RejectedIndex {
                 break;
             };
             self.drop_hot(&oldest);
+            self.hot_evicted = self.hot_evicted.saturating_add(1);
         }
         self.hot_bytes = self.hot_bytes.saturating_add(bytes);
         let entry = HotEntry {

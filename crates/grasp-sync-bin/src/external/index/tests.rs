@@ -1,43 +1,28 @@
-//! Tests of the external-mode "have" index: seen and refused events are both "had", refusals
-//! keep their reason, and negentropy sees only what the relay holds.
+//! Tests of the external-mode "have" index: only recorded events are had, and negentropy sees
+//! only them.
 
-use nostr::{EventBuilder, Filter, Keys, Kind};
+use nostr::{EventBuilder, Filter, Keys};
 
 use super::HaveIndex;
 
 #[tokio::test]
-async fn seen_and_refused_events_are_had_and_refusals_keep_their_reason() {
+async fn recorded_events_are_had_and_others_are_not() {
     let dir = tempfile::tempdir().expect("dir");
     let index = HaveIndex::open(dir.path()).expect("open");
     let keys = Keys::generate();
-    let seen = EventBuilder::text_note("kept")
-        .sign_with_keys(&keys)
-        .expect("sign");
-    let refused = EventBuilder::new(Kind::from(1621), "refused")
+    let kept = EventBuilder::text_note("kept")
         .sign_with_keys(&keys)
         .expect("sign");
     let unknown = EventBuilder::text_note("never offered")
         .sign_with_keys(&keys)
         .expect("sign");
 
-    index.record_seen(&seen).await.expect("seen");
-    index
-        .record_rejected(&refused, "blocked: not wanted")
-        .await
-        .expect("rejected");
+    index.record_accepted(&kept).await.expect("record");
 
-    assert!(index.contains(&seen.id).await.expect("contains"));
-    assert!(index.contains(&refused.id).await.expect("contains"));
-    assert!(!index.contains(&unknown.id).await.expect("contains"));
-    assert!(!index.is_seen(&refused.id).await.expect("seen"));
-    assert_eq!(
-        index
-            .rejection_reason(&refused.id)
-            .await
-            .expect("reason")
-            .as_deref(),
-        Some("blocked: not wanted")
-    );
-    let items = index.negentropy_items(Filter::new()).await.expect("items");
-    assert_eq!(items, vec![(seen.id, seen.created_at)]);
+    assert!(index.is_accepted(&kept.id).await.expect("accepted"));
+    assert!(!index.is_accepted(&unknown.id).await.expect("accepted"));
+    let items = nostr_database::NostrDatabase::negentropy_items(index.database(), Filter::new())
+        .await
+        .expect("items");
+    assert_eq!(items, vec![(kept.id, kept.created_at)]);
 }

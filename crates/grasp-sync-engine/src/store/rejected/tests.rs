@@ -192,6 +192,28 @@ fn cold_index_forgets_its_oldest_id_beyond_its_count_with_its_hot_copy() {
 }
 
 #[test]
+fn usage_counts_evictions_by_the_bounds_but_not_expiry() {
+    let mut index = RejectedIndex::new(RejectedConfig {
+        hot_capacity: 1,
+        cold_capacity: 2,
+        ..RejectedConfig::default()
+    });
+    let events: Vec<Event> = (0..3).map(|n| event(30618, n)).collect();
+    for event in &events {
+        reject_waiting(&mut index, T0, event, "a");
+    }
+    let usage = index.usage();
+    assert_eq!((usage.hot_events, usage.hot_capacity), (1, 1));
+    assert_eq!((usage.cold_ids, usage.cold_capacity), (2, 2));
+    // The second and third rejection each pushed a hot copy out; the third pushed out an ID.
+    assert_eq!((usage.hot_evicted, usage.cold_evicted), (2, 1));
+    index.handle_timeout(at(T0 + 8 * DAY));
+    let usage = index.usage();
+    assert_eq!((usage.hot_events, usage.cold_ids), (0, 0));
+    assert_eq!((usage.hot_evicted, usage.cold_evicted), (2, 1));
+}
+
+#[test]
 fn contains_is_true_for_hot_and_cold_ids_but_not_for_released_ones() {
     let mut index = index();
     let waiting = event(30618, 1);
