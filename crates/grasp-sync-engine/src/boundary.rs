@@ -74,4 +74,11 @@ impl PurgatorySource for NoPurgatory {
 pub trait SyncedEventHook: Send + Sync + 'static {
     /// A batch of events that sync newly saved.
     async fn events_synced(&self, events: Vec<Event>);
+
+    /// The events of the same burst that the store deferred (held in purgatory), called after
+    /// [`SyncedEventHook::events_synced`] when there are any. They are not stored: a hook must
+    /// not serve them. Ignored by default.
+    async fn events_deferred(&self, events: Vec<Event>) {
+        let _ = events;
+    }
 }
