@@ -11,20 +11,24 @@ use std::time::Duration;
 
 use anyhow::Context;
 use grasp_sync_engine::{
-    EngineEnd, EngineExit, EngineParts, EngineStatus, LmdbStore, SdkConnector, StoreConfig,
-    SyncEngine,
+    EngineEnd, EngineExit, EngineParts, EngineStatus, LmdbStore, PurgatoryConfig, PurgatoryParts,
+    SdkConnector, StoreConfig, SyncEngine, TokioClock,
 };
 use grasp_sync_model::RelayUrl;
 use nostr::EventId;
 use nostr_database::{DatabaseEventStatus, NostrDatabase};
 use tokio::net::TcpListener;
-use tokio::sync::RwLock;
+use tokio::sync::{Notify, RwLock};
 
 use crate::config::Settings;
 use crate::endpoints::{Endpoints, EngineSlot};
 use crate::external::{ExternalFeed, ExternalStore, HaveIndex, OwnRelayLink};
 use crate::feed::RestartingFeed;
+use crate::follow::GitFollower;
+use crate::git::{CloneUrlRules, GitFetcher, GitLimits, GitRoot, UrlBackoffConfig};
+use crate::hook::{HookConfig, SyncHook};
 use crate::metrics::MetricsRegistry;
+use crate::purgatory::Promoter;
 use crate::relay::EmbeddedRelay;
 use crate::synced::SyncedEvents;
 
@@ -69,6 +73,15 @@ pub struct Daemon {
     exit: EngineExit,
     endpoints: Endpoints,
     metrics: MetricsRegistry,
+    /// Moves purgatory announcements whose git data arrived into the store (with `git_root`).
+    _promoter: Option<Promoter>,
+}
+
+/// What the git-data keys add to an embedded daemon.
+#[derive(Debug, Default)]
+struct GitData {
+    follower: Option<GitFollower>,
+    promoter: Option<Promoter>,
 }
 
 /// The engine's task ended while the daemon was serving: it panicked, or it returned without
@@ -121,9 +134,16 @@ impl Daemon {
                     settings.metrics_listen
                 )
             })?;
-        let (service_url, own, parts) = match (listener, &settings.own_relay) {
-            (Some(listener), _) => embedded(settings, listener).await?,
-            (None, Some(own_relay)) => external(settings, own_relay).await?,
+        let (service_url, own, parts, git) = match (listener, &settings.own_relay) {
+            (Some(listener), _) => embedded(settings, listener, &metrics).await?,
+            (None, Some(own_relay)) => {
+                anyhow::ensure!(
+                    settings.git.root.is_none() && settings.git.on_sync_hook.is_none(),
+                    "git_root and on_sync_hook are supported in embedded mode only"
+                );
+                let (service_url, own, parts) = external(settings, own_relay).await?;
+                (service_url, own, parts, GitData::default())
+            }
             (None, None) => anyhow::bail!("embedded mode needs a relay listener"),
         };
         let endpoints = Endpoints::start(metrics_listener, metrics.clone(), Arc::clone(&engine))
@@ -132,10 +152,10 @@ impl Daemon {
             settings.engine_config(&service_url),
             parts
                 .meter(metrics.meter())
-                .hook(Arc::new(SyncedEvents::new(
-                    &metrics.meter(),
-                    own.live_relay(),
-                ))),
+                .hook(Arc::new(
+                    SyncedEvents::new(&metrics.meter(), own.live_relay())
+                        .with_follower(git.follower),
+                )),
         )
         .await
         .context("starting the sync engine")?;
@@ -148,6 +168,7 @@ impl Daemon {
             exit,
             endpoints,
             metrics,
+            _promoter: git.promoter,
         })
     }
 
@@ -301,11 +322,13 @@ async fn shutdown_signal() -> &'static str {
     }
 }
 
-/// The embedded relay and its store.
+/// The embedded relay and its store, with the purgatory, the fetcher and the hook that the
+/// git-data keys ask for.
 async fn embedded(
     settings: &Settings,
     listener: TcpListener,
-) -> anyhow::Result<(RelayUrl, Own, EngineParts)> {
+    metrics: &MetricsRegistry,
+) -> anyhow::Result<(RelayUrl, Own, EngineParts, GitData)> {
     let bound = listener.local_addr().context("reading the relay address")?;
     let service_url = match &settings.service_url {
         Some(url) => url.clone(),
@@ -318,18 +341,73 @@ async fn embedded(
     let config = StoreConfig {
         max_future_created_at: settings.max_future_created_at,
         lmdb_map_size: settings.lmdb_map_size,
-        ..StoreConfig::new(service_url.clone(), domain)
+        ..StoreConfig::new(service_url.clone(), domain.clone())
     };
-    let store = LmdbStore::open(&path, config)
-        .await
-        .with_context(|| format!("opening the store in {}", path.display()))?;
+    let root = settings.git.root.as_ref().map(GitRoot::new);
+    if let Some(root) = &root {
+        create_dir(root.path())?;
+    }
+    let purgatory = root.as_ref().map(|root| PurgatoryParts {
+        config: PurgatoryConfig {
+            max_announcements: settings.git.max_purgatory_announcements,
+            ..PurgatoryConfig::default()
+        },
+        probe: Arc::new(root.clone()),
+    });
+    let store = LmdbStore::open_with_purgatory(
+        &path,
+        config,
+        Arc::new(TokioClock::from_system()),
+        purgatory,
+    )
+    .await
+    .with_context(|| format!("opening the store in {}", path.display()))?;
     let relay = EmbeddedRelay::start(listener, &store, settings.relay.clone())
         .context("starting the relay")?;
-    let parts = EngineParts::new(
+    let mut parts = EngineParts::new(
         Arc::new(SdkConnector::default().with_address_policy(settings.address_policy.clone())),
         Arc::new(store.clone()),
         Arc::new(RestartingFeed::new(store.feed())),
     );
+    let meter = metrics.meter();
+    let mut git = GitData::default();
+    let fetched = Arc::new(Notify::new());
+    let fetcher = root.as_ref().map(|root| {
+        GitFetcher::new(
+            root.clone(),
+            CloneUrlRules {
+                address_policy: settings.address_policy.clone(),
+                allow_file: settings.git.allow_file_urls,
+                own_domain: domain.clone(),
+            },
+            GitLimits {
+                timeout: settings.git.fetch_timeout,
+                max_bytes: settings.git.fetch_max_size,
+                allow_file: settings.git.allow_file_urls,
+            },
+            settings.git.fetch_concurrency,
+            UrlBackoffConfig::default(),
+            Arc::clone(&fetched),
+            &meter,
+        )
+    });
+    if root.is_some() {
+        parts = parts.purgatory(Arc::new(store.clone()));
+        git.promoter = Some(Promoter::start(store.clone(), fetched, &meter));
+    }
+    let hook = settings
+        .git
+        .on_sync_hook
+        .as_ref()
+        .map(|command| SyncHook::start(HookConfig::new(command.clone()), &meter));
+    if fetcher.is_some() || hook.is_some() {
+        git.follower = Some(GitFollower::new(
+            Arc::new(store.clone()),
+            root,
+            fetcher,
+            hook,
+        ));
+    }
     Ok((
         service_url,
         Own::Embedded {
@@ -337,6 +415,7 @@ async fn embedded(
             store,
         },
         parts,
+        git,
     ))
 }
 

@@ -139,6 +139,7 @@ pub async fn run_demo(
         lmdb_map_size: None,
         tracking: grasp_sync_model::TrackingBounds::default(),
         relay: crate::RelayLimits::default(),
+        git: crate::config::GitSettings::default(),
     };
     let started = Instant::now();
     let daemon = Daemon::start_on(&settings, listener).await?;

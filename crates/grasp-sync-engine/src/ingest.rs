@@ -279,11 +279,6 @@ async fn run_hook_batcher(
         while let Ok(Some(item)) = tokio::time::timeout_at(deadline, rx.recv()).await {
             sort(item);
         }
-        if !saved.is_empty() {
-            hook.events_synced(saved).await;
-        }
-        if !deferred.is_empty() {
-            hook.events_deferred(deferred).await;
-        }
+        hook.burst_synced(saved, deferred).await;
     }
 }

@@ -45,8 +45,9 @@ pub use negentropy::{
 };
 pub use status::{EngineStatus, NegentropyStatus, RelayNip77Status, RelayStatus, TrackingStatus};
 pub use store::{
-    GraspDatabase, GraspPolicy, GraspWritePolicy, LmdbStore, MemoryStore, PolicyConfig,
-    PolicyDecision, StoreConfig, StoreFeed,
+    GitDataProbe, GraspDatabase, GraspPolicy, GraspWritePolicy, LmdbStore, MemoryStore,
+    PolicyConfig, PolicyDecision, PurgatoryConfig, PurgatoryParts, PurgatoryStats, StoreConfig,
+    StoreFeed,
 };
 pub use transport::{
     NEGENTROPY_DEADLINE, NEGENTROPY_PROBE_DEADLINE, NegentropyDiff, NegentropyError, NipListing,

@@ -21,6 +21,9 @@ pub struct EngineStatus {
     pub address_refusals: BTreeMap<String, u64>,
     /// The tracking bounds and what they leave out now.
     pub tracking: TrackingStatus,
+    /// Announcements held in purgatory for their git data; `None` without a purgatory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub purgatory: Option<crate::store::PurgatoryStats>,
 }
 
 /// The tracking bounds ([`TrackingBounds`](grasp_sync_model::TrackingBounds)) in force and

@@ -30,6 +30,12 @@ pub const MAX_FUTURE_CREATED_AT: RangeInclusive<Duration> =
 pub const MAX_TRACKED_RELAYS: RangeInclusive<usize> = 1..=100_000;
 /// `max_relay_hosts_per_author`: 1 to 1,000.
 pub const MAX_RELAY_HOSTS_PER_AUTHOR: RangeInclusive<usize> = 1..=1_000;
+/// `max_purgatory_announcements`: 1 to 1,000,000.
+pub const MAX_PURGATORY_ANNOUNCEMENTS: RangeInclusive<usize> = 1..=1_000_000;
+/// `git_fetch_timeout`: 1 s to 1 day.
+pub const GIT_FETCH_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
+/// `git_fetch_concurrency`: 1 to 64.
+pub const GIT_FETCH_CONCURRENCY: RangeInclusive<usize> = 1..=64;
 /// `relay.header_read_timeout` and `relay.idle_timeout`: 1 s to 1 day.
 pub const RELAY_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
 

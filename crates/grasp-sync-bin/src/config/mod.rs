@@ -5,6 +5,7 @@
 
 pub mod bounds;
 mod duration;
+mod git;
 mod relay;
 
 use std::net::SocketAddr;
@@ -22,6 +23,10 @@ use crate::relay::RelayLimits;
 use bounds::{count_in, duration_in};
 
 pub use duration::{format_duration, parse_duration};
+pub use git::{
+    DEFAULT_GIT_FETCH_CONCURRENCY, DEFAULT_GIT_FETCH_MAX_SIZE, DEFAULT_GIT_FETCH_TIMEOUT, GitArgs,
+    GitSettings,
+};
 pub use relay::RawRelayLimits;
 
 /// Default address of the embedded relay.
@@ -68,6 +73,20 @@ pub struct RawConfig {
     pub max_tracked_relays: Option<usize>,
     /// Distinct relay hosts one announcement author's repositories may name.
     pub max_relay_hosts_per_author: Option<usize>,
+    /// Mirror repositories here and hold announcements without git data in purgatory.
+    pub git_root: Option<PathBuf>,
+    /// Command run per burst of synced state events, with a JSON batch on standard input.
+    pub on_sync_hook: Option<String>,
+    /// Announcements held in purgatory at most.
+    pub max_purgatory_announcements: Option<usize>,
+    /// The longest one git fetch may take, e.g. `10m`.
+    pub git_fetch_timeout: Option<String>,
+    /// The largest a mirrored repository may grow, e.g. `2GiB`.
+    pub git_fetch_max_size: Option<String>,
+    /// Git fetches at once.
+    pub git_fetch_concurrency: Option<usize>,
+    /// Fetch `file://` clone URLs.
+    pub git_allow_file_urls: Option<bool>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -113,6 +132,15 @@ impl RawConfig {
             max_relay_hosts_per_author: over
                 .max_relay_hosts_per_author
                 .or(self.max_relay_hosts_per_author),
+            git_root: over.git_root.or(self.git_root),
+            on_sync_hook: over.on_sync_hook.or(self.on_sync_hook),
+            max_purgatory_announcements: over
+                .max_purgatory_announcements
+                .or(self.max_purgatory_announcements),
+            git_fetch_timeout: over.git_fetch_timeout.or(self.git_fetch_timeout),
+            git_fetch_max_size: over.git_fetch_max_size.or(self.git_fetch_max_size),
+            git_fetch_concurrency: over.git_fetch_concurrency.or(self.git_fetch_concurrency),
+            git_allow_file_urls: over.git_allow_file_urls.or(self.git_allow_file_urls),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -150,12 +178,15 @@ pub struct Settings {
     pub tracking: TrackingBounds,
     /// The embedded relay's limits; its `created_at` window is `max_future_created_at`.
     pub relay: RelayLimits,
+    /// Git data: the mirror root, the hook, the fetcher's limits and the purgatory's cap.
+    pub git: GitSettings,
 }
 
 impl Settings {
     /// Validates a merged configuration, filling in defaults. Every duration and count must lie
     /// in its range in [`bounds`].
     pub fn resolve(raw: RawConfig) -> Result<Settings, ConfigError> {
+        let git = GitSettings::resolve(&raw)?;
         let defaults = EngineConfig::default();
         let tracking = defaults.tracking;
         let health = HealthConfig::default();
@@ -239,6 +270,7 @@ impl Settings {
                 .unwrap_or(tracking.max_hosts_per_author),
             },
             relay,
+            git,
         })
     }
 
@@ -273,7 +305,7 @@ pub fn parse_bool(key: &'static str, value: &str) -> Result<bool, ConfigError> {
 }
 
 /// A byte size: a whole number, optionally followed by `KiB`, `MiB`, `GiB` or `TiB`.
-fn size_key(key: &'static str, value: Option<&str>) -> Result<Option<usize>, ConfigError> {
+pub(crate) fn size_key(key: &'static str, value: Option<&str>) -> Result<Option<usize>, ConfigError> {
     let Some(text) = value.map(str::trim) else {
         return Ok(None);
     };

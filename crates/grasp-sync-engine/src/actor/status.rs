@@ -108,6 +108,7 @@ impl Actor {
                 author_relays_dropped: self.tracking_report.author_relays_dropped,
                 waiting_roots_dropped: self.repos.waiting_roots_dropped(),
             },
+            purgatory: self.purgatory.status(),
             repos_tracked: self.repos.len(),
             root_events_tracked: self.repos.iter().map(|(_, n)| n.root_events.len()).sum(),
             relays,

@@ -417,23 +417,30 @@ impl StoreCore {
         lock(&held.state).ok().map(|state| state.stats(self.now()))
     }
 
-    /// Announcements, accepted or held, with `identifier` that `author` owns or maintains.
+    /// Announcements, accepted (`false`) or held in purgatory (`true`), with `identifier`
+    /// that `author` owns or maintains.
     pub(crate) fn repositories_for(
         &self,
         identifier: &str,
         author: &PublicKey,
-    ) -> Result<Vec<RepoAnnouncement>, StoreError> {
-        let mut found: Vec<RepoAnnouncement> = match &self.policy {
+    ) -> Result<Vec<(RepoAnnouncement, bool)>, StoreError> {
+        let mut found: Vec<(RepoAnnouncement, bool)> = match &self.policy {
             Some(policy) => lock(policy)?
                 .accepted_announcements()
                 .filter(|a| a.coordinate.identifier() == identifier)
                 .filter(|a| a.coordinate.owner() == author || a.maintainers.contains(author))
-                .cloned()
+                .map(|a| (a.clone(), false))
                 .collect(),
             None => Vec::new(),
         };
         if let Some(held) = &self.purgatory {
-            found.extend(lock(&held.state)?.announcements_for(identifier, author));
+            let state = lock(&held.state)?;
+            found.extend(
+                state
+                    .announcements_for(identifier, author)
+                    .into_iter()
+                    .map(|a| (a, true)),
+            );
         }
         Ok(found)
     }

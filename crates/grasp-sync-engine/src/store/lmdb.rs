@@ -132,13 +132,13 @@ impl LmdbStore {
         self.core.purgatory_stats()
     }
 
-    /// Announcements, accepted or in purgatory, with `identifier` that `author` owns or
-    /// maintains: the repositories a state event of `author` may describe.
+    /// Announcements, accepted (`false`) or in purgatory (`true`), with `identifier` that
+    /// `author` owns or maintains: the repositories a state event of `author` may describe.
     pub fn repositories_for(
         &self,
         identifier: &str,
         author: &nostr::PublicKey,
-    ) -> Result<Vec<RepoAnnouncement>, StoreError> {
+    ) -> Result<Vec<(RepoAnnouncement, bool)>, StoreError> {
         self.core.repositories_for(identifier, author)
     }
 }
@@ -146,6 +146,10 @@ impl LmdbStore {
 impl PurgatorySource for LmdbStore {
     fn announcements_for_sync(&self) -> Vec<PurgatoryEntry> {
         self.core.purgatory_snapshot()
+    }
+
+    fn status(&self) -> Option<PurgatoryStats> {
+        self.core.purgatory_stats()
     }
 }
 

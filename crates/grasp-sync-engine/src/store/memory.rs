@@ -136,6 +136,10 @@ impl PurgatorySource for MemoryStore {
     fn announcements_for_sync(&self) -> Vec<grasp_sync_model::PurgatoryEntry> {
         self.core.purgatory_snapshot()
     }
+
+    fn status(&self) -> Option<PurgatoryStats> {
+        self.core.purgatory_stats()
+    }
 }
 
 #[async_trait]

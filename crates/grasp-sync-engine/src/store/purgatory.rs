@@ -66,7 +66,7 @@ impl Default for PurgatoryConfig {
 }
 
 /// What the purgatory holds and has done, for `/status` and the metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PurgatoryStats {
     /// Announcements held now.
     pub announcements: usize,
