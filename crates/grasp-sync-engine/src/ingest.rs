@@ -282,3 +282,6 @@ async fn run_hook_batcher(
         hook.burst_synced(saved, deferred).await;
     }
 }
+
+#[cfg(test)]
+mod tests;

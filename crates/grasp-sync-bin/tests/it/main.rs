@@ -8,6 +8,7 @@ mod cli;
 mod demo;
 mod external;
 mod full_store;
+mod git_data;
 mod limits;
 mod live;
 mod outbound;
