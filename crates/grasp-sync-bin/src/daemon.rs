@@ -150,12 +150,9 @@ impl Daemon {
             .context("starting the metrics endpoints")?;
         let handle = SyncEngine::start(
             settings.engine_config(&service_url),
-            parts
-                .meter(metrics.meter())
-                .hook(Arc::new(
-                    SyncedEvents::new(&metrics.meter(), own.live_relay())
-                        .with_follower(git.follower),
-                )),
+            parts.meter(metrics.meter()).hook(Arc::new(
+                SyncedEvents::new(&metrics.meter(), own.live_relay()).with_follower(git.follower),
+            )),
         )
         .await
         .context("starting the sync engine")?;

@@ -23,8 +23,11 @@ const MAX_REFS: usize = 10_000;
 pub trait RepositoryLookup: Send + Sync + 'static {
     /// Announcements with `identifier` that `author` owns or maintains, each with whether it
     /// is in purgatory.
-    fn repositories_for(&self, identifier: &str, author: &PublicKey)
-    -> Vec<(RepoAnnouncement, bool)>;
+    fn repositories_for(
+        &self,
+        identifier: &str,
+        author: &PublicKey,
+    ) -> Vec<(RepoAnnouncement, bool)>;
 }
 
 impl RepositoryLookup for LmdbStore {
@@ -70,8 +73,7 @@ impl GitFollower {
     pub fn handle_burst<'a>(&self, events: impl IntoIterator<Item = &'a Event>) {
         let batch = self.batch(events);
         if let Some(fetcher) = &self.fetcher {
-            for (repo, job) in &batch {
-                let _ = repo;
+            for (_, job) in &batch {
                 fetcher.request(job.clone());
             }
         }
@@ -83,7 +85,10 @@ impl GitFollower {
     }
 
     /// The burst by repository: what the hook is told, and the fetch job.
-    fn batch<'a>(&self, events: impl IntoIterator<Item = &'a Event>) -> Vec<(RepoUpdate, FetchJob)> {
+    fn batch<'a>(
+        &self,
+        events: impl IntoIterator<Item = &'a Event>,
+    ) -> Vec<(RepoUpdate, FetchJob)> {
         let mut repos: BTreeMap<RepoCoordinate, (RepoUpdate, FetchJob)> = BTreeMap::new();
         for event in events {
             if event.kind.as_u16() != STATE_KIND {
@@ -170,3 +175,6 @@ fn state_refs(event: &Event) -> StateRefs {
         refs,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -56,7 +56,9 @@ impl GitRoot {
             return false;
         }
         let packed = std::fs::metadata(path.join("packed-refs")).is_ok_and(|m| m.len() > 0);
-        packed || has_file_under(&path.join("refs/heads")) || has_file_under(&path.join("refs/tags"))
+        packed
+            || has_file_under(&path.join("refs/heads"))
+            || has_file_under(&path.join("refs/tags"))
     }
 }
 

@@ -30,7 +30,9 @@ impl Promoter {
                 match store.promote_ready().await {
                     Ok(0) => {}
                     Ok(promoted) => tracing::info!(promoted, "purgatory announcements promoted"),
-                    Err(error) => tracing::warn!(%error, "promoting purgatory announcements failed"),
+                    Err(error) => {
+                        tracing::warn!(%error, "promoting purgatory announcements failed")
+                    }
                 }
                 if let Some(stats) = store.purgatory_stats() {
                     gauges.record(&stats);
@@ -70,7 +72,9 @@ impl Gauges {
                 .build(),
             outcomes: meter
                 .u64_gauge("grasp_sync_purgatory_outcomes")
-                .with_description("Purgatory announcements promoted, expired or refused since start")
+                .with_description(
+                    "Purgatory announcements promoted, expired or refused since start",
+                )
                 .build(),
         }
     }

@@ -260,10 +260,7 @@ impl Ingestor {
     }
 }
 
-async fn run_hook_batcher(
-    mut rx: mpsc::Receiver<(Event, bool)>,
-    hook: Arc<dyn SyncedEventHook>,
-) {
+async fn run_hook_batcher(mut rx: mpsc::Receiver<(Event, bool)>, hook: Arc<dyn SyncedEventHook>) {
     while let Some(first) = rx.recv().await {
         let mut saved = Vec::new();
         let mut deferred = Vec::new();

@@ -57,11 +57,17 @@ impl GitSettings {
     /// Validates the git keys of `raw`.
     pub(super) fn resolve(raw: &RawConfig) -> Result<GitSettings, ConfigError> {
         let root = raw.git_root.clone();
-        if root.as_ref().is_some_and(|root| root.as_os_str().is_empty()) {
+        if root
+            .as_ref()
+            .is_some_and(|root| root.as_os_str().is_empty())
+        {
             return Err(ConfigError::invalid("git_root", "must not be empty"));
         }
         let on_sync_hook = raw.on_sync_hook.clone();
-        if on_sync_hook.as_ref().is_some_and(|hook| hook.trim().is_empty()) {
+        if on_sync_hook
+            .as_ref()
+            .is_some_and(|hook| hook.trim().is_empty())
+        {
             return Err(ConfigError::invalid("on_sync_hook", "must not be empty"));
         }
         Ok(GitSettings {

@@ -305,7 +305,10 @@ pub fn parse_bool(key: &'static str, value: &str) -> Result<bool, ConfigError> {
 }
 
 /// A byte size: a whole number, optionally followed by `KiB`, `MiB`, `GiB` or `TiB`.
-pub(crate) fn size_key(key: &'static str, value: Option<&str>) -> Result<Option<usize>, ConfigError> {
+pub(crate) fn size_key(
+    key: &'static str,
+    value: Option<&str>,
+) -> Result<Option<usize>, ConfigError> {
     let Some(text) = value.map(str::trim) else {
         return Ok(None);
     };

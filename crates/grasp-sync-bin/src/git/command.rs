@@ -101,7 +101,9 @@ pub(crate) async fn run_git(
         command.arg("-c").arg(option);
     }
     if let Some(pinned) = pinned {
-        command.arg("-c").arg(format!("http.curloptResolve={pinned}"));
+        command
+            .arg("-c")
+            .arg(format!("http.curloptResolve={pinned}"));
     }
     command.args(args);
     let mut child = command.spawn().map_err(GitError::Spawn)?;

@@ -92,15 +92,35 @@ fn clone_url_forms_are_checked_before_any_network_access() {
     for (allow_file, url, expected) in [
         (false, "https://example.org/a.git", Ok(())),
         (false, "git://example.org/a.git", Ok(())),
-        (false, "-uhttps://example.org/a.git", Err(CloneUrlRefusal::Malformed)),
-        (false, "--upload-pack=touch /tmp/x", Err(CloneUrlRefusal::Malformed)),
-        (false, "ext::sh -c touch% /tmp/x", Err(CloneUrlRefusal::Malformed)),
+        (
+            false,
+            "-uhttps://example.org/a.git",
+            Err(CloneUrlRefusal::Malformed),
+        ),
+        (
+            false,
+            "--upload-pack=touch /tmp/x",
+            Err(CloneUrlRefusal::Malformed),
+        ),
+        (
+            false,
+            "ext::sh -c touch% /tmp/x",
+            Err(CloneUrlRefusal::Malformed),
+        ),
         (false, "ext::sh", scheme("ext")),
         (false, "ssh://git@example.org/a.git", scheme("ssh")),
         (false, "file:///srv/a.git", scheme("file")),
         (true, "file:///srv/a.git", Ok(())),
-        (false, "https://user:pw@example.org/a.git", Err(CloneUrlRefusal::Malformed)),
-        (false, "https://GIT.example.com./npub/a.git", Err(CloneUrlRefusal::Own)),
+        (
+            false,
+            "https://user:pw@example.org/a.git",
+            Err(CloneUrlRefusal::Malformed),
+        ),
+        (
+            false,
+            "https://GIT.example.com./npub/a.git",
+            Err(CloneUrlRefusal::Own),
+        ),
         (false, "example.org:a.git", scheme("example.org")),
     ] {
         assert_eq!(check(allow_file, url), expected, "{url}");
@@ -121,7 +141,10 @@ async fn clone_urls_resolving_to_internal_addresses_are_refused_unless_allowed()
         },
         ..rules(false)
     };
-    let target = allowed.check("http://127.0.0.1:9/a.git").await.expect("allowed");
+    let target = allowed
+        .check("http://127.0.0.1:9/a.git")
+        .await
+        .expect("allowed");
     assert_eq!(target.pinned.as_deref(), Some("127.0.0.1:9:127.0.0.1"));
 }
 
@@ -138,9 +161,15 @@ async fn a_failing_url_waits_twice_as_long_after_each_failure_up_to_the_cap() {
         backoff.handle_failure(url, now);
         assert!(!backoff.is_ready(url, now));
         tokio::time::sleep(Duration::from_secs(expected_wait - 1)).await;
-        assert!(!backoff.is_ready(url, Instant::now()), "wait {expected_wait}");
+        assert!(
+            !backoff.is_ready(url, Instant::now()),
+            "wait {expected_wait}"
+        );
         tokio::time::sleep(Duration::from_secs(1)).await;
-        assert!(backoff.is_ready(url, Instant::now()), "wait {expected_wait}");
+        assert!(
+            backoff.is_ready(url, Instant::now()),
+            "wait {expected_wait}"
+        );
     }
     assert!(backoff.is_ready("https://other.example.org/b.git", Instant::now()));
     backoff.handle_success(url);

@@ -87,10 +87,16 @@ async fn a_purgatory_announcement_is_promoted_once_its_git_data_is_mirrored() {
     let maintainer_state =
         nip34::repo_state(&maintainer, "tools", &refs, created_at).expect("state");
     let repo = RepoRef::new(owner.public_key(), "tools");
-    let issue = nip34::root(&maintainer, RootKind::Issue, &[repo.clone()], "bug", created_at)
-        .expect("issue");
-    let patch = nip34::root(&maintainer, RootKind::Patch, &[repo], "fix", created_at)
-        .expect("patch");
+    let issue = nip34::root(
+        &maintainer,
+        RootKind::Issue,
+        std::slice::from_ref(&repo),
+        "bug",
+        created_at,
+    )
+    .expect("issue");
+    let patch =
+        nip34::root(&maintainer, RootKind::Patch, &[repo], "fix", created_at).expect("patch");
     remote
         .seed([
             announcement.clone(),
@@ -134,7 +140,10 @@ async fn a_purgatory_announcement_is_promoted_once_its_git_data_is_mirrored() {
         all
     })
     .await;
-    assert!(synced, "the announcement, its states, issue and patch were stored");
+    assert!(
+        synced,
+        "the announcement, its states, issue and patch were stored"
+    );
 
     // The git data was mirrored under the owner's npub.
     let mirror = git_root
@@ -147,7 +156,11 @@ async fn a_purgatory_announcement_is_promoted_once_its_git_data_is_mirrored() {
     let status = daemon.status().await.expect("status");
     let purgatory = status.purgatory.expect("a purgatory with git_root");
     assert_eq!(
-        (purgatory.promoted, purgatory.announcements, purgatory.held_events),
+        (
+            purgatory.promoted,
+            purgatory.announcements,
+            purgatory.held_events
+        ),
         (1, 0, 0),
         "{purgatory:?}"
     );

@@ -81,7 +81,10 @@ async fn a_burst_reaches_the_hook_once_after_500_ms_and_a_later_event_opens_the_
     sleep_until(&recorder, ms(450)).await;
     ingestor.submit(source(), events[2].clone(), None).await;
     sleep_until(&recorder, HOOK_BATCH_WINDOW - ms(1)).await;
-    assert!(recorder.calls().is_empty(), "nothing before the window ends");
+    assert!(
+        recorder.calls().is_empty(),
+        "nothing before the window ends"
+    );
 
     sleep_until(&recorder, ms(700)).await;
     let calls = recorder.calls();
@@ -137,8 +140,8 @@ async fn events_deferred_to_purgatory_reach_the_hook_with_their_burst() {
         },
     )
     .expect("announcement");
-    let state = nip34::repo_state(&owner, "repo", &[], Timestamp::from_secs(1_700_000_001))
-        .expect("state");
+    let state =
+        nip34::repo_state(&owner, "repo", &[], Timestamp::from_secs(1_700_000_001)).expect("state");
 
     ingestor.submit(source(), announcement.clone(), None).await;
     tokio::time::sleep(Duration::from_millis(1)).await;

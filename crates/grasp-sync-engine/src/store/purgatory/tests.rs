@@ -93,7 +93,10 @@ fn an_entry_is_active_then_soft_expired_then_expired_after_the_revival_window() 
         assert_eq!(status_at(&mut purgatory, at), expected, "at {at}");
     }
     assert_eq!(purgatory.stats(Timestamp::from_secs(0)).expired, 1);
-    assert!(!purgatory.contains(&event.id), "an expired entry is forgotten");
+    assert!(
+        !purgatory.contains(&event.id),
+        "an expired entry is forgotten"
+    );
 }
 
 #[test]
@@ -103,11 +106,16 @@ fn a_state_event_within_the_window_revives_a_soft_expired_entry() {
     let mut purgatory = Purgatory::new(config());
     purgatory.hold_announcement(Timestamp::from_secs(0), parsed(&event), &event);
     let late = 23 * HOUR;
-    assert_eq!(status_at(&mut purgatory, late), Some(ExpiryStatus::SoftExpired));
+    assert_eq!(
+        status_at(&mut purgatory, late),
+        Some(ExpiryStatus::SoftExpired)
+    );
 
     let update = state(&owner, "repo", 200);
     let now = Timestamp::from_secs(late);
-    let holder = purgatory.holder_of(now, &update).expect("the state depends on the entry");
+    let holder = purgatory
+        .holder_of(now, &update)
+        .expect("the state depends on the entry");
     assert_eq!(purgatory.hold_dependent(now, &holder, &update), Hold::Held);
 
     assert_eq!(status_at(&mut purgatory, late), Some(ExpiryStatus::Active));
@@ -154,18 +162,30 @@ fn the_caps_refuse_announcements_and_dependents_past_them() {
     let now = Timestamp::from_secs(0);
     for identifier in ["a", "b"] {
         let event = announcement_event(&owner, identifier, 100);
-        assert_eq!(purgatory.hold_announcement(now, parsed(&event), &event), Hold::Held);
+        assert_eq!(
+            purgatory.hold_announcement(now, parsed(&event), &event),
+            Hold::Held
+        );
     }
     let third = announcement_event(&owner, "c", 100);
-    assert_eq!(purgatory.hold_announcement(now, parsed(&third), &third), Hold::Full);
+    assert_eq!(
+        purgatory.hold_announcement(now, parsed(&third), &third),
+        Hold::Full
+    );
 
     let coordinate = RepoCoordinate::new(owner.public_key(), "a").expect("coordinate");
     for (created_at, expected) in [(1, Hold::Held), (2, Hold::Held), (3, Hold::Full)] {
         let update = state(&owner, "a", created_at);
-        assert_eq!(purgatory.hold_dependent(now, &coordinate, &update), expected);
+        assert_eq!(
+            purgatory.hold_dependent(now, &coordinate, &update),
+            expected
+        );
     }
     let stats = purgatory.stats(now);
-    assert_eq!((stats.announcements, stats.held_events, stats.refused_full), (2, 2, 2));
+    assert_eq!(
+        (stats.announcements, stats.held_events, stats.refused_full),
+        (2, 2, 2)
+    );
 }
 
 #[test]
@@ -180,11 +200,20 @@ fn a_newer_announcement_replaces_the_held_one_and_keeps_its_dependents() {
     let update = state(&owner, "repo", 150);
     purgatory.hold_dependent(now, &coordinate, &update);
 
-    assert_eq!(purgatory.hold_announcement(now, parsed(&new), &new), Hold::Held);
-    assert_eq!(purgatory.hold_announcement(now, parsed(&old), &old), Hold::Older);
+    assert_eq!(
+        purgatory.hold_announcement(now, parsed(&new), &new),
+        Hold::Held
+    );
+    assert_eq!(
+        purgatory.hold_announcement(now, parsed(&old), &old),
+        Hold::Older
+    );
     let (event, held) = purgatory.take(&coordinate).expect("held");
     assert_eq!(event.id, new.id);
-    assert_eq!(held.iter().map(|e| e.id).collect::<Vec<_>>(), vec![update.id]);
+    assert_eq!(
+        held.iter().map(|e| e.id).collect::<Vec<_>>(),
+        vec![update.id]
+    );
     assert!(!purgatory.contains(&old.id) && !purgatory.contains(&update.id));
 }
 
@@ -225,7 +254,10 @@ async fn the_store_holds_an_announcement_and_its_state_until_git_data_arrives() 
         store.ingest(announcement.clone(), &source).await,
         Ok(IngestOutcome::Deferred)
     );
-    assert_eq!(store.ingest(update.clone(), &source).await, Ok(IngestOutcome::Deferred));
+    assert_eq!(
+        store.ingest(update.clone(), &source).await,
+        Ok(IngestOutcome::Deferred)
+    );
     assert_eq!(
         store.ingest(update.clone(), &source).await,
         Ok(IngestOutcome::Duplicate),
@@ -263,7 +295,11 @@ async fn the_store_forgets_an_announcement_left_without_git_data_for_24_hours() 
     );
 
     tokio::time::sleep(Duration::from_secs(24 * HOUR - 1)).await;
-    assert_eq!(store.announcements_for_sync().len(), 1, "still inside the window");
+    assert_eq!(
+        store.announcements_for_sync().len(),
+        1,
+        "still inside the window"
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(store.announcements_for_sync().is_empty(), "expired");
     assert!(!store.contains(&announcement.id).await.expect("contains"));
