@@ -34,6 +34,8 @@ pub const MAX_RELAY_HOSTS_PER_AUTHOR: RangeInclusive<usize> = 1..=1_000;
 pub const MAX_PURGATORY_ANNOUNCEMENTS: RangeInclusive<usize> = 1..=1_000_000;
 /// `git_fetch_timeout`: 1 s to 1 day.
 pub const GIT_FETCH_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
+/// `purgatory_interval`: 100 ms to 1 h.
+pub const PURGATORY_INTERVAL: RangeInclusive<Duration> = Duration::from_millis(100)..=HOUR;
 /// `git_fetch_concurrency`: 1 to 64.
 pub const GIT_FETCH_CONCURRENCY: RangeInclusive<usize> = 1..=64;
 /// `relay.header_read_timeout` and `relay.idle_timeout`: 1 s to 1 day.

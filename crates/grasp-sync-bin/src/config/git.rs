@@ -1,5 +1,5 @@
 //! The git-data keys: `git_root` (mirror repositories there, and hold announcements without
-//! git data in purgatory), `on_sync_hook`, the fetcher's limits and the purgatory's cap, as
+//! git data in purgatory), `on_sync_hook`, the fetcher's limits, the purgatory's cap and timer, as
 //! [`GitArgs`] flags and `GRASP_SYNC_*` variables and resolved into [`GitSettings`].
 
 use std::path::PathBuf;
@@ -16,6 +16,8 @@ use crate::error::ConfigError;
 pub const DEFAULT_GIT_FETCH_TIMEOUT: Duration = Duration::from_secs(600);
 /// `git_fetch_max_size`'s default: 2 GiB.
 pub const DEFAULT_GIT_FETCH_MAX_SIZE: u64 = 2 << 30;
+/// `purgatory_interval`'s default: the engine's.
+pub const DEFAULT_PURGATORY_INTERVAL: Duration = Duration::from_secs(5);
 /// `git_fetch_concurrency`'s default.
 pub const DEFAULT_GIT_FETCH_CONCURRENCY: usize = 4;
 
@@ -36,6 +38,9 @@ pub struct GitSettings {
     pub fetch_concurrency: usize,
     /// Whether `file://` clone URLs are fetched.
     pub allow_file_urls: bool,
+    /// How often purgatory announcements are reconciled into `StateOnly` sync (the engine's
+    /// purgatory timer, which also paces missing-event recovery).
+    pub purgatory_interval: Duration,
 }
 
 impl Default for GitSettings {
@@ -49,6 +54,7 @@ impl Default for GitSettings {
             fetch_max_size: DEFAULT_GIT_FETCH_MAX_SIZE,
             fetch_concurrency: DEFAULT_GIT_FETCH_CONCURRENCY,
             allow_file_urls: false,
+            purgatory_interval: DEFAULT_PURGATORY_INTERVAL,
         }
     }
 }
@@ -94,6 +100,12 @@ impl GitSettings {
             )?
             .unwrap_or(DEFAULT_GIT_FETCH_CONCURRENCY),
             allow_file_urls: raw.git_allow_file_urls.unwrap_or(false),
+            purgatory_interval: duration_in(
+                "purgatory_interval",
+                raw.purgatory_interval.as_deref(),
+                bounds::PURGATORY_INTERVAL,
+            )?
+            .unwrap_or(DEFAULT_PURGATORY_INTERVAL),
         })
     }
 }
@@ -129,6 +141,9 @@ pub struct GitArgs {
         default_missing_value = "true"
     )]
     pub git_allow_file_urls: Option<String>,
+    /// How often purgatory announcements are registered for state sync [default: 5s].
+    #[arg(long, env = "GRASP_SYNC_PURGATORY_INTERVAL", value_name = "DURATION")]
+    pub purgatory_interval: Option<String>,
 }
 
 impl GitArgs {
@@ -140,6 +155,7 @@ impl GitArgs {
         raw.git_fetch_timeout = self.git_fetch_timeout.clone();
         raw.git_fetch_max_size = self.git_fetch_max_size.clone();
         raw.git_fetch_concurrency = self.git_fetch_concurrency;
+        raw.purgatory_interval = self.purgatory_interval.clone();
         raw.git_allow_file_urls = self
             .git_allow_file_urls
             .as_deref()

@@ -24,8 +24,8 @@ use bounds::{count_in, duration_in};
 
 pub use duration::{format_duration, parse_duration};
 pub use git::{
-    DEFAULT_GIT_FETCH_CONCURRENCY, DEFAULT_GIT_FETCH_MAX_SIZE, DEFAULT_GIT_FETCH_TIMEOUT, GitArgs,
-    GitSettings,
+    DEFAULT_GIT_FETCH_CONCURRENCY, DEFAULT_GIT_FETCH_MAX_SIZE, DEFAULT_GIT_FETCH_TIMEOUT,
+    DEFAULT_PURGATORY_INTERVAL, GitArgs, GitSettings,
 };
 pub use relay::RawRelayLimits;
 
@@ -87,6 +87,8 @@ pub struct RawConfig {
     pub git_fetch_concurrency: Option<usize>,
     /// Fetch `file://` clone URLs.
     pub git_allow_file_urls: Option<bool>,
+    /// How often purgatory announcements are registered for state sync, e.g. `5s`.
+    pub purgatory_interval: Option<String>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -141,6 +143,7 @@ impl RawConfig {
             git_fetch_max_size: over.git_fetch_max_size.or(self.git_fetch_max_size),
             git_fetch_concurrency: over.git_fetch_concurrency.or(self.git_fetch_concurrency),
             git_allow_file_urls: over.git_allow_file_urls.or(self.git_allow_file_urls),
+            purgatory_interval: over.purgatory_interval.or(self.purgatory_interval),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -282,6 +285,7 @@ impl Settings {
             address_policy: self.address_policy.clone(),
             tracking: self.tracking,
             batch_window: self.batch_window,
+            purgatory_interval: self.git.purgatory_interval,
             health: HealthConfig {
                 connect_backoff_base: self.backoff_base,
                 connect_backoff_max: self.backoff_cap,

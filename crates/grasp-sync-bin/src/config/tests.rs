@@ -547,6 +547,12 @@ fn git_counts_and_durations_have_their_ranges() {
     );
     check_range("git_fetch_concurrency", &["1", "64"], &["0", "65"], "");
     check_range(
+        "purgatory_interval",
+        &["\"100ms\"", "\"1h\""],
+        &["\"99ms\"", "\"61m\""],
+        "",
+    );
+    check_range(
         "git_fetch_timeout",
         &["\"1s\"", "\"24h\""],
         &["\"999ms\"", "\"25h\""],

@@ -119,6 +119,7 @@ async fn a_purgatory_announcement_is_promoted_once_its_git_data_is_mirrored() {
         bootstrap_relays: Some(vec![remote.url()]),
         git_root: Some(git_root.clone()),
         git_allow_file_urls: Some(true),
+        purgatory_interval: Some("200ms".to_owned()),
         on_sync_hook: Some(format!("cat >> {0}; echo >> {0}", hook_log.display())),
         ..RawConfig::default()
     })

@@ -327,10 +327,10 @@ impl StoreCore {
             return Ok(None);
         };
         let now = self.now();
-        let policy = lock(policy)?;
-        let decision = policy.decide(event, &HashMap::new());
         let hold = if event.kind.as_u16() == ANNOUNCEMENT_KIND {
-            if !decision.is_accept() {
+            // The policy lock is taken before the purgatory's, never the other way round.
+            let policy = lock(policy)?;
+            if !policy.decide(event, &HashMap::new()).is_accept() {
                 return Ok(None);
             }
             let Ok(announcement) = RepoAnnouncement::from_event(event, policy.limits()) else {
@@ -343,20 +343,24 @@ impl StoreCore {
             }
             lock(&held.state)?.hold_announcement(now, announcement, event)
         } else {
-            if decision.is_accept() {
-                return Ok(None);
-            }
-            let mut state = lock(&held.state)?;
-            let Some(coordinate) = state.holder_of(now, event) else {
+            let Some(coordinate) = lock(&held.state)?.holder_of(now, event) else {
                 return Ok(None);
             };
-            state.hold_dependent(now, &coordinate, event)
+            if lock(policy)?.decide(event, &HashMap::new()).is_accept() {
+                return Ok(None);
+            }
+            match lock(&held.state)?.hold_dependent(now, &coordinate, event) {
+                // Promoted meanwhile: the ordinary path finds the announcement stored.
+                Hold::Gone => return Ok(None),
+                hold => hold,
+            }
         };
         Ok(Some(match hold {
             Hold::Held => IngestOutcome::Deferred,
             Hold::AlreadyHeld => IngestOutcome::Duplicate,
             Hold::Older => IngestOutcome::Rejected(OLDER_ANNOUNCEMENT_REASON.to_owned()),
             Hold::Full => IngestOutcome::Rejected(PURGATORY_FULL_REASON.to_owned()),
+            Hold::Gone => return Ok(None),
         }))
     }
 

@@ -95,6 +95,8 @@ pub(crate) enum Hold {
     Older,
     /// A cap was reached: not held.
     Full,
+    /// The announcement it depends on is no longer held.
+    Gone,
 }
 
 /// One held announcement.
@@ -210,7 +212,7 @@ impl Purgatory {
             return Hold::AlreadyHeld;
         }
         let Some(entry) = self.entries.get_mut(coordinate) else {
-            return Hold::Full;
+            return Hold::Gone;
         };
         if entry.held.len() >= self.config.max_held_per_repo {
             self.refused_full += 1;

@@ -276,7 +276,7 @@ async fn the_store_holds_an_announcement_and_its_state_until_git_data_arrives() 
     probe.0.lock().expect("lock").insert(coordinate);
     assert_eq!(store.promote_ready().await, Ok(1));
     assert!(store.announcements_for_sync().is_empty());
-    for id in [announcement.id, update.id] {
+    for id in [announcement.id, update.id, issue.id] {
         let stored = store.database().event_by_id(&id).await.expect("reads");
         assert!(stored.is_some(), "promoted events are stored");
     }
