@@ -258,6 +258,30 @@ async fn the_store_holds_an_announcement_and_its_state_until_git_data_arrives() 
         store.ingest(update.clone(), &source).await,
         Ok(IngestOutcome::Deferred)
     );
+    let issue = nip34::root(
+        &keys(2),
+        RootKind::Issue,
+        &[RepoRef::new(owner.public_key(), "repo")],
+        "broken",
+        Timestamp::from_secs(300),
+    )
+    .expect("issue");
+    assert_eq!(
+        store.ingest(issue.clone(), &source).await,
+        Ok(IngestOutcome::Deferred)
+    );
+    let elsewhere = nip34::root(
+        &keys(2),
+        RootKind::Issue,
+        &[RepoRef::new(owner.public_key(), "unknown")],
+        "broken",
+        Timestamp::from_secs(300),
+    )
+    .expect("issue");
+    assert!(matches!(
+        store.ingest(elsewhere, &source).await,
+        Ok(IngestOutcome::Rejected(_))
+    ));
     assert_eq!(
         store.ingest(update.clone(), &source).await,
         Ok(IngestOutcome::Duplicate),
