@@ -192,3 +192,24 @@ async fn a_purgatory_announcement_is_promoted_once_its_git_data_is_mirrored() {
 
     daemon.shutdown().await;
 }
+
+#[tokio::test]
+async fn external_mode_refuses_git_root_and_the_hook_for_now() {
+    let dir = tempfile::tempdir().expect("dir");
+    for (git_root, hook) in [(Some(dir.path().join("git")), None), (None, Some("true"))] {
+        let settings = Settings::resolve(RawConfig {
+            metrics_listen: Some("127.0.0.1:0".to_owned()),
+            data_dir: Some(dir.path().join("data")),
+            own_relay: Some("ws://127.0.0.1:9".to_owned()),
+            git_root,
+            on_sync_hook: hook.map(str::to_owned),
+            ..RawConfig::default()
+        })
+        .expect("settings");
+        let error = Daemon::start(&settings).await.expect_err("refused");
+        assert!(
+            error.to_string().contains("embedded mode only"),
+            "{error:#}"
+        );
+    }
+}
