@@ -183,6 +183,9 @@ fn safety_options(allow_file: bool) -> Vec<String> {
         "core.askPass=/bin/false".to_owned(),
         "fetch.recurseSubmodules=false".to_owned(),
         "transfer.fsckObjects=true".to_owned(),
+        // No background gc or maintenance outliving the run (and holding its stderr open).
+        "gc.auto=0".to_owned(),
+        "maintenance.auto=false".to_owned(),
     ];
     if allow_file {
         options.push("protocol.file.allow=always".to_owned());

@@ -278,3 +278,54 @@ async fn a_repository_past_the_size_limit_is_not_kept() {
     );
     assert!(!root.is_present(&repo));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_fetch_from_a_server_that_never_answers_is_killed_at_the_timeout() {
+    let dir = tempfile::tempdir().expect("dir");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    // Accepts connections and holds them without a word.
+    let server = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let rules = CloneUrlRules {
+        address_policy: AddressPolicy::allow_all(),
+        ..rules(false)
+    };
+    let target = rules
+        .check(&format!("http://127.0.0.1:{port}/silent.git"))
+        .await
+        .expect("allowed");
+    let repository = dir.path().join("silent.git");
+    git(dir.path(), &["init", "--quiet", "--bare", "silent.git"]);
+    let limits = GitLimits {
+        timeout: Duration::from_secs(30),
+        max_bytes: 1 << 30,
+        allow_file: false,
+    };
+    let started = Instant::now();
+    let outcome = super::command::run_git(
+        vec![
+            format!("--git-dir={}", repository.display()).into(),
+            "fetch".into(),
+            "--".into(),
+            target.url.clone().into(),
+            "+refs/heads/*:refs/heads/*".into(),
+        ],
+        target.pinned.as_deref(),
+        &limits,
+        &repository,
+    )
+    .await;
+    assert!(
+        matches!(outcome, Err(super::GitError::Timeout(_))),
+        "{outcome:?}"
+    );
+    assert!(started.elapsed() >= limits.timeout);
+    server.abort();
+}

@@ -288,6 +288,13 @@ async fn the_store_holds_an_announcement_and_its_state_until_git_data_arrives() 
         "a held event is had"
     );
     assert!(store.contains(&update.id).await.expect("contains"));
+    for id in [announcement.id, update.id, issue.id] {
+        let stored = store.database().event_by_id(&id).await.expect("reads");
+        assert!(
+            stored.is_none(),
+            "a held event is not stored, so not served"
+        );
+    }
     assert_eq!(store.announcements_for_sync().len(), 1);
     assert_eq!(store.promote_ready().await, Ok(0), "no git data yet");
 
