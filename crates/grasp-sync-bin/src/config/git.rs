@@ -113,7 +113,7 @@ impl GitSettings {
 /// Flags of the git-data keys (flattened into `grasp-sync run`).
 #[derive(Debug, Clone, Default, Args)]
 pub struct GitArgs {
-    /// Mirror repositories under DIR/<npub>/<identifier>.git and hold announcements without
+    /// Mirror repositories under `DIR/<npub>/<identifier>.git` and hold announcements without
     /// git data there in purgatory.
     #[arg(long, env = "GRASP_SYNC_GIT_ROOT", value_name = "DIR")]
     pub git_root: Option<PathBuf>,

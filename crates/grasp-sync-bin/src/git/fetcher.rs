@@ -172,7 +172,7 @@ impl GitFetcher {
         }
     }
 
-    /// Jobs dropped because [`MAX_JOBS`] repositories were waiting.
+    /// Jobs dropped because 4,096 repositories were waiting.
     pub fn dropped(&self) -> u64 {
         lock(&self.inner.jobs).dropped
     }
