@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use grasp_sync_engine::{
     EngineEnd, EngineExit, EngineParts, EngineStatus, LmdbStore, PurgatoryConfig, PurgatoryParts,
-    SdkConnector, StoreConfig, SyncEngine, TokioClock,
+    SdkConnector, SelfFeed, StoreConfig, SyncEngine, TokioClock,
 };
 use grasp_sync_model::RelayUrl;
 use nostr::EventId;
@@ -24,7 +24,7 @@ use crate::config::Settings;
 use crate::endpoints::{Endpoints, EngineSlot};
 use crate::external::{ExternalFeed, ExternalStore, HaveIndex, OwnRelayLink};
 use crate::feed::RestartingFeed;
-use crate::follow::GitFollower;
+use crate::follow::{AnnouncementIndex, GitFollower, RecordingFeed, RepositoryLookup};
 use crate::git::{CloneUrlRules, GitFetcher, GitLimits, GitRoot, UrlBackoffConfig};
 use crate::hook::{HookConfig, SyncHook};
 use crate::metrics::MetricsRegistry;
@@ -136,14 +136,7 @@ impl Daemon {
             })?;
         let (service_url, own, parts, git) = match (listener, &settings.own_relay) {
             (Some(listener), _) => embedded(settings, listener, &metrics).await?,
-            (None, Some(own_relay)) => {
-                anyhow::ensure!(
-                    settings.git.root.is_none() && settings.git.on_sync_hook.is_none(),
-                    "git_root and on_sync_hook are supported in embedded mode only"
-                );
-                let (service_url, own, parts) = external(settings, own_relay).await?;
-                (service_url, own, parts, GitData::default())
-            }
+            (None, Some(own_relay)) => external(settings, own_relay, &metrics).await?,
             (None, None) => anyhow::bail!("embedded mode needs a relay listener"),
         };
         let endpoints = Endpoints::start(metrics_listener, metrics.clone(), Arc::clone(&engine))
@@ -366,45 +359,16 @@ async fn embedded(
         Arc::new(store.clone()),
         Arc::new(RestartingFeed::new(store.feed())),
     );
-    let meter = metrics.meter();
-    let mut git = GitData::default();
-    let fetched = Arc::new(Notify::new());
-    let fetcher = root.as_ref().map(|root| {
-        GitFetcher::new(
-            root.clone(),
-            CloneUrlRules {
-                address_policy: settings.address_policy.clone(),
-                allow_file: settings.git.allow_file_urls,
-                own_domain: domain.clone(),
-            },
-            GitLimits {
-                timeout: settings.git.fetch_timeout,
-                max_bytes: settings.git.fetch_max_size,
-                allow_file: settings.git.allow_file_urls,
-            },
-            settings.git.fetch_concurrency,
-            UrlBackoffConfig::default(),
-            Arc::clone(&fetched),
-            &meter,
-        )
-    });
     if root.is_some() {
         parts = parts.purgatory(Arc::new(store.clone()));
-        git.promoter = Some(Promoter::start(store.clone(), fetched, &meter));
     }
-    let hook = settings
-        .git
-        .on_sync_hook
-        .as_ref()
-        .map(|command| SyncHook::start(HookConfig::new(command.clone()), &meter));
-    if fetcher.is_some() || hook.is_some() {
-        git.follower = Some(GitFollower::new(
-            Arc::new(store.clone()),
-            root,
-            fetcher,
-            hook,
-        ));
-    }
+    let git = follow_git(
+        settings,
+        &domain,
+        &metrics.meter(),
+        Arc::new(store.clone()),
+        Some(store.clone()),
+    )?;
     Ok((
         service_url,
         Own::Embedded {
@@ -416,11 +380,13 @@ async fn embedded(
     ))
 }
 
-/// The link to the external own relay and the local index.
+/// The link to the external own relay and the local index, with the fetcher and the hook the
+/// git-data keys ask for (no purgatory: the external relay decides what it stores).
 async fn external(
     settings: &Settings,
     own_relay: &RelayUrl,
-) -> anyhow::Result<(RelayUrl, Own, EngineParts)> {
+    metrics: &MetricsRegistry,
+) -> anyhow::Result<(RelayUrl, Own, EngineParts, GitData)> {
     let service_url = settings
         .service_url
         .clone()
@@ -436,15 +402,75 @@ async fn external(
             .with_context(|| format!("connecting to the own relay (own_relay = {own_relay})"))?,
     );
     let store = ExternalStore::new(Arc::clone(&link), Arc::clone(&index));
+    let feed = RestartingFeed::new(ExternalFeed::new(Arc::clone(&link), index));
+    let follows_git = settings.git.root.is_some() || settings.git.on_sync_hook.is_some();
+    let (feed, git): (Arc<dyn SelfFeed>, GitData) = if follows_git {
+        let announcements = Arc::new(AnnouncementIndex::new(service_url.clone()));
+        let git = follow_git(
+            settings,
+            &service_domain(&service_url),
+            &metrics.meter(),
+            Arc::clone(&announcements) as Arc<dyn RepositoryLookup>,
+            None,
+        )?;
+        (Arc::new(RecordingFeed::new(feed, announcements)), git)
+    } else {
+        (Arc::new(feed), GitData::default())
+    };
     let parts = EngineParts::new(
         Arc::new(SdkConnector::default().with_address_policy(settings.address_policy.clone())),
         Arc::new(store.clone()),
-        Arc::new(RestartingFeed::new(ExternalFeed::new(
-            Arc::clone(&link),
-            index,
-        ))),
+        feed,
     );
-    Ok((service_url, Own::External { link, store }, parts))
+    Ok((service_url, Own::External { link, store }, parts, git))
+}
+
+/// The fetcher (with `git_root`), the hook (with `on_sync_hook`) and the follower feeding them
+/// from `lookup`; with `promote`, the promoter of that store's purgatory.
+fn follow_git(
+    settings: &Settings,
+    own_domain: &str,
+    meter: &opentelemetry::metrics::Meter,
+    lookup: Arc<dyn RepositoryLookup>,
+    promote: Option<LmdbStore>,
+) -> anyhow::Result<GitData> {
+    let root = settings.git.root.as_ref().map(GitRoot::new);
+    if let Some(root) = &root {
+        create_dir(root.path())?;
+    }
+    let mut git = GitData::default();
+    let fetched = Arc::new(Notify::new());
+    let fetcher = root.as_ref().map(|root| {
+        GitFetcher::new(
+            root.clone(),
+            CloneUrlRules {
+                address_policy: settings.address_policy.clone(),
+                allow_file: settings.git.allow_file_urls,
+                own_domain: own_domain.to_owned(),
+            },
+            GitLimits {
+                timeout: settings.git.fetch_timeout,
+                max_bytes: settings.git.fetch_max_size,
+                allow_file: settings.git.allow_file_urls,
+            },
+            settings.git.fetch_concurrency,
+            UrlBackoffConfig::default(),
+            Arc::clone(&fetched),
+            meter,
+        )
+    });
+    if let (Some(_), Some(store)) = (&root, promote) {
+        git.promoter = Some(Promoter::start(store, fetched, meter));
+    }
+    let hook = settings
+        .git
+        .on_sync_hook
+        .as_ref()
+        .map(|command| SyncHook::start(HookConfig::new(command.clone()), meter));
+    if fetcher.is_some() || hook.is_some() {
+        git.follower = Some(GitFollower::new(lookup, root, fetcher, hook));
+    }
+    Ok(git)
 }
 
 /// The domain clone URLs must be on: the service URL's host.

@@ -12,7 +12,11 @@ use grasp_sync_model::{RepoAnnouncement, RepoCoordinate};
 use nostr::{Event, PublicKey, ToBech32};
 
 use crate::git::{FetchJob, GitFetcher, GitRoot};
+
+mod announcements;
+
 use crate::hook::{RepoUpdate, StateRefs, SyncBatch, SyncHook};
+pub use announcements::{AnnouncementIndex, MAX_ANNOUNCEMENTS, RecordingFeed};
 
 /// Kind of a repository state.
 const STATE_KIND: u16 = 30618;

@@ -193,23 +193,73 @@ async fn a_purgatory_announcement_is_promoted_once_its_git_data_is_mirrored() {
     daemon.shutdown().await;
 }
 
-#[tokio::test]
-async fn external_mode_refuses_git_root_and_the_hook_for_now() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_external_mode_state_events_drive_the_fetcher_and_the_hook() {
     let dir = tempfile::tempdir().expect("dir");
-    for (git_root, hook) in [(Some(dir.path().join("git")), None), (None, Some("true"))] {
-        let settings = Settings::resolve(RawConfig {
-            metrics_listen: Some("127.0.0.1:0".to_owned()),
-            data_dir: Some(dir.path().join("data")),
-            own_relay: Some("ws://127.0.0.1:9".to_owned()),
-            git_root,
-            on_sync_hook: hook.map(str::to_owned),
-            ..RawConfig::default()
-        })
-        .expect("settings");
-        let error = Daemon::start(&settings).await.expect_err("refused");
-        assert!(
-            error.to_string().contains("embedded mode only"),
-            "{error:#}"
-        );
-    }
+    let (source_repo, commit) = source_repository(dir.path());
+    let git_root = dir.path().join("git");
+    let hook_log = dir.path().join("hook.log");
+    let own = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("own relay");
+    let source = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("source");
+    let owner = Keys::generate();
+    let created_at = Timestamp::from_secs(1_700_000_000);
+    let announcement = nip34::announcement(
+        &owner,
+        &Announcement {
+            identifier: "tools".to_owned(),
+            name: "tools".to_owned(),
+            relays: vec![own.url(), source.url()],
+            clone: vec![format!("file://{}", source_repo.display())],
+            maintainers: Vec::new(),
+            created_at,
+        },
+    )
+    .expect("announcement");
+    let refs = [("refs/heads/main".to_owned(), commit.clone())];
+    let state = nip34::repo_state(&owner, "tools", &refs, created_at).expect("state");
+    own.seed([announcement.clone()]).await.expect("seed own");
+    source
+        .seed([announcement, state.clone()])
+        .await
+        .expect("seed source");
+
+    let settings = Settings::resolve(RawConfig {
+        metrics_listen: Some("127.0.0.1:0".to_owned()),
+        data_dir: Some(dir.path().join("data")),
+        own_relay: Some(own.url()),
+        allow_private_relays: Some(true),
+        batch_window: Some("200ms".to_owned()),
+        backoff_base: Some("1s".to_owned()),
+        backoff_cap: Some("5s".to_owned()),
+        git_root: Some(git_root.clone()),
+        git_allow_file_urls: Some(true),
+        on_sync_hook: Some(format!("cat >> {0}; echo >> {0}", hook_log.display())),
+        ..RawConfig::default()
+    })
+    .expect("settings");
+    let daemon = Daemon::start(&settings).await.expect("daemon");
+    let mirror = git_root
+        .join(owner.public_key().to_bech32().expect("npub"))
+        .join("tools.git");
+    let mirrored = wait_until(Duration::from_secs(30), || async {
+        mirror.join("HEAD").is_file() && std::fs::read_to_string(&hook_log).is_ok()
+    })
+    .await;
+    assert!(mirrored, "the mirror and the hook's record appeared");
+    assert_eq!(git(&mirror, &["rev-parse", "refs/heads/main"]), commit);
+    let log = std::fs::read_to_string(&hook_log).expect("log");
+    let run: serde_json::Value =
+        serde_json::from_str(log.lines().next().expect("a run")).expect("json");
+    assert_eq!(run["repositories"][0]["identifier"], "tools");
+    assert_eq!(run["repositories"][0]["purgatory"], false);
+    assert_eq!(run["repositories"][0]["states"][0]["id"], state.id.to_hex());
+    assert!(
+        daemon.status().await.expect("status").purgatory.is_none(),
+        "no purgatory in external mode"
+    );
+    daemon.shutdown().await;
 }
