@@ -91,3 +91,68 @@ fn a_burst_groups_state_events_by_repository() {
         vec!["https://elsewhere.example.org/tools.git".to_owned()]
     );
 }
+
+#[test]
+fn the_external_index_keeps_the_newest_announcement_listing_the_service() {
+    use super::AnnouncementIndex;
+    use grasp_sync_model::RelayUrl;
+
+    let service = "wss://relay.example.com";
+    let owner = Keys::new(SecretKey::from_slice(&[5; 32]).expect("key"));
+    let announce = |identifier: &str, relays: &[&str], clone: &str, at: u64| {
+        nip34::announcement(
+            &owner,
+            &Announcement {
+                identifier: identifier.to_owned(),
+                name: identifier.to_owned(),
+                relays: relays.iter().map(|r| (*r).to_owned()).collect(),
+                clone: vec![clone.to_owned()],
+                maintainers: Vec::new(),
+                created_at: Timestamp::from_secs(at),
+            },
+        )
+        .expect("announcement")
+    };
+    let index = AnnouncementIndex::new(RelayUrl::parse(service).expect("url"));
+    index.handle_event(&announce(
+        "tools",
+        &[service],
+        "https://a.example.org/1.git",
+        10,
+    ));
+    index.handle_event(&announce(
+        "tools",
+        &[service],
+        "https://a.example.org/2.git",
+        20,
+    ));
+    index.handle_event(&announce(
+        "tools",
+        &[service],
+        "https://a.example.org/old.git",
+        5,
+    ));
+    index.handle_event(&announce(
+        "other",
+        &["wss://elsewhere.example.org"],
+        "https://x/y.git",
+        1,
+    ));
+    assert_eq!(
+        index.len(),
+        1,
+        "the announcement not listing the service is left out"
+    );
+    let found = index.repositories_for("tools", &owner.public_key());
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        found[0].0.clone_urls,
+        vec!["https://a.example.org/2.git".to_owned()]
+    );
+    assert!(!found[0].1, "accepted, not purgatory");
+    assert!(
+        index
+            .repositories_for("other", &owner.public_key())
+            .is_empty()
+    );
+}
