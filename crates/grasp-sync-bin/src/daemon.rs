@@ -256,6 +256,7 @@ impl Daemon {
 /// the engine's task ends first (a panic), shuts down the same way and returns
 /// [`EngineStopped`]: the process then exits with code 1.
 pub async fn run(settings: &Settings) -> anyhow::Result<()> {
+    let stop = shutdown_signal();
     let daemon = Daemon::start(settings).await?;
     match daemon.relay_addr() {
         Some(addr) => {
@@ -270,7 +271,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         status = %format!("http://{}/status", daemon.metrics_addr()),
         "grasp-sync running"
     );
-    daemon.serve_until(shutdown_signal()).await
+    daemon.serve_until(stop).await
 }
 
 /// Waits for `stop` or for the engine's task to end, whichever comes first: `stop`'s name, or
@@ -287,28 +288,38 @@ async fn supervise(
     }
 }
 
-/// Waits for SIGINT or SIGTERM; returns its name.
-async fn shutdown_signal() -> &'static str {
+/// Listens for SIGINT and SIGTERM from the moment it is called (so a signal that arrives
+/// before the daemon reports running is not missed), and returns a future that waits for the
+/// first and resolves to its name.
+fn shutdown_signal() -> impl Future<Output = &'static str> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-                _ = terminate.recv() => "SIGTERM",
-            },
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM");
-                // Without the handler only SIGINT stops the daemon gracefully.
-                let _ = tokio::signal::ctrl_c().await;
-                "SIGINT"
+        let terminate = signal(SignalKind::terminate());
+        let interrupt = signal(SignalKind::interrupt());
+        async move {
+            match (terminate, interrupt) {
+                (Ok(mut terminate), Ok(mut interrupt)) => tokio::select! {
+                    _ = interrupt.recv() => "SIGINT",
+                    _ = terminate.recv() => "SIGTERM",
+                },
+                (terminate, _) => {
+                    if let Err(error) = terminate {
+                        tracing::warn!(%error, "cannot listen for SIGTERM");
+                    }
+                    // Without the handlers only SIGINT stops the daemon gracefully.
+                    let _ = tokio::signal::ctrl_c().await;
+                    "SIGINT"
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
-        "SIGINT"
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
     }
 }
 
