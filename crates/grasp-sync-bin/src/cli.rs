@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{RawConfig, RawRelayLimits, Settings, parse_bool};
+use crate::config::{GitArgs, RawConfig, RawRelayLimits, Settings, parse_bool};
 use crate::error::ConfigError;
 use crate::sim::{Preset, Profiles};
 
@@ -137,13 +137,16 @@ pub struct RunArgs {
     /// The embedded relay's limits (`[relay]` keys).
     #[command(flatten)]
     pub relay: RawRelayLimits,
+    /// Git data: mirror root, hook, fetcher limits, purgatory cap.
+    #[command(flatten)]
+    pub git: GitArgs,
 }
 
 impl RunArgs {
     /// The layer these flags and variables set.
     pub fn overrides(&self) -> Result<RawConfig, ConfigError> {
         let list = |values: &Vec<String>| (!values.is_empty()).then(|| values.clone());
-        Ok(RawConfig {
+        let mut raw = RawConfig {
             listen: self.listen.clone(),
             data_dir: self.data_dir.clone(),
             service_url: self.service_url.clone(),
@@ -174,7 +177,10 @@ impl RunArgs {
                 .transpose()?,
             max_rejected_ids: self.max_rejected_ids,
             relay: self.relay.clone(),
-        })
+            ..RawConfig::default()
+        };
+        self.git.apply(&mut raw)?;
+        Ok(raw)
     }
 
     /// The configuration file (if any) under these flags and variables, validated.

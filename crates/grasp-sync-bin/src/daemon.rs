@@ -11,20 +11,24 @@ use std::time::Duration;
 
 use anyhow::Context;
 use grasp_sync_engine::{
-    EngineEnd, EngineExit, EngineParts, EngineStatus, FileLimitsMemory, LmdbStore, SdkConnector,
-    StoreConfig, SyncEngine, TokioClock,
+    EngineEnd, EngineExit, EngineParts, EngineStatus, FileLimitsMemory, LmdbStore, PurgatoryConfig,
+    PurgatoryParts, SdkConnector, SelfFeed, StoreConfig, SyncEngine, TokioClock,
 };
 use grasp_sync_model::RelayUrl;
 use nostr::EventId;
 use nostr_database::{DatabaseEventStatus, NostrDatabase};
 use tokio::net::TcpListener;
-use tokio::sync::RwLock;
+use tokio::sync::{Notify, RwLock};
 
 use crate::config::Settings;
 use crate::endpoints::{Endpoints, EngineSlot};
 use crate::external::{ExternalFeed, ExternalStore, HaveIndex, OwnRelayLink};
 use crate::feed::RestartingFeed;
+use crate::follow::{AnnouncementIndex, GitFollower, RecordingFeed, RepositoryLookup};
+use crate::git::{CloneUrlRules, GitFetcher, GitLimits, GitRoot, UrlBackoffConfig};
+use crate::hook::{HookConfig, SyncHook};
 use crate::metrics::MetricsRegistry;
+use crate::purgatory::Promoter;
 use crate::relay::EmbeddedRelay;
 use crate::synced::SyncedEvents;
 
@@ -71,6 +75,15 @@ pub struct Daemon {
     exit: EngineExit,
     endpoints: Endpoints,
     metrics: MetricsRegistry,
+    /// Moves purgatory announcements whose git data arrived into the store (with `git_root`).
+    _promoter: Option<Promoter>,
+}
+
+/// What the git-data keys add to an embedded daemon.
+#[derive(Debug, Default)]
+struct GitData {
+    follower: Option<GitFollower>,
+    promoter: Option<Promoter>,
 }
 
 /// The engine's task ended while the daemon was serving: it panicked, or it returned without
@@ -123,9 +136,9 @@ impl Daemon {
                     settings.metrics_listen
                 )
             })?;
-        let (service_url, own, parts) = match (listener, &settings.own_relay) {
-            (Some(listener), _) => embedded(settings, listener).await?,
-            (None, Some(own_relay)) => external(settings, own_relay).await?,
+        let (service_url, own, parts, git) = match (listener, &settings.own_relay) {
+            (Some(listener), _) => embedded(settings, listener, &metrics).await?,
+            (None, Some(own_relay)) => external(settings, own_relay, &metrics).await?,
             (None, None) => anyhow::bail!("embedded mode needs a relay listener"),
         };
         let endpoints = Endpoints::start(metrics_listener, metrics.clone(), Arc::clone(&engine))
@@ -137,10 +150,10 @@ impl Daemon {
                 .limits_memory(Arc::new(FileLimitsMemory::new(
                     settings.data_dir.join(LEARNED_LIMITS_FILE),
                 )))
-                .hook(Arc::new(SyncedEvents::new(
-                    &metrics.meter(),
-                    own.live_relay(),
-                ))),
+                .hook(Arc::new(
+                    SyncedEvents::new(&metrics.meter(), own.live_relay())
+                        .with_follower(git.follower),
+                )),
         )
         .await
         .context("starting the sync engine")?;
@@ -153,6 +166,7 @@ impl Daemon {
             exit,
             endpoints,
             metrics,
+            _promoter: git.promoter,
         })
     }
 
@@ -250,6 +264,7 @@ impl Daemon {
 /// the engine's task ends first (a panic), shuts down the same way and returns
 /// [`EngineStopped`]: the process then exits with code 1.
 pub async fn run(settings: &Settings) -> anyhow::Result<()> {
+    let stop = shutdown_signal();
     let daemon = Daemon::start(settings).await?;
     match daemon.relay_addr() {
         Some(addr) => {
@@ -264,7 +279,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         status = %format!("http://{}/status", daemon.metrics_addr()),
         "grasp-sync running"
     );
-    daemon.serve_until(shutdown_signal()).await
+    daemon.serve_until(stop).await
 }
 
 /// Waits for `stop` or for the engine's task to end, whichever comes first: `stop`'s name, or
@@ -281,36 +296,48 @@ async fn supervise(
     }
 }
 
-/// Waits for SIGINT or SIGTERM; returns its name.
-async fn shutdown_signal() -> &'static str {
+/// Listens for SIGINT and SIGTERM from the moment it is called (so a signal that arrives
+/// before the daemon reports running is not missed), and returns a future that waits for the
+/// first and resolves to its name.
+fn shutdown_signal() -> impl Future<Output = &'static str> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-                _ = terminate.recv() => "SIGTERM",
-            },
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM");
-                // Without the handler only SIGINT stops the daemon gracefully.
-                let _ = tokio::signal::ctrl_c().await;
-                "SIGINT"
+        let terminate = signal(SignalKind::terminate());
+        let interrupt = signal(SignalKind::interrupt());
+        async move {
+            match (terminate, interrupt) {
+                (Ok(mut terminate), Ok(mut interrupt)) => tokio::select! {
+                    _ = interrupt.recv() => "SIGINT",
+                    _ = terminate.recv() => "SIGTERM",
+                },
+                (terminate, _) => {
+                    if let Err(error) = terminate {
+                        tracing::warn!(%error, "cannot listen for SIGTERM");
+                    }
+                    // Without the handlers only SIGINT stops the daemon gracefully.
+                    let _ = tokio::signal::ctrl_c().await;
+                    "SIGINT"
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
-        "SIGINT"
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
     }
 }
 
-/// The embedded relay and its store.
+/// The embedded relay and its store, with the purgatory, the fetcher and the hook that the
+/// git-data keys ask for.
 async fn embedded(
     settings: &Settings,
     listener: TcpListener,
-) -> anyhow::Result<(RelayUrl, Own, EngineParts)> {
+    metrics: &MetricsRegistry,
+) -> anyhow::Result<(RelayUrl, Own, EngineParts, GitData)> {
     let bound = listener.local_addr().context("reading the relay address")?;
     let service_url = match &settings.service_url {
         Some(url) => url.clone(),
@@ -323,16 +350,42 @@ async fn embedded(
         lmdb_map_size: settings.lmdb_map_size,
         ..store_config(settings, &service_url)
     };
-    let store = LmdbStore::open(&path, config)
-        .await
-        .with_context(|| format!("opening the store in {}", path.display()))?;
+    let root = settings.git.root.as_ref().map(GitRoot::new);
+    if let Some(root) = &root {
+        create_dir(root.path())?;
+    }
+    let purgatory = root.as_ref().map(|root| PurgatoryParts {
+        config: PurgatoryConfig {
+            max_announcements: settings.git.max_purgatory_announcements,
+            ..PurgatoryConfig::default()
+        },
+        probe: Arc::new(root.clone()),
+    });
+    let store = LmdbStore::open_with_purgatory(
+        &path,
+        config,
+        Arc::new(TokioClock::from_system()),
+        purgatory,
+    )
+    .await
+    .with_context(|| format!("opening the store in {}", path.display()))?;
     let relay = EmbeddedRelay::start(listener, &store, settings.relay.clone())
         .context("starting the relay")?;
-    let parts = EngineParts::new(
+    let mut parts = EngineParts::new(
         Arc::new(SdkConnector::default().with_address_policy(settings.address_policy.clone())),
         Arc::new(store.clone()),
         Arc::new(RestartingFeed::new(store.feed())),
     );
+    if root.is_some() {
+        parts = parts.purgatory(Arc::new(store.clone()));
+    }
+    let git = follow_git(
+        settings,
+        &service_domain(&service_url),
+        &metrics.meter(),
+        Arc::new(store.clone()),
+        Some(store.clone()),
+    )?;
     Ok((
         service_url,
         Own::Embedded {
@@ -340,6 +393,7 @@ async fn embedded(
             store,
         },
         parts,
+        git,
     ))
 }
 
@@ -352,11 +406,14 @@ fn store_config(settings: &Settings, service_url: &RelayUrl) -> StoreConfig {
     config
 }
 
-/// The link to the external own relay, the local index and the store core over them.
+/// The link to the external own relay, the local index and the store core over them, with
+/// the fetcher and the hook the git-data keys ask for (no purgatory: the external relay
+/// decides what it stores).
 async fn external(
     settings: &Settings,
     own_relay: &RelayUrl,
-) -> anyhow::Result<(RelayUrl, Own, EngineParts)> {
+    metrics: &MetricsRegistry,
+) -> anyhow::Result<(RelayUrl, Own, EngineParts, GitData)> {
     let service_url = settings
         .service_url
         .clone()
@@ -380,15 +437,75 @@ async fn external(
     )
     .await
     .with_context(|| format!("opening the store over the index in {}", path.display()))?;
+    let feed = RestartingFeed::new(ExternalFeed::new(Arc::clone(&link), store.clone()));
+    let follows_git = settings.git.root.is_some() || settings.git.on_sync_hook.is_some();
+    let (feed, git): (Arc<dyn SelfFeed>, GitData) = if follows_git {
+        let announcements = Arc::new(AnnouncementIndex::new(service_url.clone()));
+        let git = follow_git(
+            settings,
+            &service_domain(&service_url),
+            &metrics.meter(),
+            Arc::clone(&announcements) as Arc<dyn RepositoryLookup>,
+            None,
+        )?;
+        (Arc::new(RecordingFeed::new(feed, announcements)), git)
+    } else {
+        (Arc::new(feed), GitData::default())
+    };
     let parts = EngineParts::new(
         Arc::new(SdkConnector::default().with_address_policy(settings.address_policy.clone())),
         Arc::new(store.clone()),
-        Arc::new(RestartingFeed::new(ExternalFeed::new(
-            Arc::clone(&link),
-            store.clone(),
-        ))),
+        feed,
     );
-    Ok((service_url, Own::External { link, store }, parts))
+    Ok((service_url, Own::External { link, store }, parts, git))
+}
+
+/// The fetcher (with `git_root`), the hook (with `on_sync_hook`) and the follower feeding them
+/// from `lookup`; with `promote`, the promoter of that store's purgatory.
+fn follow_git(
+    settings: &Settings,
+    own_domain: &str,
+    meter: &opentelemetry::metrics::Meter,
+    lookup: Arc<dyn RepositoryLookup>,
+    promote: Option<LmdbStore>,
+) -> anyhow::Result<GitData> {
+    let root = settings.git.root.as_ref().map(GitRoot::new);
+    if let Some(root) = &root {
+        create_dir(root.path())?;
+    }
+    let mut git = GitData::default();
+    let fetched = Arc::new(Notify::new());
+    let fetcher = root.as_ref().map(|root| {
+        GitFetcher::new(
+            root.clone(),
+            CloneUrlRules {
+                address_policy: settings.address_policy.clone(),
+                allow_file: settings.git.allow_file_urls,
+                own_domain: own_domain.to_owned(),
+            },
+            GitLimits {
+                timeout: settings.git.fetch_timeout,
+                max_bytes: settings.git.fetch_max_size,
+                allow_file: settings.git.allow_file_urls,
+            },
+            settings.git.fetch_concurrency,
+            UrlBackoffConfig::default(),
+            Arc::clone(&fetched),
+            meter,
+        )
+    });
+    if let (Some(_), Some(store)) = (&root, promote) {
+        git.promoter = Some(Promoter::start(store, fetched, meter));
+    }
+    let hook = settings
+        .git
+        .on_sync_hook
+        .as_ref()
+        .map(|command| SyncHook::start(HookConfig::new(command.clone()), meter));
+    if fetcher.is_some() || hook.is_some() {
+        git.follower = Some(GitFollower::new(lookup, root, fetcher, hook));
+    }
+    Ok(git)
 }
 
 /// The domain clone URLs must be on: the service URL's host.

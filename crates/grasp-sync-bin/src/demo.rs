@@ -145,6 +145,7 @@ pub async fn run_demo(
         first_sync_by_req: false,
         max_rejected_ids: grasp_sync_engine::store::DEFAULT_COLD_CAPACITY,
         relay: crate::RelayLimits::default(),
+        git: crate::config::GitSettings::default(),
     };
     let started = Instant::now();
     let daemon = Daemon::start_on(&settings, listener).await?;

@@ -63,6 +63,11 @@ pub trait SelfFeed: Send + Sync + 'static {
 pub trait PurgatorySource: Send + Sync + 'static {
     /// The current snapshot.
     fn announcements_for_sync(&self) -> Vec<grasp_sync_model::PurgatoryEntry>;
+
+    /// What the purgatory holds, for `/status`; `None` by default.
+    fn status(&self) -> Option<crate::store::PurgatoryStats> {
+        None
+    }
 }
 
 /// A purgatory that is always empty (the default).
@@ -80,4 +85,15 @@ impl PurgatorySource for NoPurgatory {
 pub trait SyncedEventHook: Send + Sync + 'static {
     /// A batch of events that sync newly saved.
     async fn events_synced(&self, events: Vec<Event>);
+
+    /// One burst (500 ms) of synced events: those newly saved and those the store deferred
+    /// (held in purgatory, not stored: a hook must not serve them). The engine calls this
+    /// once per burst; by default it hands the saved ones to
+    /// [`SyncedEventHook::events_synced`] and ignores the deferred ones.
+    async fn burst_synced(&self, saved: Vec<Event>, deferred: Vec<Event>) {
+        let _ = deferred;
+        if !saved.is_empty() {
+            self.events_synced(saved).await;
+        }
+    }
 }

@@ -3,7 +3,8 @@
 //! is slowed down (its reader waits for a slot) instead of growing memory without limit.
 //!
 //! Newly saved events are counted per relay and handed, in 500 ms batches, to the
-//! [`SyncedEventHook`] when one is configured. Each session watches its own saves
+//! [`SyncedEventHook`] when one is configured, with the events of the same burst that the
+//! store deferred to purgatory. Each session watches its own saves
 //! ([`SessionSaves`]): its reader waits for them before it reports an EOSE, and hears of every
 //! event the store failed to save, so a batch is never confirmed over a failed write.
 
@@ -128,7 +129,7 @@ pub(crate) struct Ingestor {
     in_flight: usize,
     slots: Arc<Semaphore>,
     counts: Arc<DashMap<RelayUrl, Arc<IngestCounts>>>,
-    saved: Option<mpsc::Sender<Event>>,
+    saved: Option<mpsc::Sender<(Event, bool)>>,
     metrics: Option<crate::metrics::SyncMetrics>,
     /// A full store was reported, and nothing saved since: later failures log quietly.
     full_reported: Arc<AtomicBool>,
@@ -184,7 +185,7 @@ impl Ingestor {
                     if let (Some(tx), Some(event)) = (saved, keep) {
                         // The hook batcher never stops before the ingestor; a closed channel
                         // means shutdown, when the trigger no longer matters.
-                        let _ = tx.send(event).await;
+                        let _ = tx.send((event, false)).await;
                     }
                 }
                 Ok(IngestOutcome::Duplicate) => {
@@ -196,6 +197,9 @@ impl Ingestor {
                 }
                 Ok(IngestOutcome::Deferred) => {
                     counts.deferred.fetch_add(1, Ordering::Relaxed);
+                    if let (Some(tx), Some(event)) = (saved, keep) {
+                        let _ = tx.send((event, true)).await;
+                    }
                 }
                 Err(error) => {
                     counts.failed.fetch_add(1, Ordering::Relaxed);
@@ -256,13 +260,25 @@ impl Ingestor {
     }
 }
 
-async fn run_hook_batcher(mut rx: mpsc::Receiver<Event>, hook: Arc<dyn SyncedEventHook>) {
+async fn run_hook_batcher(mut rx: mpsc::Receiver<(Event, bool)>, hook: Arc<dyn SyncedEventHook>) {
     while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
+        let mut saved = Vec::new();
+        let mut deferred = Vec::new();
+        let mut sort = |(event, was_deferred): (Event, bool)| {
+            if was_deferred {
+                deferred.push(event);
+            } else {
+                saved.push(event);
+            }
+        };
+        sort(first);
         let deadline = tokio::time::Instant::now() + HOOK_BATCH_WINDOW;
-        while let Ok(Some(event)) = tokio::time::timeout_at(deadline, rx.recv()).await {
-            batch.push(event);
+        while let Ok(Some(item)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+            sort(item);
         }
-        hook.events_synced(batch).await;
+        hook.burst_synced(saved, deferred).await;
     }
 }
+
+#[cfg(test)]
+mod tests;

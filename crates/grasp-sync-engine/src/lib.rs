@@ -47,8 +47,9 @@ pub use negentropy::{
 };
 pub use status::{EngineStatus, NegentropyStatus, RelayNip77Status, RelayStatus, TrackingStatus};
 pub use store::{
-    GraspDatabase, GraspPolicy, GraspWritePolicy, GuardedStore, LmdbStore, MemoryStore,
-    PolicyConfig, PolicyDecision, RejectedUsage, StoreConfig, StoreFeed,
+    GitDataProbe, GraspDatabase, GraspPolicy, GraspWritePolicy, GuardedStore, LmdbStore,
+    MemoryStore, PolicyConfig, PolicyDecision, PurgatoryConfig, PurgatoryParts, PurgatoryStats,
+    RejectedUsage, StoreConfig, StoreFeed,
 };
 pub use transport::{
     NEGENTROPY_DEADLINE, NEGENTROPY_PROBE_DEADLINE, NegentropyDiff, NegentropyError, NipListing,

@@ -24,6 +24,9 @@ pub struct EngineStatus {
     /// The own store's rejected-events index: how full its tiers are and how often their
     /// bounds made it forget an entry; `None` for a store without one.
     pub rejected_index: Option<crate::store::RejectedUsage>,
+    /// Announcements held in purgatory for their git data; `None` without a purgatory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub purgatory: Option<crate::store::PurgatoryStats>,
 }
 
 /// The tracking bounds ([`TrackingBounds`](grasp_sync_model::TrackingBounds)) in force and

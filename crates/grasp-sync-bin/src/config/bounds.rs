@@ -39,6 +39,14 @@ pub const LEARNED_LIMITS_MAX_AGE: RangeInclusive<Duration> =
     Duration::from_secs(60)..=Duration::from_secs(365 * 24 * 3600);
 /// `max_rejected_ids`: 1,000 to 5,000,000 (each takes a few hundred bytes of memory).
 pub const MAX_REJECTED_IDS: RangeInclusive<usize> = 1_000..=5_000_000;
+/// `max_purgatory_announcements`: 1 to 1,000,000.
+pub const MAX_PURGATORY_ANNOUNCEMENTS: RangeInclusive<usize> = 1..=1_000_000;
+/// `git_fetch_timeout`: 1 s to 1 day.
+pub const GIT_FETCH_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
+/// `purgatory_interval`: 100 ms to 1 h.
+pub const PURGATORY_INTERVAL: RangeInclusive<Duration> = Duration::from_millis(100)..=HOUR;
+/// `git_fetch_concurrency`: 1 to 64.
+pub const GIT_FETCH_CONCURRENCY: RangeInclusive<usize> = 1..=64;
 /// `relay.header_read_timeout` and `relay.idle_timeout`: 1 s to 1 day.
 pub const RELAY_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
 

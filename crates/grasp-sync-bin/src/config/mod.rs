@@ -5,6 +5,7 @@
 
 pub mod bounds;
 mod duration;
+mod git;
 mod relay;
 
 use std::net::SocketAddr;
@@ -22,6 +23,10 @@ use crate::relay::RelayLimits;
 use bounds::{count_in, duration_in};
 
 pub use duration::{format_duration, parse_duration};
+pub use git::{
+    DEFAULT_GIT_FETCH_CONCURRENCY, DEFAULT_GIT_FETCH_MAX_SIZE, DEFAULT_GIT_FETCH_TIMEOUT,
+    DEFAULT_PURGATORY_INTERVAL, GitArgs, GitSettings,
+};
 pub use relay::RawRelayLimits;
 
 /// Default address of the embedded relay.
@@ -78,6 +83,22 @@ pub struct RawConfig {
     pub first_sync_by_req: Option<bool>,
     /// Rejected event IDs the own store remembers at most (either mode).
     pub max_rejected_ids: Option<usize>,
+    /// Mirror repositories here and hold announcements without git data in purgatory.
+    pub git_root: Option<PathBuf>,
+    /// Command run per burst of synced state events, with a JSON batch on standard input.
+    pub on_sync_hook: Option<String>,
+    /// Announcements held in purgatory at most.
+    pub max_purgatory_announcements: Option<usize>,
+    /// The longest one git fetch may take, e.g. `10m`.
+    pub git_fetch_timeout: Option<String>,
+    /// The largest a mirrored repository may grow, e.g. `2GiB`.
+    pub git_fetch_max_size: Option<String>,
+    /// Git fetches at once.
+    pub git_fetch_concurrency: Option<usize>,
+    /// Fetch `file://` clone URLs.
+    pub git_allow_file_urls: Option<bool>,
+    /// How often purgatory announcements are registered for state sync, e.g. `5s`.
+    pub purgatory_interval: Option<String>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -130,6 +151,16 @@ impl RawConfig {
             learned_limits_max_age: over.learned_limits_max_age.or(self.learned_limits_max_age),
             first_sync_by_req: over.first_sync_by_req.or(self.first_sync_by_req),
             max_rejected_ids: over.max_rejected_ids.or(self.max_rejected_ids),
+            git_root: over.git_root.or(self.git_root),
+            on_sync_hook: over.on_sync_hook.or(self.on_sync_hook),
+            max_purgatory_announcements: over
+                .max_purgatory_announcements
+                .or(self.max_purgatory_announcements),
+            git_fetch_timeout: over.git_fetch_timeout.or(self.git_fetch_timeout),
+            git_fetch_max_size: over.git_fetch_max_size.or(self.git_fetch_max_size),
+            git_fetch_concurrency: over.git_fetch_concurrency.or(self.git_fetch_concurrency),
+            git_allow_file_urls: over.git_allow_file_urls.or(self.git_allow_file_urls),
+            purgatory_interval: over.purgatory_interval.or(self.purgatory_interval),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -178,12 +209,15 @@ pub struct Settings {
     pub max_rejected_ids: usize,
     /// The embedded relay's limits; its `created_at` window is `max_future_created_at`.
     pub relay: RelayLimits,
+    /// Git data: the mirror root, the hook, the fetcher's limits and the purgatory's cap.
+    pub git: GitSettings,
 }
 
 impl Settings {
     /// Validates a merged configuration, filling in defaults. Every duration and count must lie
     /// in its range in [`bounds`].
     pub fn resolve(raw: RawConfig) -> Result<Settings, ConfigError> {
+        let git = GitSettings::resolve(&raw)?;
         let defaults = EngineConfig::default();
         let tracking = defaults.tracking;
         let health = HealthConfig::default();
@@ -292,6 +326,7 @@ impl Settings {
             )?
             .unwrap_or(DEFAULT_COLD_CAPACITY),
             relay,
+            git,
         })
     }
 
@@ -310,6 +345,7 @@ impl Settings {
                 ..RecoveryConfig::default()
             },
             batch_window: self.batch_window,
+            purgatory_interval: self.git.purgatory_interval,
             health: HealthConfig {
                 connect_backoff_base: self.backoff_base,
                 connect_backoff_max: self.backoff_cap,
@@ -333,7 +369,10 @@ pub fn parse_bool(key: &'static str, value: &str) -> Result<bool, ConfigError> {
 }
 
 /// A byte size: a whole number, optionally followed by `KiB`, `MiB`, `GiB` or `TiB`.
-fn size_key(key: &'static str, value: Option<&str>) -> Result<Option<usize>, ConfigError> {
+pub(crate) fn size_key(
+    key: &'static str,
+    value: Option<&str>,
+) -> Result<Option<usize>, ConfigError> {
     let Some(text) = value.map(str::trim) else {
         return Ok(None);
     };

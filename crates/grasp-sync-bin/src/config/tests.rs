@@ -584,3 +584,94 @@ fn max_rejected_ids_is_read_defaulted_and_range_checked() {
         );
     }
 }
+
+#[test]
+fn git_keys_default_to_no_git_root_and_no_hook() {
+    let settings = check_toml("").expect("defaults");
+    assert_eq!(settings.git, super::GitSettings::default());
+    assert_eq!(settings.git.root, None);
+    assert_eq!(settings.git.fetch_timeout, super::DEFAULT_GIT_FETCH_TIMEOUT);
+    assert!(!settings.git.allow_file_urls);
+}
+
+#[test]
+fn git_keys_are_read_from_the_file_and_the_flags_win() {
+    use clap::Parser;
+
+    let file = RawConfig::from_toml(
+        "git_root = \"/srv/git\"\non_sync_hook = \"logger\"\nmax_purgatory_announcements = 5\n\
+         git_fetch_timeout = \"2m\"\ngit_fetch_max_size = \"1GiB\"\ngit_fetch_concurrency = 2\n\
+         git_allow_file_urls = true\n",
+        "test.toml",
+    )
+    .expect("file");
+    let settings = Settings::resolve(file.clone()).expect("valid");
+    assert_eq!(
+        settings.git.root.as_deref(),
+        Some(std::path::Path::new("/srv/git"))
+    );
+    assert_eq!(settings.git.on_sync_hook.as_deref(), Some("logger"));
+    assert_eq!(settings.git.max_purgatory_announcements, 5);
+    assert_eq!(settings.git.fetch_timeout, Duration::from_secs(120));
+    assert_eq!(settings.git.fetch_max_size, 1 << 30);
+    assert_eq!(settings.git.fetch_concurrency, 2);
+    assert!(settings.git.allow_file_urls);
+
+    let cli = crate::Cli::try_parse_from([
+        "grasp-sync",
+        "run",
+        "--git-root",
+        "/var/git",
+        "--on-sync-hook",
+        "true",
+        "--git-allow-file-urls",
+        "false",
+    ])
+    .expect("flags");
+    let crate::Command::Run(args) = cli.command else {
+        panic!("run");
+    };
+    let settings =
+        Settings::resolve(file.merge(args.overrides().expect("overrides"))).expect("valid");
+    assert_eq!(
+        settings.git.root.as_deref(),
+        Some(std::path::Path::new("/var/git"))
+    );
+    assert_eq!(settings.git.on_sync_hook.as_deref(), Some("true"));
+    assert!(!settings.git.allow_file_urls);
+    assert_eq!(
+        settings.git.fetch_concurrency, 2,
+        "unset flags keep the file's value"
+    );
+}
+
+#[test]
+fn git_counts_and_durations_have_their_ranges() {
+    check_range(
+        "max_purgatory_announcements",
+        &["1", "1000000"],
+        &["0", "1000001"],
+        "",
+    );
+    check_range("git_fetch_concurrency", &["1", "64"], &["0", "65"], "");
+    check_range(
+        "purgatory_interval",
+        &["\"100ms\"", "\"1h\""],
+        &["\"99ms\"", "\"61m\""],
+        "",
+    );
+    check_range(
+        "git_fetch_timeout",
+        &["\"1s\"", "\"24h\""],
+        &["\"999ms\"", "\"25h\""],
+        "",
+    );
+    check_range(
+        "git_fetch_max_size",
+        &["\"1MiB\""],
+        &["\"0\"", "\"1PiB\""],
+        "",
+    );
+    check_range("git_root", &["\"/srv/git\""], &["\"\""], "");
+    check_range("on_sync_hook", &["\"logger\""], &["\"  \""], "");
+}

@@ -413,6 +413,7 @@ pub async fn run_sim(
         first_sync_by_req: options.first_sync_by_req,
         max_rejected_ids: grasp_sync_engine::store::DEFAULT_COLD_CAPACITY,
         relay: crate::RelayLimits::default(),
+        git: crate::config::GitSettings::default(),
     };
     let started = Instant::now();
     let daemon = Daemon::start_on(&settings, listener).await?;

@@ -10,6 +10,7 @@ mod early_events;
 mod external;
 mod external_policy;
 mod full_store;
+mod git_data;
 mod limits;
 mod live;
 mod outbound;

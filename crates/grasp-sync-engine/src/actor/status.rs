@@ -112,6 +112,7 @@ impl Actor {
                 max_recovery_ids_per_relay: self.config.recovery.max_pending_per_relay,
             },
             rejected_index: self.ingestor.store().rejected_usage(),
+            purgatory: self.purgatory.status(),
             repos_tracked: self.repos.len(),
             root_events_tracked: self.repos.iter().map(|(_, n)| n.root_events.len()).sum(),
             relays,

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use grasp_sync_model::RelayUrl;
+use grasp_sync_model::{PurgatoryEntry, RelayUrl, RepoAnnouncement, RepoCoordinate};
 use nostr::{Event, EventId, Filter, Kind, PublicKey, Timestamp};
 use nostr_database::{
     DatabaseError, DatabaseEventStatus, NostrDatabase, RejectedReason, SaveEventStatus,
@@ -26,11 +26,18 @@ use crate::store::cold::ColdStore;
 use crate::store::database::GraspDatabase;
 use crate::store::feed::FeedHub;
 use crate::store::lmdb::MapRoom;
-use crate::store::policy::{GraspPolicy, PolicyDecision};
+use crate::store::policy::{GraspPolicy, OLDER_ANNOUNCEMENT_REASON, PolicyDecision};
+use crate::store::purgatory::{GitDataProbe, Hold, Purgatory, PurgatoryConfig, PurgatoryStats};
 use crate::store::rejected::{Dependency, RejectedConfig, RejectedIndex, RejectedUsage};
 
 /// Reason for an event whose id or signature does not verify.
 pub const BAD_SIGNATURE_REASON: &str = "invalid: bad signature";
+
+/// Reason for an event refused because the purgatory is at its cap.
+pub const PURGATORY_FULL_REASON: &str = "blocked: purgatory is full";
+
+/// Kind of a repository announcement.
+const ANNOUNCEMENT_KIND: u16 = 30617;
 
 /// Most stored events whose authors are looked up for one decision.
 const MAX_LOOKUPS: usize = 64;
@@ -51,6 +58,32 @@ pub(crate) struct CoreParts {
     pub(crate) max_future_created_at: std::time::Duration,
     /// Tells a full LMDB map from other failed saves; `None` for other backends.
     pub(crate) room: Option<MapRoom>,
+    /// `None`: announcements are saved whether or not their git data is present.
+    pub(crate) purgatory: Option<PurgatoryParts>,
+}
+
+/// How announcements without git data are held back: the purgatory's bounds and the probe
+/// that tells whether a repository's git data arrived.
+#[derive(Clone)]
+pub struct PurgatoryParts {
+    /// Bounds and lifetimes.
+    pub config: PurgatoryConfig,
+    /// Whether a repository's git data is present.
+    pub probe: Arc<dyn GitDataProbe>,
+}
+
+impl fmt::Debug for PurgatoryParts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PurgatoryParts")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The purgatory as the core holds it.
+struct Held {
+    state: Mutex<Purgatory>,
+    probe: Arc<dyn GitDataProbe>,
 }
 
 /// The shared state of one store.
@@ -65,6 +98,7 @@ pub(crate) struct StoreCore {
     clock: Arc<dyn Clock>,
     max_future_created_at: std::time::Duration,
     room: Option<MapRoom>,
+    purgatory: Option<Held>,
 }
 
 impl fmt::Debug for StoreCore {
@@ -74,6 +108,7 @@ impl fmt::Debug for StoreCore {
             .field("policy", &self.policy.is_some())
             .field("rejected", &self.rejected)
             .field("cold", &self.cold)
+            .field("purgatory", &self.purgatory.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -99,6 +134,10 @@ impl StoreCore {
             clock: parts.clock,
             max_future_created_at: parts.max_future_created_at,
             room: parts.room,
+            purgatory: parts.purgatory.map(|parts| Held {
+                state: Mutex::new(Purgatory::new(parts.config)),
+                probe: parts.probe,
+            }),
         };
         let core = Arc::new(core);
         core.database.attach(Arc::downgrade(&core));
@@ -202,6 +241,11 @@ impl StoreCore {
         if self.rejected()?.contains(self.now(), id) {
             return Ok(true);
         }
+        if let Some(held) = &self.purgatory {
+            if lock(&held.state)?.contains(id) {
+                return Ok(true);
+            }
+        }
         let status = self.database.check_id(id).await.map_err(backend)?;
         Ok(status != DatabaseEventStatus::NotExistent)
     }
@@ -259,6 +303,9 @@ impl StoreCore {
             // Not remembered: the id may belong to a genuine event we still want.
             return Ok(IngestOutcome::Rejected(BAD_SIGNATURE_REASON.to_owned()));
         }
+        if let Some(outcome) = self.hold(event)? {
+            return Ok(outcome);
+        }
         if let PolicyDecision::Reject(reason) = self.admit(event, source).await? {
             return Ok(IngestOutcome::Rejected(reason));
         }
@@ -278,6 +325,136 @@ impl StoreCore {
                 IngestOutcome::Rejected(reason)
             }
         })
+    }
+
+    /// Holds `event` in purgatory when it is an announcement the policy accepts for a
+    /// repository not yet accepted whose git data is absent, or an event the policy refuses
+    /// that depends on a held announcement. `None`: the event takes the ordinary path.
+    fn hold(&self, event: &Event) -> Result<Option<IngestOutcome>, StoreError> {
+        let (Some(held), Some(policy)) = (&self.purgatory, &self.policy) else {
+            return Ok(None);
+        };
+        let now = self.now();
+        let hold = if event.kind.as_u16() == ANNOUNCEMENT_KIND {
+            // The policy lock is taken before the purgatory's, never the other way round.
+            let policy = lock(policy)?;
+            if !policy.decide(event, &HashMap::new()).is_accept() {
+                return Ok(None);
+            }
+            let Ok(announcement) = RepoAnnouncement::from_event(event, policy.limits()) else {
+                return Ok(None);
+            };
+            if policy.is_accepted_repository(&announcement.coordinate)
+                || held.probe.is_present(&announcement.coordinate)
+            {
+                return Ok(None);
+            }
+            lock(&held.state)?.hold_announcement(now, announcement, event)
+        } else {
+            let Some(coordinate) = lock(&held.state)?.holder_of(now, event) else {
+                return Ok(None);
+            };
+            if lock(policy)?.decide(event, &HashMap::new()).is_accept() {
+                return Ok(None);
+            }
+            match lock(&held.state)?.hold_dependent(now, &coordinate, event) {
+                // Promoted meanwhile: the ordinary path finds the announcement stored.
+                Hold::Gone => return Ok(None),
+                hold => hold,
+            }
+        };
+        Ok(Some(match hold {
+            Hold::Held => IngestOutcome::Deferred,
+            Hold::AlreadyHeld => IngestOutcome::Duplicate,
+            Hold::Older => IngestOutcome::Rejected(OLDER_ANNOUNCEMENT_REASON.to_owned()),
+            Hold::Full => IngestOutcome::Rejected(PURGATORY_FULL_REASON.to_owned()),
+            Hold::Gone => return Ok(None),
+        }))
+    }
+
+    /// Promotes every held announcement whose git data is now present: the announcement goes
+    /// through the policy and is saved, then the events it held. Returns how many were
+    /// promoted. Expired entries are dropped first.
+    pub(crate) async fn promote_ready(&self) -> Result<usize, StoreError> {
+        let Some(held) = &self.purgatory else {
+            return Ok(0);
+        };
+        let ready: Vec<RepoCoordinate> = {
+            let mut state = lock(&held.state)?;
+            state.expire(self.now());
+            state.coordinates()
+        };
+        let ready: Vec<RepoCoordinate> = ready
+            .into_iter()
+            .filter(|coordinate| held.probe.is_present(coordinate))
+            .collect();
+        let mut promoted = 0;
+        for coordinate in ready {
+            let Some((announcement, dependents)) = lock(&held.state)?.take(&coordinate) else {
+                continue;
+            };
+            match self.ingest_one(&announcement, None, false).await {
+                Ok(IngestOutcome::Saved | IngestOutcome::Duplicate) => promoted += 1,
+                Ok(outcome) => {
+                    tracing::warn!(id = %announcement.id, ?outcome, "a promoted announcement was not stored");
+                }
+                Err(error) => {
+                    tracing::warn!(id = %announcement.id, %error, "storing a promoted announcement failed");
+                }
+            }
+            for event in &dependents {
+                if let Err(error) = self.ingest_one(event, None, false).await {
+                    tracing::warn!(id = %event.id, %error, "storing an event held in purgatory failed");
+                }
+            }
+        }
+        self.settle().await?;
+        Ok(promoted)
+    }
+
+    /// The purgatory's snapshot for `StateOnly` sync (empty without a purgatory).
+    pub(crate) fn purgatory_snapshot(&self) -> Vec<PurgatoryEntry> {
+        match &self.purgatory {
+            Some(held) => match lock(&held.state) {
+                Ok(mut state) => state.snapshot(self.now()),
+                Err(_) => Vec::new(),
+            },
+            None => Vec::new(),
+        }
+    }
+
+    /// What the purgatory holds; `None` without a purgatory.
+    pub(crate) fn purgatory_stats(&self) -> Option<PurgatoryStats> {
+        let held = self.purgatory.as_ref()?;
+        lock(&held.state).ok().map(|state| state.stats(self.now()))
+    }
+
+    /// Announcements, accepted (`false`) or held in purgatory (`true`), with `identifier`
+    /// that `author` owns or maintains.
+    pub(crate) fn repositories_for(
+        &self,
+        identifier: &str,
+        author: &PublicKey,
+    ) -> Result<Vec<(RepoAnnouncement, bool)>, StoreError> {
+        let mut found: Vec<(RepoAnnouncement, bool)> = match &self.policy {
+            Some(policy) => lock(policy)?
+                .accepted_announcements()
+                .filter(|a| a.coordinate.identifier() == identifier)
+                .filter(|a| a.coordinate.owner() == author || a.maintainers.contains(author))
+                .map(|a| (a.clone(), false))
+                .collect(),
+            None => Vec::new(),
+        };
+        if let Some(held) = &self.purgatory {
+            let state = lock(&held.state)?;
+            found.extend(
+                state
+                    .announcements_for(identifier, author)
+                    .into_iter()
+                    .map(|a| (a, true)),
+            );
+        }
+        Ok(found)
     }
 
     /// Loads the persisted cold tier, dropping entries for events stored meanwhile.

@@ -61,6 +61,8 @@ impl GuardedStore {
             clock,
             max_future_created_at: config.max_future_created_at,
             room: None,
+            // An external own relay decides what it stores: no purgatory.
+            purgatory: None,
         })
         .await?;
         Ok(Self { core })

@@ -7,19 +7,20 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use grasp_sync_model::RelayUrl;
+use grasp_sync_model::{PurgatoryEntry, RelayUrl, RepoAnnouncement};
 use nostr::{Event, EventId, Filter, Timestamp};
 use nostr_lmdb::NostrLMDB;
 
-use crate::boundary::{EventStore, IngestOutcome};
+use crate::boundary::{EventStore, IngestOutcome, PurgatorySource};
 use crate::clock::{Clock, TokioClock};
 use crate::error::StoreError;
 use crate::store::cold::ColdStore;
 use crate::store::config::StoreConfig;
-use crate::store::core::{CoreParts, StoreCore};
+use crate::store::core::{CoreParts, PurgatoryParts, StoreCore};
 use crate::store::database::GraspDatabase;
 use crate::store::feed::StoreFeed;
 use crate::store::policy::GraspPolicy;
+use crate::store::purgatory::PurgatoryStats;
 use crate::store::write_policy::GraspWritePolicy;
 
 mod room;
@@ -52,6 +53,19 @@ impl LmdbStore {
         config: StoreConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
+        Self::open_with_purgatory(path, config, clock, None).await
+    }
+
+    /// [`LmdbStore::open_with_clock`] holding announcements whose git data is absent in a
+    /// purgatory (see [`PurgatoryParts`]) when `purgatory` is given: they are not saved, and
+    /// not served, until [`LmdbStore::promote_ready`] finds their git data. The purgatory is
+    /// kept in memory: after a restart, sync offers its announcements again.
+    pub async fn open_with_purgatory(
+        path: impl AsRef<Path>,
+        config: StoreConfig,
+        clock: Arc<dyn Clock>,
+        purgatory: Option<PurgatoryParts>,
+    ) -> Result<Self, StoreError> {
         let path = path.as_ref();
         let map_size = config.lmdb_map_size.unwrap_or(DEFAULT_MAP_SIZE);
         let builder = NostrLMDB::builder(path).map_size(map_size);
@@ -68,6 +82,7 @@ impl LmdbStore {
             clock,
             max_future_created_at: config.max_future_created_at,
             room: Some(MapRoom::new(path, map_size)),
+            purgatory,
         })
         .await?;
         Ok(Self { core })
@@ -102,6 +117,39 @@ impl LmdbStore {
     /// `RejectedConfig::refetch_retry`, up to `RejectedConfig::refetch_reports` times.
     pub fn poll_refetch(&self) -> Result<Vec<(RelayUrl, Vec<EventId>)>, StoreError> {
         self.core.poll_refetch()
+    }
+}
+
+impl LmdbStore {
+    /// Promotes every purgatory announcement whose git data is now present (saving it, then the
+    /// events it held); how many were promoted.
+    pub async fn promote_ready(&self) -> Result<usize, StoreError> {
+        self.core.promote_ready().await
+    }
+
+    /// What the purgatory holds; `None` when the store has none.
+    pub fn purgatory_stats(&self) -> Option<PurgatoryStats> {
+        self.core.purgatory_stats()
+    }
+
+    /// Announcements, accepted (`false`) or in purgatory (`true`), with `identifier` that
+    /// `author` owns or maintains: the repositories a state event of `author` may describe.
+    pub fn repositories_for(
+        &self,
+        identifier: &str,
+        author: &nostr::PublicKey,
+    ) -> Result<Vec<(RepoAnnouncement, bool)>, StoreError> {
+        self.core.repositories_for(identifier, author)
+    }
+}
+
+impl PurgatorySource for LmdbStore {
+    fn announcements_for_sync(&self) -> Vec<PurgatoryEntry> {
+        self.core.purgatory_snapshot()
+    }
+
+    fn status(&self) -> Option<PurgatoryStats> {
+        self.core.purgatory_stats()
     }
 }
 

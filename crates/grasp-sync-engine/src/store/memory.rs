@@ -9,14 +9,15 @@ use nostr::{Event, EventId, Filter, Timestamp};
 use nostr_database::{MemoryDatabase, MemoryDatabaseOptions};
 use tokio::sync::mpsc;
 
-use crate::boundary::{EventStore, IngestOutcome, SelfFeed};
+use crate::boundary::{EventStore, IngestOutcome, PurgatorySource, SelfFeed};
 use crate::clock::{Clock, TokioClock};
 use crate::error::StoreError;
 use crate::store::config::StoreConfig;
-use crate::store::core::{CoreParts, StoreCore};
+use crate::store::core::{CoreParts, PurgatoryParts, StoreCore};
 use crate::store::database::GraspDatabase;
 use crate::store::feed::{DEFAULT_FEED_CAPACITY, StoreFeed};
 use crate::store::policy::GraspPolicy;
+use crate::store::purgatory::PurgatoryStats;
 use crate::store::rejected::RejectedConfig;
 use crate::store::write_policy::GraspWritePolicy;
 
@@ -39,14 +40,35 @@ impl MemoryStore {
         config: StoreConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
+        Self::with_purgatory(config, clock, None).await
+    }
+
+    /// [`MemoryStore::with_clock`] with a purgatory for announcements whose git data is
+    /// absent, as [`LmdbStore::open_with_purgatory`](crate::store::LmdbStore::open_with_purgatory).
+    pub async fn with_purgatory(
+        config: StoreConfig,
+        clock: Arc<dyn Clock>,
+        purgatory: Option<PurgatoryParts>,
+    ) -> Result<Self, StoreError> {
         Self::open(
             Some(GraspPolicy::new(config.policy)),
             config.rejected,
             config.feed_capacity,
             config.max_future_created_at,
             clock,
+            purgatory,
         )
         .await
+    }
+
+    /// Promotes every purgatory announcement whose git data is now present; how many.
+    pub async fn promote_ready(&self) -> Result<usize, StoreError> {
+        self.core.promote_ready().await
+    }
+
+    /// What the purgatory holds; `None` when the store has none.
+    pub fn purgatory_stats(&self) -> Option<PurgatoryStats> {
+        self.core.purgatory_stats()
     }
 
     /// An empty store that accepts every event whose signature verifies.
@@ -57,6 +79,7 @@ impl MemoryStore {
             DEFAULT_FEED_CAPACITY,
             crate::store::config::DEFAULT_MAX_FUTURE_CREATED_AT,
             Arc::new(TokioClock::from_system()),
+            None,
         )
         .await
     }
@@ -67,6 +90,7 @@ impl MemoryStore {
         feed_capacity: usize,
         max_future_created_at: std::time::Duration,
         clock: Arc<dyn Clock>,
+        purgatory: Option<PurgatoryParts>,
     ) -> Result<Self, StoreError> {
         let backend = MemoryDatabase::with_opts(MemoryDatabaseOptions {
             events: true,
@@ -81,6 +105,7 @@ impl MemoryStore {
             clock,
             max_future_created_at,
             room: None,
+            purgatory,
         })
         .await?;
         Ok(Self { core })
@@ -104,6 +129,16 @@ impl MemoryStore {
     /// Released IDs due for fetching, as [`LmdbStore::poll_refetch`](crate::LmdbStore::poll_refetch).
     pub fn poll_refetch(&self) -> Result<Vec<(RelayUrl, Vec<EventId>)>, StoreError> {
         self.core.poll_refetch()
+    }
+}
+
+impl PurgatorySource for MemoryStore {
+    fn announcements_for_sync(&self) -> Vec<grasp_sync_model::PurgatoryEntry> {
+        self.core.purgatory_snapshot()
+    }
+
+    fn status(&self) -> Option<PurgatoryStats> {
+        self.core.purgatory_stats()
     }
 }
 

@@ -162,6 +162,11 @@ impl GraspPolicy {
         ids
     }
 
+    /// The caps applied when parsing announcements.
+    pub fn limits(&self) -> &AnnouncementLimits {
+        &self.limits
+    }
+
     /// How many accepted event IDs the policy remembers.
     pub fn accepted_ids_capacity(&self) -> usize {
         self.accepted.capacity()

@@ -108,6 +108,7 @@ async fn open() -> (Arc<StoreCore>, Arc<FlakyBackend>) {
         clock: Arc::new(TokioClock::from_system()),
         max_future_created_at: DEFAULT_MAX_FUTURE_CREATED_AT,
         room: None,
+        purgatory: None,
     })
     .await
     .expect("store opens");
