@@ -1,6 +1,6 @@
 //! [`Daemon`]: the running `grasp-sync`: the own store (embedded relay over LMDB, or an
-//! external relay), the sync engine writing into it, and the `/metrics` + `/status`
-//! endpoints; [`run`] adds signal handling and a bounded graceful shutdown, and stops the daemon
+//! external relay), the sync engine writing into it, the `/`, `/metrics` and `/status`
+//! endpoints and the history the status page plots; [`run`] adds signal handling and a bounded graceful shutdown, and stops the daemon
 //! with an error when the engine's task ends on its own, so a supervisor restarts it.
 
 use std::future::Future;
@@ -24,6 +24,7 @@ use crate::config::Settings;
 use crate::endpoints::{Endpoints, EngineSlot};
 use crate::external::{ExternalFeed, ExternalStore, HaveIndex, OwnRelayLink};
 use crate::feed::RestartingFeed;
+use crate::history::SharedHistory;
 use crate::metrics::MetricsRegistry;
 use crate::relay::EmbeddedRelay;
 use crate::synced::SyncedEvents;
@@ -69,6 +70,7 @@ pub struct Daemon {
     exit: EngineExit,
     endpoints: Endpoints,
     metrics: MetricsRegistry,
+    sampler: tokio::task::JoinHandle<()>,
 }
 
 /// The engine's task ended while the daemon was serving: it panicked, or it returned without
@@ -126,8 +128,14 @@ impl Daemon {
             (None, Some(own_relay)) => external(settings, own_relay).await?,
             (None, None) => anyhow::bail!("embedded mode needs a relay listener"),
         };
-        let endpoints = Endpoints::start(metrics_listener, metrics.clone(), Arc::clone(&engine))
-            .context("starting the metrics endpoints")?;
+        let history = SharedHistory::new();
+        let endpoints = Endpoints::start(
+            metrics_listener,
+            metrics.clone(),
+            Arc::clone(&engine),
+            history.clone(),
+        )
+        .context("starting the metrics endpoints")?;
         let handle = SyncEngine::start(
             settings.engine_config(&service_url),
             parts
@@ -141,6 +149,7 @@ impl Daemon {
         .context("starting the sync engine")?;
         let exit = handle.exit();
         *engine.write().await = Some(handle);
+        let sampler = history.spawn_sampler(Arc::clone(&engine));
         Ok(Daemon {
             service_url,
             own,
@@ -148,6 +157,7 @@ impl Daemon {
             exit,
             endpoints,
             metrics,
+            sampler,
         })
     }
 
@@ -223,6 +233,7 @@ impl Daemon {
     /// Stops the engine (closing sessions, waiting for in-flight writes), then the relay or
     /// the link, then the endpoints.
     pub async fn shutdown(self) {
+        self.sampler.abort();
         if let Some(engine) = self.engine.write().await.take() {
             engine.shutdown().await;
         }

@@ -18,9 +18,12 @@ mod endpoints;
 pub mod error;
 pub mod external;
 pub mod feed;
+mod history;
 pub mod metrics;
 mod relay;
 pub mod sim;
+mod status_page;
+mod status_view;
 pub mod synced;
 
 pub use cli::{Cli, Command, DemoArgs, RunArgs, SimArgs};

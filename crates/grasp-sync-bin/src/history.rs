@@ -1,0 +1,189 @@
+//! [`StatusHistory`]: a bounded in-memory record of the engine's counters over time, sampled
+//! from its [`EngineStatus`] every [`SAMPLE_INTERVAL`], for the status page's plots: the last
+//! hour at that interval and the last day at [`DAY_INTERVAL`]. Nothing is kept on disk; a
+//! restart starts an empty history.
+//!
+//! Per relay, a sample keeps the REQ starts so far and the relay's lag: historic batches in
+//! flight plus starts waiting for a slot or a gate, the historic work it still owes. Relays
+//! are the tracked ones, so a sample holds at most `max_tracked_relays` of them.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use grasp_sync_engine::{EngineStatus, RelayStatus};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::endpoints::EngineSlot;
+
+/// How often the engine is sampled.
+pub(crate) const SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
+/// Samples kept at [`SAMPLE_INTERVAL`]: one hour.
+pub(crate) const HOUR_SAMPLES: usize = 360;
+/// How often a sample is also kept for the day view.
+pub(crate) const DAY_INTERVAL: Duration = Duration::from_secs(300);
+/// Samples kept at [`DAY_INTERVAL`]: one day.
+pub(crate) const DAY_SAMPLES: usize = 288;
+
+/// The engine's counters at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Sample {
+    /// Time since the daemon started.
+    pub(crate) at: Duration,
+    /// Events newly saved by sync so far, over every relay.
+    pub(crate) events_stored: u64,
+    /// REQ starts so far, over every relay.
+    pub(crate) starts: u64,
+    /// Refusals so far, over every relay.
+    pub(crate) refusals: u64,
+    /// Per relay, by normalised URL.
+    pub(crate) relays: BTreeMap<Arc<str>, RelaySample>,
+}
+
+/// One relay's counters at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct RelaySample {
+    /// REQ starts so far.
+    pub(crate) starts: u64,
+    /// Historic batches in flight plus starts waiting.
+    pub(crate) lag: u64,
+}
+
+impl Sample {
+    /// The counters of `status`, taken `at` after the start.
+    pub(crate) fn of(status: &EngineStatus, at: Duration) -> Sample {
+        Sample {
+            at,
+            events_stored: status.relays.values().map(|r| r.events_saved).sum(),
+            starts: status.total_req_starts(),
+            refusals: status.total_refusals(),
+            relays: status
+                .relays
+                .iter()
+                .map(|(url, relay)| (Arc::from(url.as_str()), relay_sample(relay)))
+                .collect(),
+        }
+    }
+}
+
+/// A relay's lag as the history counts it.
+pub(crate) fn relay_lag(relay: &RelayStatus) -> u64 {
+    (relay.pending_batches + relay.queued_starts) as u64
+}
+
+fn relay_sample(relay: &RelayStatus) -> RelaySample {
+    RelaySample {
+        starts: relay.req_starts_live + relay.req_starts_historic,
+        lag: relay_lag(relay),
+    }
+}
+
+/// The last hour and the last day of samples, each bounded.
+#[derive(Debug, Default)]
+pub(crate) struct StatusHistory {
+    hour: VecDeque<Sample>,
+    day: VecDeque<Sample>,
+}
+
+impl StatusHistory {
+    /// Records `sample`: always in the hour, and in the day once [`DAY_INTERVAL`] passed since
+    /// the day's last one (the first sample starts both).
+    pub(crate) fn handle_sample(&mut self, sample: Sample) {
+        let due = self
+            .day
+            .back()
+            .is_none_or(|last| sample.at >= last.at + DAY_INTERVAL);
+        if due {
+            push_bounded(&mut self.day, sample.clone(), DAY_SAMPLES);
+        }
+        push_bounded(&mut self.hour, sample, HOUR_SAMPLES);
+    }
+
+    /// The hour's samples, oldest first.
+    pub(crate) fn hour(&self) -> impl Iterator<Item = &Sample> {
+        self.hour.iter()
+    }
+
+    /// The day's samples, oldest first.
+    pub(crate) fn day(&self) -> impl Iterator<Item = &Sample> {
+        self.day.iter()
+    }
+
+    /// The sample about `window` before the newest, or the oldest kept: the base of the
+    /// per-relay rates over that window.
+    pub(crate) fn base_for(&self, window: Duration) -> Option<&Sample> {
+        let newest = self.hour.back()?;
+        let since = newest.at.saturating_sub(window);
+        self.hour
+            .iter()
+            .find(|sample| sample.at >= since)
+            .or(self.hour.front())
+    }
+}
+
+fn push_bounded(ring: &mut VecDeque<Sample>, sample: Sample, cap: usize) {
+    if ring.len() == cap {
+        ring.pop_front();
+    }
+    ring.push_back(sample);
+}
+
+/// The history shared by the sampler and the endpoints, with the daemon's start.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedHistory {
+    history: Arc<Mutex<StatusHistory>>,
+    started: Instant,
+}
+
+impl SharedHistory {
+    /// An empty history of a daemon starting now.
+    pub(crate) fn new() -> SharedHistory {
+        SharedHistory {
+            history: Arc::default(),
+            started: Instant::now(),
+        }
+    }
+
+    /// Time since the daemon started.
+    pub(crate) fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Records `status` as a sample taken now.
+    pub(crate) fn handle_status(&self, status: &EngineStatus) {
+        let sample = Sample::of(status, self.uptime());
+        self.history
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .handle_sample(sample);
+    }
+
+    /// Runs `read` on the history; no await may happen inside.
+    pub(crate) fn read<T>(&self, read: impl FnOnce(&StatusHistory) -> T) -> T {
+        read(&self.history.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Samples the engine in `slot` now and then every [`SAMPLE_INTERVAL`], until aborted
+    /// (an empty slot is skipped).
+    pub(crate) fn spawn_sampler(&self, slot: EngineSlot) -> JoinHandle<()> {
+        let history = self.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(SAMPLE_INTERVAL);
+            ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let status = match slot.read().await.as_ref() {
+                    Some(engine) => engine.status().await,
+                    None => None,
+                };
+                if let Some(status) = status {
+                    history.handle_status(&status);
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
