@@ -109,17 +109,6 @@ impl StatusHistory {
     pub(crate) fn day(&self) -> impl Iterator<Item = &Sample> {
         self.day.iter()
     }
-
-    /// The sample about `window` before the newest, or the oldest kept: the base of the
-    /// per-relay rates over that window.
-    pub(crate) fn base_for(&self, window: Duration) -> Option<&Sample> {
-        let newest = self.hour.back()?;
-        let since = newest.at.saturating_sub(window);
-        self.hour
-            .iter()
-            .find(|sample| sample.at >= since)
-            .or(self.hour.front())
-    }
 }
 
 fn push_bounded(ring: &mut VecDeque<Sample>, sample: Sample, cap: usize) {

@@ -50,26 +50,6 @@ fn the_hour_and_the_day_stay_bounded() {
 }
 
 #[test]
-fn the_base_of_a_window_is_the_first_sample_inside_it() {
-    let mut history = StatusHistory::default();
-    for secs in [0, 10, 20, 30, 40] {
-        history.handle_sample(sample_at(secs, secs));
-    }
-    let at = |window| {
-        history
-            .base_for(Duration::from_secs(window))
-            .map(|s| s.at.as_secs())
-    };
-    assert_eq!(at(15), Some(30));
-    assert_eq!(at(20), Some(20));
-    assert_eq!(at(3600), Some(0));
-    assert_eq!(
-        StatusHistory::default().base_for(Duration::from_secs(1)),
-        None
-    );
-}
-
-#[test]
 fn a_sample_sums_the_relays_and_keeps_each_relays_lag() {
     let mut status = EngineStatus::default();
     let relay = |saved, live, historic, pending, queued| RelayStatus {

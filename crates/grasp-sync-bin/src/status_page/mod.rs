@@ -26,6 +26,9 @@ use html::escape;
 pub(crate) const REFRESH_SECS: u32 = 10;
 /// The window of the table's starts-per-minute column.
 pub(crate) const STARTS_WINDOW: Duration = Duration::from_secs(600);
+/// The shortest span a rate is taken over: the sample of now is drawn only this long after
+/// the last one, so a rate over a sliver of time does not swing the plot.
+const MIN_RATE_SPAN: Duration = Duration::from_secs(5);
 /// The span of the hour view.
 const HOUR: Duration = Duration::from_secs(3600);
 const STYLE: &str = include_str!("style.css");
@@ -55,13 +58,17 @@ pub(crate) fn render(
     sort: Sort,
 ) -> String {
     let now = Sample::of(status, uptime);
-    let base = history.base_for(STARTS_WINDOW);
+    let since = uptime.saturating_sub(STARTS_WINDOW);
     let starts_per_minute = |url: &str, _: &grasp_sync_engine::RelayStatus| {
-        let base = base?;
-        let then = base.relays.get(url)?;
+        // The oldest sample in the window that knew the relay.
+        let (at, then) = history
+            .hour()
+            .filter(|s| s.at >= since)
+            .find_map(|s| s.relays.get(url).map(|r| (s.at, r.starts)))?;
         let current = now.relays.get(url)?;
-        let dt = now.at.checked_sub(base.at)?.as_secs_f64();
-        (dt > 0.0).then(|| current.starts.saturating_sub(then.starts) as f64 * 60.0 / dt)
+        let dt = now.at.checked_sub(at)?.as_secs_f64();
+        (dt >= MIN_RATE_SPAN.as_secs_f64())
+            .then(|| current.starts.saturating_sub(then) as f64 * 60.0 / dt)
     };
     let rows = rows(status, starts_per_minute, sort);
     let summary = Summary::of(status, Some(uptime));
@@ -82,7 +89,7 @@ pub(crate) fn render(
         .hour()
         .filter(|s| s.at < now.at && now.at - s.at <= HOUR)
         .collect();
-    hour.push(&now);
+    push_now(&mut hour, &now);
     for plot in charts::plots(&hour, "hour") {
         out.push_str(&plot.render(now.at.as_secs_f64()));
     }
@@ -93,7 +100,7 @@ pub(crate) fn render(
         _ => false,
     };
     if reaches_past_hour {
-        day.push(&now);
+        push_now(&mut day, &now);
         out.push_str(r#"<section class="plots" id="day"><h2>Last day</h2><div class="grid">"#);
         for plot in charts::plots(&day, "day") {
             out.push_str(&plot.render(now.at.as_secs_f64()));
@@ -107,6 +114,16 @@ pub(crate) fn render(
         STARTS_WINDOW.as_secs() / 60
     );
     out
+}
+
+/// Appends the sample of now when the last one is at least [`MIN_RATE_SPAN`] old.
+fn push_now<'a>(samples: &mut Vec<&'a Sample>, now: &'a Sample) {
+    let fresh = samples
+        .last()
+        .is_none_or(|last| now.at >= last.at + MIN_RATE_SPAN);
+    if fresh {
+        samples.push(now);
+    }
 }
 
 fn render_summary(out: &mut String, summary: &Summary) {

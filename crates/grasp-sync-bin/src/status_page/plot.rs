@@ -1,6 +1,7 @@
 //! [`Plot`]: one time-series chart as inline SVG, drawn on the server: a value axis from 0 with
-//! round ticks, a time axis ending at now, and one polyline per [`Series`]. Rates are drawn as
-//! steps (each value holds over the interval it was measured on), levels as lines.
+//! round ticks, a time axis ending at now, and one polyline per [`Series`] with a dot on its
+//! latest value. Rates are drawn as steps (each value holds over the interval it was measured
+//! on), levels as lines.
 
 use std::fmt::Write;
 
@@ -10,9 +11,9 @@ use super::html::escape;
 const PALETTE: [&str; 8] = [
     "#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777",
 ];
-const WIDTH: f64 = 600.0;
-const HEIGHT: f64 = 180.0;
-const LEFT: f64 = 44.0;
+const WIDTH: f64 = 400.0;
+const HEIGHT: f64 = 150.0;
+const LEFT: f64 = 40.0;
 const RIGHT: f64 = 8.0;
 const TOP: f64 = 10.0;
 const BOTTOM: f64 = 22.0;
@@ -94,17 +95,19 @@ impl Plot {
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.1))
             .fold(0.0, f64::max);
-        let top = nice_ceiling(peak);
+        let step = nice_step(peak / 4.0);
+        let ticks = (peak / step).ceil().max(1.0);
+        let top = step * ticks;
         let x = |t: f64| LEFT + (t - start) / span * (WIDTH - LEFT - RIGHT);
         let y = |v: f64| TOP + (1.0 - v / top) * (HEIGHT - TOP - BOTTOM);
         let mut out = String::new();
         let _ = write!(
             out,
-            r#"<svg viewBox="0 0 {WIDTH} {HEIGHT}" preserveAspectRatio="none" role="img" aria-label="{}">"#,
+            r#"<svg viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{}">"#,
             escape(&self.title)
         );
-        for i in 0..=4 {
-            let value = top * f64::from(i) / 4.0;
+        for i in 0..=(ticks as u32) {
+            let value = step * f64::from(i);
             let _ = write!(
                 out,
                 r#"<line class="gridline" x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}"/><text class="tick" x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
@@ -143,28 +146,36 @@ impl Plot {
                     let _ = write!(points, "{:.1},{:.1} ", x(t), y(v));
                 }
             }
+            let colour = PALETTE[i % PALETTE.len()];
             let _ = write!(
                 out,
-                r#"<polyline class="series" fill="none" stroke="{}" points="{}"/>"#,
-                PALETTE[i % PALETTE.len()],
+                r#"<polyline class="series" fill="none" stroke="{colour}" points="{}"/>"#,
                 points.trim_end()
             );
+            if let Some(&(t, v)) = series.points.last() {
+                let _ = write!(
+                    out,
+                    r#"<circle class="last" cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"/>"#,
+                    x(t),
+                    y(v)
+                );
+            }
         }
         out.push_str("</svg>");
         out
     }
 }
 
-/// The smallest of 1, 2, 2.5, 5 × 10ⁿ at or above `value` (1 for 0).
-fn nice_ceiling(value: f64) -> f64 {
+/// The smallest of 1, 2, 5 × 10ⁿ at or above `value` (1 for 0): a round tick step.
+fn nice_step(value: f64) -> f64 {
     if value <= 0.0 || !value.is_finite() {
         return 1.0;
     }
     let magnitude = 10f64.powf(value.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0]
+    [1.0, 2.0, 5.0, 10.0]
         .into_iter()
         .map(|m| m * magnitude)
-        .find(|candidate| *candidate >= value)
+        .find(|candidate| *candidate >= value * (1.0 - 1e-9))
         .unwrap_or(10.0 * magnitude)
 }
 
@@ -199,11 +210,12 @@ mod tests {
 
     #[test]
     fn ticks_are_round() {
-        assert_eq!(nice_ceiling(0.0), 1.0);
-        assert_eq!(nice_ceiling(3.0), 5.0);
-        assert_eq!(nice_ceiling(21.0), 25.0);
-        assert_eq!(nice_ceiling(100.0), 100.0);
-        assert_eq!(nice_ceiling(101.0), 200.0);
+        assert_eq!(nice_step(0.0), 1.0);
+        assert_eq!(nice_step(3.0), 5.0);
+        assert_eq!(nice_step(40.0), 50.0);
+        assert_eq!(nice_step(100.0), 100.0);
+        assert_eq!(nice_step(101.0), 200.0);
+        assert_eq!(nice_step(0.05), 0.05);
         assert_eq!(format_ago(0.2), "now");
         assert_eq!(format_ago(90.0), "-90s");
         assert_eq!(format_ago(1800.0), "-30m");
