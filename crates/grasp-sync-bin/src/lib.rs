@@ -22,11 +22,12 @@ mod history;
 pub mod metrics;
 mod relay;
 pub mod sim;
+pub mod status_cli;
 mod status_page;
 mod status_view;
 pub mod synced;
 
-pub use cli::{Cli, Command, DemoArgs, RunArgs, SimArgs};
+pub use cli::{Cli, Command, DemoArgs, RunArgs, SimArgs, StatusArgs};
 pub use config::{RawConfig, Settings};
 pub use daemon::{Daemon, run};
 pub use demo::{DemoOptions, DemoSummary, run_demo};
@@ -37,3 +38,4 @@ pub use relay::RelayLimits;
 #[doc(hidden)]
 pub use relay::fuzzing;
 pub use sim::{SimOptions, SimReport, run_sim};
+pub use status_cli::run_status;

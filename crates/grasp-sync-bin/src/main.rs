@@ -1,7 +1,7 @@
-//! The `grasp-sync` executable: parses the command line, sets up logging, runs `run`, `demo` or `sim`
-//! on a tokio runtime, and turns the outcome into an exit code: 0 after a requested stop, 2 for
-//! an unusable configuration, 1 for any other failure, including a sync engine that stopped on
-//! its own while `run` was serving.
+//! The `grasp-sync` executable: parses the command line, sets up logging, runs `run`, `demo`,
+//! `sim` or `status` on a tokio runtime, and turns the outcome into an exit code: 0 after a
+//! requested stop, 2 for an unusable configuration, 1 for any other failure, including a sync
+//! engine that stopped on its own while `run` was serving.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use grasp_sync_bin::{Cli, Command, DemoOptions, SimOptions, run, run_demo, run_sim};
+use grasp_sync_bin::{Cli, Command, DemoOptions, SimOptions, run, run_demo, run_sim, run_status};
 use tracing_subscriber::EnvFilter;
 
 /// Exit code for an unusable configuration.
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     init_logging(match cli.command {
         Command::Run(_) => RUN_LOG_FILTER,
         Command::Demo(_) => DEMO_LOG_FILTER,
-        Command::Sim(_) => SIM_LOG_FILTER,
+        Command::Sim(_) | Command::Status(_) => SIM_LOG_FILTER,
     });
     match execute(cli) {
         Ok(code) => code,
@@ -87,6 +87,11 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
                 })
             })
         }
+        Command::Status(args) => runtime.block_on(async {
+            let mut out = std::io::stdout();
+            run_status(&args.url, args.json, &mut out).await?;
+            Ok(ExitCode::SUCCESS)
+        }),
     };
     runtime.shutdown_timeout(Duration::from_secs(1));
     outcome

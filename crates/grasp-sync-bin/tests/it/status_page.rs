@@ -1,7 +1,7 @@
 //! The status page of a daemon syncing the demo network: headless Chromium loads it, finds
 //! every relay in the table with its state and a drawn line in every plot, and saves
 //! screenshots at desktop and phone width under the target directory; and the page's figures
-//! are those of `/status`.
+//! are those of `/status`, as are those `grasp-sync status` prints.
 //!
 //! Chromium is the distribution's package (`/usr/bin/chromium`, or `$CHROMIUM`); `.ci/run`
 //! installs it when it is missing.
@@ -210,7 +210,48 @@ async fn the_page_shows_the_figures_of_status() {
         break;
     }
     assert!(checked, "/status never held still between two reads");
+
+    // `grasp-sync status` shows the same relays and summary in the terminal.
+    let url = format!("http://{}", demo.daemon.metrics_addr());
+    let status = demo.status().await;
+    let text = grasp_sync_status(&["status", "--url", &url]).await;
+    let stored: u64 = status.relays.values().map(|r| r.events_saved).sum();
+    assert!(
+        text.contains(&format!("repositories {}", status.repos_tracked))
+            && text.contains(&format!("relays {}", status.relays.len())),
+        "{text}"
+    );
+    assert!(text.contains(&format!("events stored {stored}")), "{text}");
+    for (url, relay) in &status.relays {
+        let line = text
+            .lines()
+            .find(|line| line.starts_with(url.as_str()))
+            .unwrap_or_else(|| panic!("no line for {url}:\n{text}"));
+        assert!(line.contains(&relay.health), "{line}");
+    }
+    let json = grasp_sync_status(&["status", "--url", &url, "--json"]).await;
+    let read: EngineStatus = serde_json::from_str(&json).expect("--json prints the status");
+    assert_eq!(
+        read.relays.keys().collect::<Vec<_>>(),
+        status.relays.keys().collect::<Vec<_>>()
+    );
     demo.stop().await;
+}
+
+/// Runs the built binary with `args`; its standard output, once it exited 0.
+async fn grasp_sync_status(args: &[&str]) -> String {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_grasp-sync"))
+        .args(args)
+        .output()
+        .await
+        .expect("run grasp-sync");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }
 
 /// Runs headless Chromium with `args` on a fresh profile; its standard output.
