@@ -1,11 +1,14 @@
 //! Integration tests of the `grasp-sync` daemon: the command line (the built binary), the
 //! embedded relay's acceptance policy over WebSocket, live delivery of synced events to its
 //! subscribers, the limits its NIP-11 document advertises, the demo, the sim, and external
-//! mode, and the status page in a real browser.
+//! mode, the status page in a real browser, and the Grafana dashboard and deployment
+//! examples in `docs/`.
 
 mod acceptance;
 mod cli;
+mod dashboard;
 mod demo;
+mod deploy_examples;
 mod external;
 mod full_store;
 mod limits;
