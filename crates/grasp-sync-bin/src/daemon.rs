@@ -26,6 +26,7 @@ use crate::external::{ExternalFeed, ExternalStore, HaveIndex, OwnRelayLink};
 use crate::feed::RestartingFeed;
 use crate::history::SharedHistory;
 use crate::metrics::MetricsRegistry;
+use crate::progress::FirstSync;
 use crate::relay::EmbeddedRelay;
 use crate::synced::SyncedEvents;
 
@@ -252,7 +253,8 @@ impl Daemon {
     }
 }
 
-/// Runs the daemon until SIGINT or SIGTERM, then shuts it down within [`SHUTDOWN_LIMIT`]. If
+/// Runs the daemon until SIGINT or SIGTERM, logging the first sync's progress, then shuts it
+/// down within [`SHUTDOWN_LIMIT`]. If
 /// the engine's task ends first (a panic), shuts down the same way and returns
 /// [`EngineStopped`]: the process then exits with code 1.
 pub async fn run(settings: &Settings) -> anyhow::Result<()> {
@@ -270,7 +272,34 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         status = %format!("http://{}/status", daemon.metrics_addr()),
         "grasp-sync running"
     );
-    daemon.serve_until(shutdown_signal()).await
+    let first_sync = tokio::spawn(log_first_sync(Arc::clone(&daemon.engine)));
+    let outcome = daemon.serve_until(shutdown_signal()).await;
+    first_sync.abort();
+    outcome
+}
+
+/// How often the first sync's progress is logged.
+const FIRST_SYNC_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Logs the first sync's progress every [`FIRST_SYNC_LOG_INTERVAL`] until no relay is
+/// connecting or syncing, then once that it is done.
+async fn log_first_sync(engine: EngineSlot) {
+    let started = tokio::time::Instant::now();
+    let mut first = FirstSync::default();
+    loop {
+        tokio::time::sleep(FIRST_SYNC_LOG_INTERVAL).await;
+        let status = match engine.read().await.as_ref() {
+            Some(engine) => engine.status().await,
+            None => None,
+        };
+        let Some(status) = status else { return };
+        if let Some((last, line)) = first.handle_status(&status, started.elapsed()) {
+            tracing::info!("{line}");
+            if last {
+                return;
+            }
+        }
+    }
 }
 
 /// Waits for `stop` or for the engine's task to end, whichever comes first: `stop`'s name, or

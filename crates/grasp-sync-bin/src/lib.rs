@@ -20,6 +20,7 @@ pub mod external;
 pub mod feed;
 mod history;
 pub mod metrics;
+pub mod progress;
 mod relay;
 pub mod sim;
 pub mod status_cli;

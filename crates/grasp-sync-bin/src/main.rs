@@ -57,7 +57,8 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         },
         Command::Demo(args) => {
-            let options = DemoOptions::try_from(&args)?;
+            let mut options = DemoOptions::try_from(&args)?;
+            options.progress = std::io::stdout().is_terminal();
             runtime.block_on(async {
                 let mut out = std::io::stdout();
                 let summary = run_demo(&options, &mut out).await?;
@@ -71,6 +72,7 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sim(args) => {
             let mut options = SimOptions::try_from(&*args)?;
             options.exe = std::env::current_exe().ok();
+            options.progress = std::io::stdout().is_terminal();
             runtime.block_on(async {
                 let mut out = std::io::stdout();
                 let report = run_sim(&options, &mut out).await?;

@@ -34,7 +34,7 @@ pub(crate) fn plots(samples: &[&Sample], span: &str) -> Vec<Plot> {
         rate("refusals", "Refusals per minute", |s| s.refusals),
         Plot {
             id: format!("lag-{span}"),
-            title: format!("Lag per relay (batches in flight + starts waiting), last {span}"),
+            title: format!("Lag per relay, last {span}"),
             series: lag,
             omitted,
         },
