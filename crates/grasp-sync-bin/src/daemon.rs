@@ -268,6 +268,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         }
     }
     tracing::info!(
+        page = %format!("http://{}/", daemon.metrics_addr()),
         metrics = %format!("http://{}/metrics", daemon.metrics_addr()),
         status = %format!("http://{}/status", daemon.metrics_addr()),
         "grasp-sync running"

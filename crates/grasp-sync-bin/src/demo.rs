@@ -149,7 +149,7 @@ pub async fn run_demo(
     let daemon = Daemon::start_on(&settings, listener).await?;
     writeln!(
         out,
-        "  metrics http://{0}/metrics, status http://{0}/status",
+        "  status page http://{0}/, metrics http://{0}/metrics, status http://{0}/status",
         daemon.metrics_addr()
     )?;
 

@@ -1,3 +1,5 @@
+//! Tests of the history: what each view keeps, its bounds, and what a sample sums.
+
 use std::time::Duration;
 
 use grasp_sync_engine::{EngineStatus, RelayStatus};

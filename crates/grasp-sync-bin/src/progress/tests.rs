@@ -1,3 +1,5 @@
+//! Tests of the progress line, its silence off a terminal, and the first-sync log.
+
 use std::time::Duration;
 
 use grasp_sync_engine::{EngineStatus, RelayStatus};

@@ -1,3 +1,5 @@
+//! Tests of `grasp-sync status`: URL reading and the text table.
+
 use grasp_sync_engine::{EngineStatus, RelayStatus};
 
 use super::*;

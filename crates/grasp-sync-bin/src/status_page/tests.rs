@@ -1,3 +1,5 @@
+//! Tests of the status page: relays, plots, the day view, escaping and sorting.
+
 use std::time::Duration;
 
 use grasp_sync_engine::{EngineStatus, RelayStatus};

@@ -1,3 +1,5 @@
+//! Tests of the summary, the rows' sort orders and the uptime text.
+
 use std::time::Duration;
 
 use grasp_sync_engine::{EngineStatus, RelayStatus};
