@@ -4,8 +4,9 @@
 //! restart starts an empty history.
 //!
 //! Per relay, a sample keeps the REQ starts so far and the relay's lag: historic batches in
-//! flight plus starts waiting for a slot or a gate, the historic work it still owes. Relays
-//! are the tracked ones, so a sample holds at most `max_tracked_relays` of them.
+//! flight plus starts waiting for a slot or a gate, the historic work it still owes. An hour
+//! sample keeps at most [`MAX_SAMPLED_RELAYS`] relays and a day sample [`MAX_DAY_RELAYS`],
+//! those with the most lag, so the history stays small whatever `max_tracked_relays` is.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,6 +26,11 @@ pub(crate) const HOUR_SAMPLES: usize = 360;
 pub(crate) const DAY_INTERVAL: Duration = Duration::from_secs(300);
 /// Samples kept at [`DAY_INTERVAL`]: one day.
 pub(crate) const DAY_SAMPLES: usize = 288;
+/// Relays one hour sample keeps: those with the most lag, then the most starts.
+pub(crate) const MAX_SAMPLED_RELAYS: usize = 1024;
+/// Relays one day sample keeps: the ones with the most lag (the day plots only draw lag per
+/// relay).
+pub(crate) const MAX_DAY_RELAYS: usize = 8;
 
 /// The engine's counters at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,16 +59,29 @@ pub(crate) struct RelaySample {
 impl Sample {
     /// The counters of `status`, taken `at` after the start.
     pub(crate) fn of(status: &EngineStatus, at: Duration) -> Sample {
+        Sample::sharing(status, at, None)
+    }
+
+    /// Like [`Sample::of`], with each relay URL shared with `previous` where it has it, so the
+    /// history holds each URL once rather than once per sample.
+    fn sharing(status: &EngineStatus, at: Duration, previous: Option<&Sample>) -> Sample {
+        let url_of = |url: &str| {
+            previous
+                .and_then(|p| p.relays.get_key_value(url))
+                .map_or_else(|| Arc::from(url), |(shared, _)| Arc::clone(shared))
+        };
+        let mut relays = status
+            .relays
+            .iter()
+            .map(|(url, relay)| (url_of(url), relay_sample(relay)))
+            .collect();
+        keep_most_lag(&mut relays, MAX_SAMPLED_RELAYS);
         Sample {
             at,
             events_stored: status.relays.values().map(|r| r.events_saved).sum(),
             starts: status.total_req_starts(),
             refusals: status.total_refusals(),
-            relays: status
-                .relays
-                .iter()
-                .map(|(url, relay)| (Arc::from(url.as_str()), relay_sample(relay)))
-                .collect(),
+            relays,
         }
     }
 }
@@ -70,6 +89,21 @@ impl Sample {
 /// A relay's lag as the history counts it.
 pub(crate) fn relay_lag(relay: &RelayStatus) -> u64 {
     (relay.pending_batches + relay.queued_starts) as u64
+}
+
+/// Keeps the `cap` relays with the most lag, then the most starts, then the first URLs.
+fn keep_most_lag(relays: &mut BTreeMap<Arc<str>, RelaySample>, cap: usize) {
+    if relays.len() <= cap {
+        return;
+    }
+    let mut ranked: Vec<(Arc<str>, RelaySample)> = std::mem::take(relays).into_iter().collect();
+    ranked.sort_by(|a, b| {
+        (b.1.lag, b.1.starts)
+            .cmp(&(a.1.lag, a.1.starts))
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    ranked.truncate(cap);
+    *relays = ranked.into_iter().collect();
 }
 
 fn relay_sample(relay: &RelayStatus) -> RelaySample {
@@ -95,7 +129,9 @@ impl StatusHistory {
             .back()
             .is_none_or(|last| sample.at >= last.at + DAY_INTERVAL);
         if due {
-            push_bounded(&mut self.day, sample.clone(), DAY_SAMPLES);
+            let mut day = sample.clone();
+            keep_most_lag(&mut day.relays, MAX_DAY_RELAYS);
+            push_bounded(&mut self.day, day, DAY_SAMPLES);
         }
         push_bounded(&mut self.hour, sample, HOUR_SAMPLES);
     }
@@ -141,11 +177,10 @@ impl SharedHistory {
 
     /// Records `status` as a sample taken now.
     pub(crate) fn handle_status(&self, status: &EngineStatus) {
-        let sample = Sample::of(status, self.uptime());
-        self.history
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .handle_sample(sample);
+        let at = self.uptime();
+        let mut history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
+        let sample = Sample::sharing(status, at, history.hour.back());
+        history.handle_sample(sample);
     }
 
     /// Runs `read` on the history; no await may happen inside.

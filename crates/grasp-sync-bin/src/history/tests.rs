@@ -83,3 +83,45 @@ fn a_sample_sums_the_relays_and_keeps_each_relays_lag() {
         RelaySample { starts: 1, lag: 0 }
     );
 }
+
+#[test]
+fn recorded_samples_share_each_relay_url() {
+    let mut status = EngineStatus::default();
+    status
+        .relays
+        .insert("ws://a/".into(), RelayStatus::default());
+    let history = SharedHistory::new();
+    history.handle_status(&status);
+    history.handle_status(&status);
+    history.read(|history| {
+        let urls: Vec<&Arc<str>> = history.hour().flat_map(|s| s.relays.keys()).collect();
+        assert_eq!(urls.len(), 2);
+        assert!(Arc::ptr_eq(urls[0], urls[1]));
+    });
+}
+
+#[test]
+fn samples_keep_the_relays_with_most_lag_within_their_caps() {
+    let mut status = EngineStatus::default();
+    for i in 0..(MAX_SAMPLED_RELAYS + 5) {
+        let relay = RelayStatus {
+            pending_batches: i,
+            ..RelayStatus::default()
+        };
+        status.relays.insert(format!("ws://r{i:05}/"), relay);
+    }
+    let history = SharedHistory::new();
+    history.handle_status(&status);
+    history.read(|history| {
+        let hour = history.hour().next().expect("hour sample");
+        assert_eq!(hour.relays.len(), MAX_SAMPLED_RELAYS);
+        assert!(!hour.relays.contains_key("ws://r00004/"));
+        assert!(hour.relays.contains_key("ws://r00005/"));
+        let day = history.day().next().expect("day sample");
+        assert_eq!(day.relays.len(), MAX_DAY_RELAYS);
+        assert!(
+            day.relays
+                .contains_key(format!("ws://r{:05}/", MAX_SAMPLED_RELAYS + 4).as_str())
+        );
+    });
+}

@@ -29,6 +29,8 @@ pub(crate) const STARTS_WINDOW: Duration = Duration::from_secs(600);
 /// The shortest span a rate is taken over: the sample of now is drawn only this long after
 /// the last one, so a rate over a sliver of time does not swing the plot.
 const MIN_RATE_SPAN: Duration = Duration::from_secs(5);
+/// The longest part of a relay's last error text shown.
+const MAX_ERROR_CHARS: usize = 300;
 /// The span of the hour view.
 const HOUR: Duration = Duration::from_secs(3600);
 const STYLE: &str = include_str!("style.css");
@@ -230,7 +232,13 @@ fn render_row(out: &mut String, row: &RelayRow) {
     let error = row
         .last_error
         .as_deref()
-        .map(|e| format!(r#"<div class="error" title="{0}">{0}</div>"#, escape(e)))
+        .map(|e| {
+            let shown: String = e.chars().take(MAX_ERROR_CHARS).collect();
+            format!(
+                r#"<div class="error" title="{0}">{0}</div>"#,
+                escape(&shown)
+            )
+        })
         .unwrap_or_default();
     let _ = write!(
         out,
