@@ -127,6 +127,22 @@ async fn chromium_shows_every_relay_and_a_line_in_every_plot() {
         assert!(draws_lines(figure), "{plot} drew no line: {figure}");
     }
 
+    // The header links sort the table, and the order survives the page's reload.
+    let sorted = chromium(&[
+        "--dump-dom".to_owned(),
+        format!("{}?sort=received&dir=desc", demo.page_url()),
+    ])
+    .await;
+    let sorted = String::from_utf8(sorted).expect("utf-8 DOM");
+    let received: Vec<u64> = sorted
+        .split("<tr data-relay=")
+        .skip(1)
+        .filter_map(|row| attribute(row, "data-received")?.parse().ok())
+        .collect();
+    assert_eq!(received.len(), after.relays.len(), "{sorted}");
+    assert!(received.windows(2).all(|w| w[0] >= w[1]), "{received:?}");
+    assert!(sorted.contains("Received ▼"), "the sorted column is marked");
+
     let dir = screenshot_dir();
     for (name, size) in [
         ("status-page-1920.png", "1920,1400"),
