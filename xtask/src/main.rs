@@ -1,6 +1,8 @@
 //! Project automation, run as `cargo xtask <command>`.
 //!
-//! - `test`: every crate's tests, crate by crate in dependency order, then the doctests.
+//! - `test`: every crate's tests, crate by crate in dependency order, then the doctests. The
+//!   daemon's tests include a browser test of its status page, which needs headless Chromium
+//!   (`/usr/bin/chromium`, or `$CHROMIUM`); `test` stops early with a clear message without it.
 //! - `ci`: formatting check, clippy with warnings denied, `tidy`, `test`, rustdoc with warnings
 //!   denied. If it passes locally, CI is green.
 //! - `tidy`: the project's structural rules (see the `tidy` module).
@@ -59,12 +61,27 @@ fn main() -> Result<()> {
 
 /// Runs each crate's tests in dependency order, then every doctest.
 fn test(root: &std::path::Path) -> Result<()> {
+    need_chromium()?;
     for krate in CRATES_IN_ORDER {
         cmd::step(&format!("tests of {krate}"));
         cmd::cargo(root, &["test", "--package", krate, "--tests"], &[])?;
     }
     cmd::step("doctests");
     cmd::cargo(root, &["test", "--workspace", "--doc"], &[])?;
+    Ok(())
+}
+
+/// Fails unless the browser the status page's test drives is installed.
+fn need_chromium() -> Result<()> {
+    let browser = std::env::var_os("CHROMIUM")
+        .map_or_else(|| "/usr/bin/chromium".into(), std::path::PathBuf::from);
+    if !browser.exists() {
+        bail!(
+            "{} is missing: the status page's browser test needs headless Chromium \
+             (Debian: apt-get install chromium; or set CHROMIUM)",
+            browser.display()
+        );
+    }
     Ok(())
 }
 

@@ -1,4 +1,5 @@
-//! The command line: `grasp-sync run` (the daemon), `grasp-sync demo` and `grasp-sync sim`, with every
+//! The command line: `grasp-sync run` (the daemon), `grasp-sync demo`, `grasp-sync sim` and
+//! `grasp-sync status` (a running daemon's status in the terminal), with every
 //! configuration key as a flag and a `GRASP_SYNC_*` environment variable. Flags and the
 //! environment are turned into a [`RawConfig`] layer over the configuration file.
 
@@ -32,6 +33,20 @@ pub enum Command {
     /// daemon until convergence beside a naive baseline and the store's raw ingest rate, and
     /// check the design's targets.
     Sim(Box<SimArgs>),
+    /// Show a running daemon's summary and relay table (its `/status`), or the JSON with
+    /// --json.
+    Status(StatusArgs),
+}
+
+/// Flags of `grasp-sync status`.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// The daemon's endpoints (its `metrics_listen`), as http://HOST:PORT.
+    #[arg(long, default_value = crate::status_cli::DEFAULT_STATUS_URL, value_name = "URL")]
+    pub url: String,
+    /// Print the `/status` JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `grasp-sync run`. Each overrides the same key of the configuration file; a

@@ -1,6 +1,6 @@
 //! [`Daemon`]: the running `grasp-sync`: the own store (embedded relay over LMDB, or an
-//! external relay), the sync engine writing into it, and the `/metrics` + `/status`
-//! endpoints; [`run`] adds signal handling and a bounded graceful shutdown, and stops the daemon
+//! external relay), the sync engine writing into it, the `/`, `/metrics` and `/status`
+//! endpoints and the history the status page plots; [`run`] adds signal handling and a bounded graceful shutdown, and stops the daemon
 //! with an error when the engine's task ends on its own, so a supervisor restarts it.
 
 use std::future::Future;
@@ -26,8 +26,10 @@ use crate::external::{ExternalFeed, ExternalStore, HaveIndex, OwnRelayLink};
 use crate::feed::RestartingFeed;
 use crate::follow::{AnnouncementIndex, GitFollower, RecordingFeed, RepositoryLookup};
 use crate::git::{CloneUrlRules, GitFetcher, GitLimits, GitRoot, UrlBackoffConfig};
+use crate::history::SharedHistory;
 use crate::hook::{HookConfig, SyncHook};
 use crate::metrics::MetricsRegistry;
+use crate::progress::FirstSync;
 use crate::purgatory::Promoter;
 use crate::relay::EmbeddedRelay;
 use crate::synced::SyncedEvents;
@@ -77,6 +79,7 @@ pub struct Daemon {
     metrics: MetricsRegistry,
     /// Moves purgatory announcements whose git data arrived into the store (with `git_root`).
     _promoter: Option<Promoter>,
+    sampler: tokio::task::JoinHandle<()>,
 }
 
 /// What the git-data keys add to an embedded daemon.
@@ -141,8 +144,14 @@ impl Daemon {
             (None, Some(own_relay)) => external(settings, own_relay, &metrics).await?,
             (None, None) => anyhow::bail!("embedded mode needs a relay listener"),
         };
-        let endpoints = Endpoints::start(metrics_listener, metrics.clone(), Arc::clone(&engine))
-            .context("starting the metrics endpoints")?;
+        let history = SharedHistory::new();
+        let endpoints = Endpoints::start(
+            metrics_listener,
+            metrics.clone(),
+            Arc::clone(&engine),
+            history.clone(),
+        )
+        .context("starting the metrics endpoints")?;
         let handle = SyncEngine::start(
             settings.engine_config(&service_url),
             parts
@@ -159,6 +168,7 @@ impl Daemon {
         .context("starting the sync engine")?;
         let exit = handle.exit();
         *engine.write().await = Some(handle);
+        let sampler = history.spawn_sampler(Arc::clone(&engine));
         Ok(Daemon {
             service_url,
             own,
@@ -167,6 +177,7 @@ impl Daemon {
             endpoints,
             metrics,
             _promoter: git.promoter,
+            sampler,
         })
     }
 
@@ -242,6 +253,7 @@ impl Daemon {
     /// Stops the engine (closing sessions, waiting for in-flight writes), then the relay or
     /// the link, then the endpoints.
     pub async fn shutdown(self) {
+        self.sampler.abort();
         if let Some(engine) = self.engine.write().await.take() {
             engine.shutdown().await;
         }
@@ -260,7 +272,8 @@ impl Daemon {
     }
 }
 
-/// Runs the daemon until SIGINT or SIGTERM, then shuts it down within [`SHUTDOWN_LIMIT`]. If
+/// Runs the daemon until SIGINT or SIGTERM, logging the first sync's progress, then shuts it
+/// down within [`SHUTDOWN_LIMIT`]. If
 /// the engine's task ends first (a panic), shuts down the same way and returns
 /// [`EngineStopped`]: the process then exits with code 1.
 pub async fn run(settings: &Settings) -> anyhow::Result<()> {
@@ -275,11 +288,39 @@ pub async fn run(settings: &Settings) -> anyhow::Result<()> {
         }
     }
     tracing::info!(
+        page = %format!("http://{}/", daemon.metrics_addr()),
         metrics = %format!("http://{}/metrics", daemon.metrics_addr()),
         status = %format!("http://{}/status", daemon.metrics_addr()),
         "grasp-sync running"
     );
-    daemon.serve_until(stop).await
+    let first_sync = tokio::spawn(log_first_sync(Arc::clone(&daemon.engine)));
+    let outcome = daemon.serve_until(stop).await;
+    first_sync.abort();
+    outcome
+}
+
+/// How often the first sync's progress is logged.
+const FIRST_SYNC_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Logs the first sync's progress every [`FIRST_SYNC_LOG_INTERVAL`] until no relay is
+/// connecting or syncing, then once that it is done.
+async fn log_first_sync(engine: EngineSlot) {
+    let started = tokio::time::Instant::now();
+    let mut first = FirstSync::default();
+    loop {
+        tokio::time::sleep(FIRST_SYNC_LOG_INTERVAL).await;
+        let status = match engine.read().await.as_ref() {
+            Some(engine) => engine.status().await,
+            None => None,
+        };
+        let Some(status) = status else { return };
+        if let Some((last, line)) = first.handle_status(&status, started.elapsed()) {
+            tracing::info!("{line}");
+            if last {
+                return;
+            }
+        }
+    }
 }
 
 /// Waits for `stop` or for the engine's task to end, whichever comes first: `stop`'s name, or

@@ -1,6 +1,6 @@
 //! `grasp-sync demo`: the real daemon in embedded mode on a temporary directory, fed by a
-//! small local network of relays seeded with generated NIP-34 data, with progress while it
-//! syncs and a summary that checks the store holds exactly the expected events.
+//! small local network of relays seeded with generated NIP-34 data, with a progress line while
+//! it syncs (on a terminal) and a summary that checks the store holds exactly the expected events.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -18,9 +18,10 @@ use tokio::time::Instant;
 use crate::cli::DemoArgs;
 use crate::config::{Settings, parse_duration};
 use crate::daemon::Daemon;
+use crate::progress::{ProgressLine, SyncProgress};
 
-/// How often progress is shown.
-const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the store is checked and progress shown.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
 
 /// The demo's knobs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +34,8 @@ pub struct DemoOptions {
     pub relays: usize,
     /// Fail if not converged by then.
     pub timeout: Duration,
+    /// Show a progress line (for an output that is a terminal).
+    pub progress: bool,
 }
 
 impl Default for DemoOptions {
@@ -42,6 +45,7 @@ impl Default for DemoOptions {
             repos: 6,
             relays: 3,
             timeout: Duration::from_secs(120),
+            progress: false,
         }
     }
 }
@@ -58,6 +62,7 @@ impl TryFrom<&DemoArgs> for DemoOptions {
             repos: args.repos,
             relays: args.relays,
             timeout,
+            progress: false,
         })
     }
 }
@@ -151,7 +156,7 @@ pub async fn run_demo(
     let daemon = Daemon::start_on(&settings, listener).await?;
     writeln!(
         out,
-        "  metrics http://{0}/metrics, status http://{0}/status",
+        "  status page http://{0}/, metrics http://{0}/metrics, status http://{0}/status",
         daemon.metrics_addr()
     )?;
 
@@ -159,21 +164,23 @@ pub async fn run_demo(
     let excluded = network.generated.excluded.clone();
     let deadline = started + options.timeout;
     let mut expected_present;
+    let mut line = ProgressLine::new(options.progress);
     loop {
         expected_present = count_held(&daemon, &expected).await?;
         let status = daemon.status().await.unwrap_or_default();
-        write_progress(
-            out,
-            started.elapsed(),
-            expected_present,
-            expected.len(),
+        let progress = SyncProgress::of(
             &status,
-        )?;
+            expected_present as u64,
+            Some(expected.len() as u64),
+            started.elapsed(),
+        );
+        line.show(out, &progress)?;
         if expected_present == expected.len() || Instant::now() >= deadline {
             break;
         }
         tokio::time::sleep(PROGRESS_INTERVAL).await;
     }
+    line.finish(out)?;
     let elapsed = started.elapsed();
     let excluded_present = count_held(&daemon, &excluded).await?;
     let status = daemon.status().await.unwrap_or_default();
@@ -199,34 +206,6 @@ async fn count_held(daemon: &Daemon, ids: &BTreeSet<EventId>) -> anyhow::Result<
         }
     }
     Ok(held)
-}
-
-fn write_progress(
-    out: &mut (dyn Write + Send),
-    elapsed: Duration,
-    present: usize,
-    expected: usize,
-    status: &EngineStatus,
-) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "[{:>5.1}s] stored {present}/{expected} expected events; {} repositories tracked",
-        elapsed.as_secs_f64(),
-        status.repos_tracked
-    )?;
-    for (url, relay) in &status.relays {
-        writeln!(
-            out,
-            "         {url}: {} ({}), {} received, {} synced, {} duplicate, {} rejected",
-            relay.connection,
-            relay.health,
-            relay.events_received,
-            relay.events_saved,
-            relay.events_duplicate,
-            relay.events_rejected
-        )?;
-    }
-    out.flush()
 }
 
 fn write_summary(out: &mut (dyn Write + Send), summary: &DemoSummary) -> std::io::Result<()> {

@@ -1,5 +1,6 @@
-//! The operator endpoints: `GET /metrics` (Prometheus text) and `GET /status` (the engine's
-//! [`EngineStatus`](grasp_sync_engine::EngineStatus) as JSON), on their own listener.
+//! The operator endpoints, on their own listener: `GET /` (the status page, see
+//! [`status_page`](crate::status_page)), `GET /metrics` (Prometheus text) and `GET /status`
+//! (the engine's [`EngineStatus`](grasp_sync_engine::EngineStatus) as JSON).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +17,9 @@ use tokio::sync::RwLock;
 
 use grasp_sync_engine::EngineHandle;
 
+use crate::history::SharedHistory;
 use crate::metrics::MetricsRegistry;
+use crate::status_page;
 
 type Body = Full<Bytes>;
 
@@ -38,13 +41,18 @@ pub(crate) struct Endpoints {
 }
 
 impl Endpoints {
-    /// Serves `/metrics` and `/status` on `listener` until stopped.
+    /// Serves `/`, `/metrics` and `/status` on `listener` until stopped.
     pub(crate) fn start(
         listener: TcpListener,
         metrics: MetricsRegistry,
         engine: EngineSlot,
+        history: SharedHistory,
     ) -> std::io::Result<Endpoints> {
-        let state = Arc::new(State { metrics, engine });
+        let state = Arc::new(State {
+            metrics,
+            engine,
+            history,
+        });
         let front = Front::start(listener, LIMITS, EndpointSite { state })?;
         Ok(Endpoints { front })
     }
@@ -64,6 +72,7 @@ impl Endpoints {
 struct State {
     metrics: MetricsRegistry,
     engine: EngineSlot,
+    history: SharedHistory,
 }
 
 #[derive(Debug, Clone)]
@@ -97,24 +106,46 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
             Err(error) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{error:#}\n")),
         },
         "/status" => {
-            let status = match state.engine.read().await.as_ref() {
-                Some(engine) => engine.status().await,
-                None => None,
-            };
-            let Some(status) = status else {
-                return plain(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the engine is not running\n",
-                );
+            let Some(status) = engine_status(state).await else {
+                return not_running();
             };
             match serde_json::to_vec_pretty(&status) {
                 Ok(json) => respond(StatusCode::OK, "application/json", Bytes::from(json)),
                 Err(error) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")),
             }
         }
+        "/" => {
+            let Some(status) = engine_status(state).await else {
+                return not_running();
+            };
+            let uptime = state.history.uptime();
+            let sort = status_page::sort_from_query(request.uri().query());
+            let page = state
+                .history
+                .read(|history| status_page::render(&status, history, uptime, sort));
+            respond(
+                StatusCode::OK,
+                "text/html; charset=utf-8",
+                Bytes::from(page),
+            )
+        }
         _ => plain(
             StatusCode::NOT_FOUND,
-            "grasp-sync: GET /metrics or /status\n",
+            "grasp-sync: GET /, /metrics or /status\n",
         ),
     }
+}
+
+async fn engine_status(state: &State) -> Option<grasp_sync_engine::EngineStatus> {
+    match state.engine.read().await.as_ref() {
+        Some(engine) => engine.status().await,
+        None => None,
+    }
+}
+
+fn not_running() -> Response<Body> {
+    plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the engine is not running\n",
+    )
 }

@@ -20,14 +20,19 @@ pub mod external;
 pub mod feed;
 pub mod follow;
 pub mod git;
+mod history;
 pub mod hook;
 pub mod metrics;
+pub mod progress;
 pub mod purgatory;
 mod relay;
 pub mod sim;
+pub mod status_cli;
+mod status_page;
+mod status_view;
 pub mod synced;
 
-pub use cli::{Cli, Command, DemoArgs, RunArgs, SimArgs};
+pub use cli::{Cli, Command, DemoArgs, RunArgs, SimArgs, StatusArgs};
 pub use config::{RawConfig, Settings};
 pub use daemon::{Daemon, run};
 pub use demo::{DemoOptions, DemoSummary, run_demo};
@@ -38,3 +43,4 @@ pub use relay::RelayLimits;
 #[doc(hidden)]
 pub use relay::fuzzing;
 pub use sim::{SimOptions, SimReport, run_sim};
+pub use status_cli::run_status;

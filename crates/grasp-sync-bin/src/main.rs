@@ -1,7 +1,7 @@
-//! The `grasp-sync` executable: parses the command line, sets up logging, runs `run`, `demo` or `sim`
-//! on a tokio runtime, and turns the outcome into an exit code: 0 after a requested stop, 2 for
-//! an unusable configuration, 1 for any other failure, including a sync engine that stopped on
-//! its own while `run` was serving.
+//! The `grasp-sync` executable: parses the command line, sets up logging, runs `run`, `demo`,
+//! `sim` or `status` on a tokio runtime, and turns the outcome into an exit code: 0 after a
+//! requested stop, 2 for an unusable configuration, 1 for any other failure, including a sync
+//! engine that stopped on its own while `run` was serving.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use grasp_sync_bin::{Cli, Command, DemoOptions, SimOptions, run, run_demo, run_sim};
+use grasp_sync_bin::{Cli, Command, DemoOptions, SimOptions, run, run_demo, run_sim, run_status};
 use tracing_subscriber::EnvFilter;
 
 /// Exit code for an unusable configuration.
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     init_logging(match cli.command {
         Command::Run(_) => RUN_LOG_FILTER,
         Command::Demo(_) => DEMO_LOG_FILTER,
-        Command::Sim(_) => SIM_LOG_FILTER,
+        Command::Sim(_) | Command::Status(_) => SIM_LOG_FILTER,
     });
     match execute(cli) {
         Ok(code) => code,
@@ -57,7 +57,8 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         },
         Command::Demo(args) => {
-            let options = DemoOptions::try_from(&args)?;
+            let mut options = DemoOptions::try_from(&args)?;
+            options.progress = std::io::stdout().is_terminal();
             runtime.block_on(async {
                 let mut out = std::io::stdout();
                 let summary = run_demo(&options, &mut out).await?;
@@ -71,6 +72,7 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sim(args) => {
             let mut options = SimOptions::try_from(&*args)?;
             options.exe = std::env::current_exe().ok();
+            options.progress = std::io::stdout().is_terminal();
             runtime.block_on(async {
                 let mut out = std::io::stdout();
                 let report = run_sim(&options, &mut out).await?;
@@ -87,6 +89,11 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
                 })
             })
         }
+        Command::Status(args) => runtime.block_on(async {
+            let mut out = std::io::stdout();
+            run_status(&args.url, args.json, &mut out).await?;
+            Ok(ExitCode::SUCCESS)
+        }),
     };
     runtime.shutdown_timeout(Duration::from_secs(1));
     outcome

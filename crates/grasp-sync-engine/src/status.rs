@@ -1,12 +1,14 @@
 //! A snapshot of the engine for operators (`/status`), tests and the demo: per relay, the
-//! connection and health state, ledger use, pending batches, traffic and refusals.
+//! connection and health state, ledger use, pending batches, traffic and refusals. It reads
+//! back from its JSON form, for clients of `/status`.
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The whole engine at one moment.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct EngineStatus {
     /// Repositories in the sync index.
     pub repos_tracked: usize,
@@ -31,7 +33,8 @@ pub struct EngineStatus {
 
 /// The tracking bounds ([`TrackingBounds`](grasp_sync_model::TrackingBounds)) in force and
 /// what they leave out of the current targets.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TrackingStatus {
     /// Relays tracked at most.
     pub max_tracked_relays: usize,
@@ -55,7 +58,8 @@ pub struct TrackingStatus {
 }
 
 /// NIP-77 activity over the engine's life.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct NegentropyStatus {
     /// Rounds started.
     pub rounds_started: u64,
@@ -74,7 +78,8 @@ pub struct NegentropyStatus {
 }
 
 /// What the engine knows about one relay's NIP-77 support.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RelayNip77Status {
     /// `unknown` (the next round probes), `probing`, `supported` or `unsupported`.
     pub support: String,
@@ -103,7 +108,8 @@ impl EngineStatus {
 }
 
 /// One relay at one moment.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RelayStatus {
     /// Connection lifecycle: disconnected, connecting, syncing, connected,
     /// connected_historic_sync_failures.

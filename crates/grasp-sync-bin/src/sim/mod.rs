@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use crate::cli::SimArgs;
 use crate::config::{Settings, parse_duration};
 use crate::daemon::Daemon;
+use crate::progress::{ProgressLine, SyncProgress};
 
 pub use floor::{FamilyFloor, REQ_PAYLOAD_BUDGET, RelayFloor, TargetSet, target_sets};
 pub use idle::IdleDaemon;
@@ -42,8 +43,8 @@ use measure::{Mark, counts_since};
 
 /// How often the store and the engine are sampled while syncing.
 const SAMPLE_INTERVAL: Duration = Duration::from_millis(500);
-/// How often progress is written.
-const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
+/// How often the progress line is rewritten (on a terminal).
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// Longest wait for the idle daemon to finish its start-up sync before its memory is read.
 const IDLE_SETTLE_LIMIT: Duration = Duration::from_secs(90);
 /// Background starts are paced at one per second per connection.
@@ -90,6 +91,8 @@ pub struct SimOptions {
     pub idle: Option<Duration>,
     /// The `grasp-sync` executable, for the idle daemon.
     pub exe: Option<PathBuf>,
+    /// Show a progress line while the daemon syncs (for an output that is a terminal).
+    pub progress: bool,
 }
 
 impl Default for SimOptions {
@@ -114,6 +117,7 @@ impl Default for SimOptions {
             raw_ingest: true,
             idle: None,
             exe: None,
+            progress: false,
         }
     }
 }
@@ -165,6 +169,7 @@ impl TryFrom<&SimArgs> for SimOptions {
                 .map(|value| duration("idle-rss", value))
                 .transpose()?,
             exe: None,
+            progress: false,
         })
     }
 }
@@ -421,6 +426,7 @@ pub async fn run_sim(
     let mut remaining: BTreeSet<EventId> = expected.clone();
     let mut peak_live: BTreeMap<String, usize> = BTreeMap::new();
     let mut last_progress = Instant::now();
+    let mut line = ProgressLine::new(options.progress);
     let deadline = started + options.timeout;
     loop {
         let mut found = Vec::new();
@@ -432,35 +438,27 @@ pub async fn run_sim(
         for id in found {
             remaining.remove(&id);
         }
-        if let Some(status) = daemon.status().await {
-            for (url, relay) in &status.relays {
-                let peak = peak_live.entry(url.clone()).or_default();
-                *peak = (*peak).max(relay.live_subscriptions);
-            }
+        let status = daemon.status().await.unwrap_or_default();
+        for (url, relay) in &status.relays {
+            let peak = peak_live.entry(url.clone()).or_default();
+            *peak = (*peak).max(relay.live_subscriptions);
         }
         if remaining.is_empty() || Instant::now() >= deadline {
             break;
         }
         if last_progress.elapsed() >= PROGRESS_INTERVAL {
             last_progress = Instant::now();
-            let starts: usize = network
-                .relays
-                .iter()
-                .zip(&marks)
-                .map(|(r, m)| counts_since(&r.strict_stats(), m).starts())
-                .sum();
-            writeln!(
-                out,
-                "[{:>6.1}s] stored {}/{} expected events; {} REQ/NEG starts so far",
-                started.elapsed().as_secs_f64(),
-                expected.len() - remaining.len(),
-                expected.len(),
-                starts
-            )?;
-            out.flush()?;
+            let progress = SyncProgress::of(
+                &status,
+                (expected.len() - remaining.len()) as u64,
+                Some(expected.len() as u64),
+                started.elapsed(),
+            );
+            line.show(out, &progress)?;
         }
         tokio::time::sleep(SAMPLE_INTERVAL).await;
     }
+    line.finish(out)?;
     let own_elapsed = started.elapsed();
     let own_counts: Vec<RelayCounts> = network
         .relays

@@ -193,3 +193,24 @@ fn sigterm_stops_the_daemon_with_exit_code_zero_within_ten_seconds() {
     assert!(status.success(), "{status:?}; {rest:?}");
     assert!(rest.iter().any(|line| line.contains("stopped")), "{rest:?}");
 }
+
+#[test]
+fn status_of_an_unreachable_daemon_fails_with_one_clear_line() {
+    // A port nothing listens on any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("free port")
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let output = grasp_sync(&["status", "--url", &url], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot reach {url}/status")),
+        "{stderr}"
+    );
+    let output = grasp_sync(&["status", "--url", "https://example.test"], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("invalid --url"), "{stderr}");
+}

@@ -1,4 +1,4 @@
-//! The demo at a reduced size: it converges and its summary passes.
+//! The demo at a reduced size: it converges, shows its progress line, and its summary passes.
 
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ async fn the_demo_syncs_exactly_the_expected_events() {
         repos: 3,
         relays: 2,
         timeout: Duration::from_secs(60),
+        progress: true,
     };
     let mut out = Vec::new();
     let summary = run_demo(&options, &mut out).await.expect("demo runs");
@@ -18,6 +19,13 @@ async fn the_demo_syncs_exactly_the_expected_events() {
     assert!(summary.passed(), "{summary:?}\n{text}");
     assert!(summary.expected > 0, "{text}");
     assert!(text.contains("summary: PASS"), "{text}");
+    // The progress line was rewritten in place and ended before the summary.
+    assert!(text.contains("\r\x1b[2K["), "{text:?}");
+    assert!(
+        text.contains(&format!("] {0}/{0} events stored, ", summary.expected)),
+        "{text:?}"
+    );
+    assert!(text.contains(" relays done\nsummary: PASS"), "{text:?}");
     assert!(
         text.contains(&format!(
             "expected events stored: {0}/{0}",

@@ -1,11 +1,14 @@
 //! Integration tests of the `grasp-sync` daemon: the command line (the built binary), the
 //! embedded relay's acceptance policy over WebSocket, live delivery of synced events to its
 //! subscribers, the limits its NIP-11 document advertises, the demo, the sim, events that
-//! arrive before their announcement, and external mode under the acceptance policy.
+//! arrive before their announcement, external mode under the acceptance policy, the status
+//! page in a real browser, and the Grafana dashboard and deployment examples in `docs/`.
 
 mod acceptance;
 mod cli;
+mod dashboard;
 mod demo;
+mod deploy_examples;
 mod early_events;
 mod external;
 mod external_policy;
@@ -19,5 +22,6 @@ mod process;
 #[path = "../common/raw.rs"]
 mod raw;
 mod sim;
+mod status_page;
 mod support;
 mod tracking;

@@ -66,7 +66,8 @@ impl Default for PurgatoryConfig {
 }
 
 /// What the purgatory holds and has done, for `/status` and the metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct PurgatoryStats {
     /// Announcements held now.
     pub announcements: usize,

@@ -1,10 +1,11 @@
 //! `RejectedUsage`: how full the rejected-events index is and how often its bounds forced it
 //! to forget an entry, for `/status` and the metrics.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The rejected-events index's use of its bounds at one moment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RejectedUsage {
     /// Full events in the hot cache.
     pub hot_events: usize,

@@ -1,0 +1,85 @@
+//! Tests of the summary, the rows' sort orders and the uptime text.
+
+use std::time::Duration;
+
+use grasp_sync_engine::{EngineStatus, RelayStatus};
+
+use super::*;
+
+fn status() -> EngineStatus {
+    let mut status = EngineStatus {
+        repos_tracked: 4,
+        root_events_tracked: 9,
+        ..EngineStatus::default()
+    };
+    let relay = |connection: &str, health: &str, saved, used, budget| RelayStatus {
+        connection: connection.into(),
+        health: health.into(),
+        events_saved: saved,
+        live_subscriptions: used,
+        subscription_budget: budget,
+        ..RelayStatus::default()
+    };
+    status
+        .relays
+        .insert("ws://a/".into(), relay("syncing", "healthy", 3, 1, 10));
+    status.relays.insert(
+        "ws://b/".into(),
+        relay("connected", "ratelimited", 9, 9, 10),
+    );
+    status
+        .relays
+        .insert("ws://c/".into(), relay("disconnected", "dead", 0, 0, 0));
+    status
+}
+
+fn check_order(sort: &str, descending: bool, expected: &[&str]) {
+    let sort = Sort {
+        key: SortKey::parse(sort).expect("key"),
+        descending,
+    };
+    let urls: Vec<String> = rows(&status(), |_, _| None, sort)
+        .into_iter()
+        .map(|row| row.url)
+        .collect();
+    assert_eq!(urls, expected, "{sort:?}");
+}
+
+#[test]
+fn the_summary_counts_relays_by_state() {
+    let summary = Summary::of(&status(), Some(Duration::from_secs(61)));
+    assert_eq!(
+        summary,
+        Summary {
+            repos: 4,
+            root_events: 9,
+            relays: 3,
+            events_stored: 12,
+            syncing: 1,
+            connected: 1,
+            paused: 1,
+            dead: 1,
+            uptime: Some(Duration::from_secs(61)),
+        }
+    );
+}
+
+#[test]
+fn rows_sort_by_any_column_either_way() {
+    check_order("relay", false, &["ws://a/", "ws://b/", "ws://c/"]);
+    check_order("synced", true, &["ws://b/", "ws://a/", "ws://c/"]);
+    check_order("budget", true, &["ws://b/", "ws://a/", "ws://c/"]);
+    check_order("health", false, &["ws://c/", "ws://a/", "ws://b/"]);
+    assert_eq!(SortKey::parse("nonsense"), None);
+    for key in SortKey::ALL {
+        assert_eq!(SortKey::parse(key.name()), Some(key));
+    }
+}
+
+#[test]
+fn uptime_reads_at_a_glance() {
+    assert_eq!(format_uptime(Duration::from_secs(6)), "6s");
+    assert_eq!(format_uptime(Duration::from_secs(245)), "4m 5s");
+    assert_eq!(format_uptime(Duration::from_secs(3723)), "1h 2m");
+    assert_eq!(format_uptime(Duration::from_secs(90_000)), "1d 1h");
+}
