@@ -144,7 +144,13 @@ pub struct RunArgs {
     pub learned_limits_max_age: Option<String>,
     /// Fetch coverage the store holds nothing of by REQ+EOSE, not NIP-77: true or false
     /// [default: false].
-    #[arg(long, env = "GRASP_SYNC_FIRST_SYNC_BY_REQ", value_name = "BOOL")]
+    #[arg(
+        long,
+        env = "GRASP_SYNC_FIRST_SYNC_BY_REQ",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
     pub first_sync_by_req: Option<String>,
     /// Rejected event IDs the own store remembers at most [default: 100000].
     #[arg(long, env = "GRASP_SYNC_MAX_REJECTED_IDS", value_name = "N")]

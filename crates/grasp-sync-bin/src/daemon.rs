@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use grasp_sync_engine::{
     EngineEnd, EngineExit, EngineParts, EngineStatus, FileLimitsMemory, LmdbStore, PurgatoryConfig,
-    PurgatoryParts, SdkConnector, SelfFeed, StoreConfig, SyncEngine, TokioClock,
+    PurgatoryParts, SdkConnector, StoreConfig, SyncEngine, TokioClock,
 };
 use grasp_sync_model::RelayUrl;
 use nostr::EventId;
@@ -24,7 +24,7 @@ use crate::config::Settings;
 use crate::endpoints::{Endpoints, EngineSlot};
 use crate::external::{ExternalFeed, ExternalStore, HaveIndex, OwnRelayLink};
 use crate::feed::RestartingFeed;
-use crate::follow::{AnnouncementIndex, GitFollower, RecordingFeed, RepositoryLookup};
+use crate::follow::{GitFollower, RepositoryLookup};
 use crate::git::{CloneUrlRules, GitFetcher, GitLimits, GitRoot, UrlBackoffConfig};
 use crate::history::SharedHistory;
 use crate::hook::{HookConfig, SyncHook};
@@ -479,24 +479,19 @@ async fn external(
     .await
     .with_context(|| format!("opening the store over the index in {}", path.display()))?;
     let feed = RestartingFeed::new(ExternalFeed::new(Arc::clone(&link), store.clone()));
-    let follows_git = settings.git.root.is_some() || settings.git.on_sync_hook.is_some();
-    let (feed, git): (Arc<dyn SelfFeed>, GitData) = if follows_git {
-        let announcements = Arc::new(AnnouncementIndex::new(service_url.clone()));
-        let git = follow_git(
-            settings,
-            &service_domain(&service_url),
-            &metrics.meter(),
-            Arc::clone(&announcements) as Arc<dyn RepositoryLookup>,
-            None,
-        )?;
-        (Arc::new(RecordingFeed::new(feed, announcements)), git)
-    } else {
-        (Arc::new(feed), GitData::default())
-    };
+    // A state event's repositories are the announcements the store's policy accepted, as in
+    // embedded mode.
+    let git = follow_git(
+        settings,
+        &service_domain(&service_url),
+        &metrics.meter(),
+        Arc::new(store.clone()) as Arc<dyn RepositoryLookup>,
+        None,
+    )?;
     let parts = EngineParts::new(
         Arc::new(SdkConnector::default().with_address_policy(settings.address_policy.clone())),
         Arc::new(store.clone()),
-        feed,
+        Arc::new(feed),
     );
     Ok((service_url, Own::External { link, store }, parts, git))
 }

@@ -13,13 +13,9 @@ use nostr::{Event, PublicKey, ToBech32};
 
 use crate::git::{FetchJob, GitFetcher, GitRoot};
 
-mod announcements;
-
 use crate::hook::{RepoUpdate, StateRefs, SyncBatch, SyncHook};
-pub use announcements::{AnnouncementIndex, MAX_ANNOUNCEMENTS, RecordingFeed};
 
-/// Kind of a repository state.
-const STATE_KIND: u16 = 30618;
+use grasp_sync_model::REPO_STATE_KIND as STATE_KIND;
 /// Most refs of one state event passed on.
 const MAX_REFS: usize = 10_000;
 
@@ -32,6 +28,22 @@ pub trait RepositoryLookup: Send + Sync + 'static {
         identifier: &str,
         author: &PublicKey,
     ) -> Vec<(RepoAnnouncement, bool)>;
+}
+
+impl RepositoryLookup for crate::external::ExternalStore {
+    fn repositories_for(
+        &self,
+        identifier: &str,
+        author: &PublicKey,
+    ) -> Vec<(RepoAnnouncement, bool)> {
+        match crate::external::ExternalStore::repositories_for(self, identifier, author) {
+            Ok(found) => found.into_iter().map(|a| (a, false)).collect(),
+            Err(error) => {
+                tracing::warn!(%error, "looking up a state event's repositories failed");
+                Vec::new()
+            }
+        }
+    }
 }
 
 impl RepositoryLookup for LmdbStore {

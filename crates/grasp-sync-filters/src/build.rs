@@ -16,9 +16,9 @@ use crate::pack::filter_payload_bytes;
 use crate::tier::{CoverageTier, TieredFilter};
 
 /// Kind of a NIP-34 repository announcement.
-pub const ANNOUNCEMENT_KIND: u16 = 30617;
+pub use grasp_sync_model::REPO_ANNOUNCEMENT_KIND as ANNOUNCEMENT_KIND;
 /// Kind of a NIP-34 repository state event.
-pub const STATE_KIND: u16 = 30618;
+pub use grasp_sync_model::REPO_STATE_KIND as STATE_KIND;
 
 /// Whether filters are live subscriptions or historic queries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

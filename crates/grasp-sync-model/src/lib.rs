@@ -27,11 +27,12 @@ pub mod tracking;
 #[cfg(test)]
 mod test_support;
 
-pub use coordinate::RepoCoordinate;
+pub use coordinate::{REPO_ANNOUNCEMENT_KIND, RepoCoordinate};
 pub use diff::{AddFilters, RelaySyncNeeds, compute_actions, derive_relay_targets};
 pub use error::ModelError;
 pub use nip34::{
-    AnnouncementLimits, EventVersion, Nip34Event, RepoAnnouncement, RepoState, RootEvent, RootKind,
+    AnnouncementLimits, EventVersion, ISSUE_KIND, Nip34Event, PATCH_KIND, PULL_REQUEST_KIND,
+    REPO_STATE_KIND, RepoAnnouncement, RepoState, RootEvent, RootKind,
 };
 pub use pagination::{FilterPaginationState, PaginationState};
 pub use pending::{

@@ -27,6 +27,15 @@ pub struct ExternalStore {
 }
 
 impl ExternalStore {
+    /// Announcements the policy accepted with `identifier` that `author` owns or maintains.
+    pub fn repositories_for(
+        &self,
+        identifier: &str,
+        author: &nostr::PublicKey,
+    ) -> Result<Vec<grasp_sync_model::RepoAnnouncement>, StoreError> {
+        self.guarded.repositories_for(identifier, author)
+    }
+
     /// A store admitting events by `config`'s policy, publishing the admitted ones through
     /// `link`, remembering them in `index`, and persisting its rejected-events cold index
     /// under `index_dir`. The policy is rebuilt from what `index` holds.

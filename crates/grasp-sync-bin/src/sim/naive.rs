@@ -89,7 +89,7 @@ pub(super) async fn run_naive(
     let jobs = (0..urls.len())
         .map(|relay| Job {
             relay,
-            filter: Filter::new().kind(Kind::from(30617)),
+            filter: Filter::new().kind(Kind::from(grasp_sync_model::REPO_ANNOUNCEMENT_KIND)),
         })
         .collect();
     abandoned += stage(&relays, store, &counters, jobs).await?.1;
@@ -104,7 +104,7 @@ pub(super) async fn run_naive(
             .collect();
         let identifiers: Vec<String> = mine.iter().map(|r| r.repo.identifier.clone()).collect();
         let coordinates: Vec<String> = mine.iter().map(|r| r.repo.coordinate()).collect();
-        let state = Filter::new().kind(Kind::from(30618));
+        let state = Filter::new().kind(Kind::from(grasp_sync_model::REPO_STATE_KIND));
         jobs.extend(chunked(relay, &state, 'd', false, &identifiers));
         for (letter, upper) in [('a', false), ('a', true), ('q', false)] {
             jobs.extend(chunked(relay, &Filter::new(), letter, upper, &coordinates));

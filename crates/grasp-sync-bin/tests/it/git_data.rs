@@ -213,7 +213,16 @@ async fn in_external_mode_state_events_drive_the_fetcher_and_the_hook() {
             identifier: "tools".to_owned(),
             name: "tools".to_owned(),
             relays: vec![own.url(), source.url()],
-            clone: vec![format!("file://{}", source_repo.display())],
+            // The policy wants a clone URL on the service's host; the fetcher skips that one
+            // and mirrors from the other.
+            clone: vec![
+                format!(
+                    "http://127.0.0.1:{}/{}/tools.git",
+                    own.addr().port(),
+                    owner.public_key().to_bech32().expect("npub")
+                ),
+                format!("file://{}", source_repo.display()),
+            ],
             maintainers: Vec::new(),
             created_at,
         },

@@ -5,6 +5,7 @@ use grasp_sync_health::RelayHealth;
 use grasp_sync_model::{
     IndexUpdate, Nip34Event, RelayUrl, compute_actions, derive_bounded_relay_targets,
 };
+use rand::RngCore;
 
 use super::Actor;
 use super::runtime::RelayRuntime;
@@ -125,21 +126,17 @@ impl Actor {
         }
         let state = self.relays.register(relay);
         state.is_bootstrap |= bootstrap;
-        self.seed = self
-            .seed
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1);
+        let seed = self.rng.next_u64();
         let now = self.now();
-        let health =
-            RelayHealth::new(self.config.health, bootstrap, self.seed, now).or_else(|error| {
-                tracing::warn!(%error, "invalid health configuration; using the defaults");
-                RelayHealth::new(
-                    grasp_sync_health::HealthConfig::default(),
-                    bootstrap,
-                    self.seed,
-                    now,
-                )
-            });
+        let health = RelayHealth::new(self.config.health, bootstrap, seed, now).or_else(|error| {
+            tracing::warn!(%error, "invalid health configuration; using the defaults");
+            RelayHealth::new(
+                grasp_sync_health::HealthConfig::default(),
+                bootstrap,
+                seed,
+                now,
+            )
+        });
         let Ok(health) = health else {
             return;
         };

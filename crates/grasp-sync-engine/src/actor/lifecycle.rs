@@ -9,6 +9,7 @@ use grasp_sync_filters::{PageHints, RelayPageSession, Window, announcement_filte
 use grasp_sync_ledger::{BackgroundGate, ReactiveGate, SessionBudget, SubscriptionLedger};
 use grasp_sync_model::{BatchId, ConnectionStatus, PendingItems, RelaySyncNeeds, RelayUrl};
 use nostr::Timestamp;
+use rand::Rng;
 
 use super::Actor;
 use super::runtime::Session;
@@ -442,12 +443,8 @@ impl Actor {
 
     /// Arms the daily reconciliation 23–25 h from now, at a seeded random offset.
     fn arm_daily(&mut self, relay: &RelayUrl) {
-        self.seed = self
-            .seed
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
         let spread = DAILY_MAX.saturating_sub(DAILY_MIN).as_secs().max(1);
-        let offset = Duration::from_secs((self.seed >> 11) % spread);
+        let offset = Duration::from_secs(self.rng.random_range(0..spread));
         let at = self.now() + DAILY_MIN + offset;
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.daily_at = Some(at);

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use futures::FutureExt;
+
 use grasp_sync_ledger::LearnedLimits;
 use grasp_sync_model::RelayUrl;
 
@@ -15,7 +17,8 @@ use crate::limits_memory::{LimitsMemory, RememberedRelays};
 pub(crate) struct LimitsKeeper {
     memory: Arc<dyn LimitsMemory>,
     remembered: RememberedRelays,
-    write: Option<tokio::task::JoinHandle<()>>,
+    /// The running write; it answers whether it succeeded.
+    write: Option<tokio::task::JoinHandle<bool>>,
 }
 
 impl LimitsKeeper {
@@ -28,27 +31,47 @@ impl LimitsKeeper {
         }
     }
 
-    /// Starts a write of the records if they changed and no write is running.
+    /// Starts a write of the records if they changed and no write is running. A write that
+    /// failed leaves the records changed, so the next call writes them again.
     fn write_changes(&mut self) {
-        if self.write.as_ref().is_some_and(|w| !w.is_finished()) {
-            return;
+        match self.write.take() {
+            Some(write) if !write.is_finished() => {
+                self.write = Some(write);
+                return;
+            }
+            Some(write) => self.written(write.now_or_never()),
+            None => {}
         }
         if let Some(records) = self.remembered.take_changes() {
             let memory = Arc::clone(&self.memory);
             self.write = Some(tokio::task::spawn_blocking(move || {
-                if let Err(error) = memory.save(&records) {
-                    tracing::warn!(%error, "could not keep the learned relay limits; a restart learns them again");
+                match memory.save(&records) {
+                    Ok(()) => true,
+                    Err(error) => {
+                        tracing::warn!(%error, "could not keep the learned relay limits; trying again at the next change check");
+                        false
+                    }
                 }
             }));
         }
     }
 
-    /// Waits for a running write, then writes what changed since.
-    async fn flush(&mut self) {
-        if let Some(write) = self.write.take() {
-            let _ = write.await;
+    /// What a finished write answered: anything but success keeps the records changed.
+    fn written(&mut self, outcome: Option<Result<bool, tokio::task::JoinError>>) {
+        if !matches!(outcome, Some(Ok(true))) {
+            self.remembered.mark_changed();
         }
-        self.write_changes();
+    }
+
+    /// Waits for a running write, then writes what changed since (once more if it failed).
+    async fn flush(&mut self) {
+        for _ in 0..2 {
+            if let Some(write) = self.write.take() {
+                let outcome = write.await;
+                self.written(Some(outcome));
+            }
+            self.write_changes();
+        }
         if let Some(write) = self.write.take() {
             let _ = write.await;
         }
@@ -95,5 +118,64 @@ impl Actor {
         if let Some(keeper) = self.limits.as_mut() {
             keeper.flush().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use grasp_sync_ledger::RememberedLimits;
+
+    use super::*;
+    use crate::limits_memory::{LimitsMemoryError, RelayLimitsRecord};
+
+    /// A memory whose first `failures` saves fail; it keeps what the last good save wrote.
+    struct FlakyMemory {
+        failures: Mutex<usize>,
+        saves: Mutex<usize>,
+        kept: Mutex<Vec<(RelayUrl, RelayLimitsRecord)>>,
+    }
+
+    impl LimitsMemory for FlakyMemory {
+        fn load(&self) -> Result<Vec<(RelayUrl, RelayLimitsRecord)>, LimitsMemoryError> {
+            Ok(Vec::new())
+        }
+
+        fn save(&self, records: &[(RelayUrl, RelayLimitsRecord)]) -> Result<(), LimitsMemoryError> {
+            *self.saves.lock().expect("lock") += 1;
+            let mut failures = self.failures.lock().expect("lock");
+            if *failures > 0 {
+                *failures -= 1;
+                return Err(LimitsMemoryError::Io {
+                    path: "memory".to_owned(),
+                    source: std::io::Error::other("disk full"),
+                });
+            }
+            *self.kept.lock().expect("lock") = records.to_vec();
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_is_written_again() {
+        let memory = Arc::new(FlakyMemory {
+            failures: Mutex::new(1),
+            saves: Mutex::new(0),
+            kept: Mutex::new(Vec::new()),
+        });
+        let mut keeper = LimitsKeeper::new(
+            Arc::clone(&memory) as Arc<dyn LimitsMemory>,
+            RememberedRelays::default(),
+        );
+        let relay = RelayUrl::parse("wss://relay.example").expect("url");
+        keeper
+            .remembered
+            .observe(&relay, Some(6), RememberedLimits::default(), 10);
+        keeper.flush().await;
+        assert_eq!(*memory.saves.lock().expect("lock"), 2);
+        let kept = memory.kept.lock().expect("lock").clone();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].1.subscription_slots, Some(6));
     }
 }

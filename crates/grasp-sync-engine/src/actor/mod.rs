@@ -29,6 +29,8 @@ use grasp_sync_model::{
     AnnouncementLimits, PendingSyncIndex, RelaySyncIndex, RelaySyncNeeds, RelayUrl, RepoSyncIndex,
 };
 use nostr::{Event, EventId};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::address::AddressRefusals;
@@ -109,7 +111,9 @@ pub(crate) struct Actor {
     next_attempt: u64,
     next_generation: u64,
     next_subscription: u64,
-    seed: u64,
+    /// Seeded randomness: each relay's backoff jitter seed and the daily reconciliation's
+    /// offset, reproducible from `EngineConfig::rng_seed`.
+    rng: ChaCha8Rng,
 }
 
 impl Actor {
@@ -161,7 +165,7 @@ impl Actor {
             next_attempt: 0,
             next_generation: 0,
             next_subscription: 0,
-            seed,
+            rng: ChaCha8Rng::seed_from_u64(seed),
         };
         for relay in actor.config.bootstrap_relays.clone() {
             actor.register_relay(&relay, true);

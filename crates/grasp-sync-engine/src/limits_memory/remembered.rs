@@ -121,6 +121,12 @@ impl RememberedRelays {
         self.insert(relay.clone(), record);
     }
 
+    /// Marks the records changed, so the next [`Self::take_changes`] returns them (a write
+    /// of them failed).
+    pub fn mark_changed(&mut self) {
+        self.changed = true;
+    }
+
     /// Every record, when one changed since the last call; `None` when nothing did.
     pub fn take_changes(&mut self) -> Option<Vec<(RelayUrl, RelayLimitsRecord)>> {
         if !std::mem::take(&mut self.changed) {

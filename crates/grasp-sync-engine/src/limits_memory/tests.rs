@@ -98,6 +98,16 @@ fn only_a_change_in_what_was_learned_is_written() {
 }
 
 #[test]
+fn records_marked_changed_after_a_failed_write_are_written_again() {
+    let mut kept = RememberedRelays::default();
+    kept.observe(&relay(1), Some(6), RememberedLimits::default(), 10);
+    let first = kept.take_changes().expect("changed");
+    assert_eq!(kept.take_changes(), None);
+    kept.mark_changed();
+    assert_eq!(kept.take_changes(), Some(first));
+}
+
+#[test]
 fn the_file_round_trips_and_a_missing_file_holds_nothing() {
     let dir = tempfile::tempdir().expect("dir");
     let memory = FileLimitsMemory::new(dir.path().join("learned-limits.json"));

@@ -36,8 +36,7 @@ pub const BAD_SIGNATURE_REASON: &str = "invalid: bad signature";
 /// Reason for an event refused because the purgatory is at its cap.
 pub const PURGATORY_FULL_REASON: &str = "blocked: purgatory is full";
 
-/// Kind of a repository announcement.
-const ANNOUNCEMENT_KIND: u16 = 30617;
+use grasp_sync_model::REPO_ANNOUNCEMENT_KIND as ANNOUNCEMENT_KIND;
 
 /// Most stored events whose authors are looked up for one decision.
 const MAX_LOOKUPS: usize = 64;
@@ -390,19 +389,26 @@ impl StoreCore {
             .collect();
         let mut promoted = 0;
         for coordinate in ready {
-            let Some((announcement, dependents)) = lock(&held.state)?.take(&coordinate) else {
+            let Some(taken) = lock(&held.state)?.take(&coordinate) else {
                 continue;
             };
+            let announcement = taken.announcement().clone();
             match self.ingest_one(&announcement, None, false).await {
-                Ok(IngestOutcome::Saved | IngestOutcome::Duplicate) => promoted += 1,
+                Ok(IngestOutcome::Saved | IngestOutcome::Duplicate) => {
+                    lock(&held.state)?.promoted();
+                    promoted += 1;
+                }
                 Ok(outcome) => {
                     tracing::warn!(id = %announcement.id, ?outcome, "a promoted announcement was not stored");
                 }
                 Err(error) => {
-                    tracing::warn!(id = %announcement.id, %error, "storing a promoted announcement failed");
+                    // Nothing is lost: the entry is held again and promoted by a later pass.
+                    tracing::warn!(id = %announcement.id, %error, "storing a promoted announcement failed; it stays in purgatory");
+                    lock(&held.state)?.restore(taken);
+                    continue;
                 }
             }
-            for event in &dependents {
+            for event in taken.dependents() {
                 if let Err(error) = self.ingest_one(event, None, false).await {
                     tracing::warn!(id = %event.id, %error, "storing an event held in purgatory failed");
                 }
@@ -556,7 +562,7 @@ async fn rebuild(
     database: &GraspDatabase,
 ) -> Result<GraspPolicy, StoreError> {
     let announcements = database
-        .query(Filter::new().kind(Kind::from(30617u16)))
+        .query(Filter::new().kind(Kind::from(ANNOUNCEMENT_KIND)))
         .await
         .map_err(backend)?;
     let mut announcements: Vec<Event> = announcements.into_iter().collect();

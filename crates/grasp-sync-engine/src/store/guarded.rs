@@ -38,6 +38,21 @@ pub struct GuardedStore {
 }
 
 impl GuardedStore {
+    /// Announcements the policy accepted with `identifier` that `author` owns or maintains:
+    /// the repositories a state event of `author` may describe.
+    pub fn repositories_for(
+        &self,
+        identifier: &str,
+        author: &nostr::PublicKey,
+    ) -> Result<Vec<grasp_sync_model::RepoAnnouncement>, StoreError> {
+        Ok(self
+            .core
+            .repositories_for(identifier, author)?
+            .into_iter()
+            .map(|(announcement, _)| announcement)
+            .collect())
+    }
+
     /// Opens the store over `backend`: rebuilds the policy from what the backend holds and,
     /// when `cold_dir` is given, persists the rejected-events cold index in its subdirectory
     /// [`COLD_DIRECTORY`](crate::store::COLD_DIRECTORY) (restoring what an earlier run left

@@ -17,10 +17,8 @@ use nostr::{Event, EventId, PublicKey};
 use crate::store::bounded::BoundedMap;
 use references::{coordinate_references, deleted_addresses, deleted_ids, event_references};
 
-/// Kind of a repository announcement.
-const ANNOUNCEMENT_KIND: u16 = 30617;
-/// Kind of a repository state.
-const STATE_KIND: u16 = 30618;
+use grasp_sync_model::REPO_ANNOUNCEMENT_KIND as ANNOUNCEMENT_KIND;
+use grasp_sync_model::REPO_STATE_KIND as STATE_KIND;
 /// Kind of a deletion request (NIP-09).
 const DELETION_KIND: u16 = 5;
 

@@ -22,8 +22,7 @@ use grasp_sync_model::{
 };
 use nostr::{Event, EventId, Timestamp};
 
-/// Kind of a repository state.
-const STATE_KIND: u16 = 30618;
+use grasp_sync_model::REPO_STATE_KIND as STATE_KIND;
 
 /// Whether a repository's git data is present, so its announcement may leave purgatory.
 pub trait GitDataProbe: Send + Sync + 'static {
@@ -107,6 +106,22 @@ struct Entry {
     event: Event,
     revived_at: Timestamp,
     held: Vec<Event>,
+}
+
+/// An entry taken out for promotion.
+#[derive(Debug)]
+pub(crate) struct Taken(Entry);
+
+impl Taken {
+    /// The announcement event.
+    pub(crate) fn announcement(&self) -> &Event {
+        &self.0.event
+    }
+
+    /// The events held with it.
+    pub(crate) fn dependents(&self) -> &[Event] {
+        &self.0.held
+    }
 }
 
 /// The purgatory's state.
@@ -259,12 +274,31 @@ impl Purgatory {
         self.entries.keys().cloned().collect()
     }
 
-    /// Takes an entry out for promotion: its announcement event, then its dependents.
-    pub(crate) fn take(&mut self, coordinate: &RepoCoordinate) -> Option<(Event, Vec<Event>)> {
+    /// Takes an entry out for promotion: its announcement event, then its dependents. It
+    /// counts as promoted once [`Purgatory::promoted`] says its announcement was stored; a
+    /// failed save gives it back with [`Purgatory::restore`].
+    pub(crate) fn take(&mut self, coordinate: &RepoCoordinate) -> Option<Taken> {
         let entry = self.entries.remove(coordinate)?;
         self.forget(&entry);
+        Some(Taken(entry))
+    }
+
+    /// A taken entry's announcement was stored.
+    pub(crate) fn promoted(&mut self) {
         self.promoted += 1;
-        Some((entry.event, entry.held))
+    }
+
+    /// Holds a taken entry again (its announcement could not be stored), unless a newer
+    /// version of it was held meanwhile.
+    pub(crate) fn restore(&mut self, taken: Taken) {
+        let Taken(entry) = taken;
+        let coordinate = entry.announcement.coordinate.clone();
+        if self.entries.contains_key(&coordinate) {
+            return;
+        }
+        self.ids.insert(entry.event.id);
+        self.ids.extend(entry.held.iter().map(|event| event.id));
+        self.entries.insert(coordinate, entry);
     }
 
     /// Whether the event is held.

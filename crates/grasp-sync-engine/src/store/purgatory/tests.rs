@@ -208,13 +208,36 @@ fn a_newer_announcement_replaces_the_held_one_and_keeps_its_dependents() {
         purgatory.hold_announcement(now, parsed(&old), &old),
         Hold::Older
     );
-    let (event, held) = purgatory.take(&coordinate).expect("held");
-    assert_eq!(event.id, new.id);
+    let taken = purgatory.take(&coordinate).expect("held");
+    assert_eq!(taken.announcement().id, new.id);
     assert_eq!(
-        held.iter().map(|e| e.id).collect::<Vec<_>>(),
+        taken.dependents().iter().map(|e| e.id).collect::<Vec<_>>(),
         vec![update.id]
     );
     assert!(!purgatory.contains(&old.id) && !purgatory.contains(&update.id));
+}
+
+#[test]
+fn an_entry_whose_promotion_failed_is_held_again_and_not_counted() {
+    let owner = Keys::generate();
+    let event = announcement_event(&owner, "repo", 100);
+    let mut purgatory = Purgatory::new(config());
+    let now = Timestamp::from_secs(0);
+    purgatory.hold_announcement(now, parsed(&event), &event);
+    let coordinate = RepoCoordinate::new(owner.public_key(), "repo").expect("coordinate");
+    let update = state(&owner, "repo", 150);
+    purgatory.hold_dependent(now, &coordinate, &update);
+
+    let taken = purgatory.take(&coordinate).expect("held");
+    assert!(!purgatory.contains(&event.id));
+    purgatory.restore(taken);
+    assert!(purgatory.contains(&event.id) && purgatory.contains(&update.id));
+    assert_eq!(purgatory.coordinates(), vec![coordinate.clone()]);
+    assert_eq!(purgatory.stats(now).promoted, 0);
+
+    purgatory.take(&coordinate).expect("held again");
+    purgatory.promoted();
+    assert_eq!(purgatory.stats(now).promoted, 1);
 }
 
 /// Git data present for the coordinates it was told of.
