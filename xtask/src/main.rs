@@ -2,7 +2,8 @@
 //!
 //! - `test`: every crate's tests, crate by crate in dependency order, then the doctests. The
 //!   daemon's tests include a browser test of its status page, which needs headless Chromium
-//!   (`/usr/bin/chromium`, or `$CHROMIUM`); `test` stops early with a clear message without it.
+//!   (`/usr/bin/chromium`, or `$CHROMIUM`); `test` installs Debian's `chromium` with apt-get
+//!   when it is missing, and stops early with a clear message when it cannot.
 //! - `ci`: formatting check, clippy with warnings denied, `tidy`, `test`, rustdoc with warnings
 //!   denied. If it passes locally, CI is green.
 //! - `tidy`: the project's structural rules (see the `tidy` module).
@@ -71,18 +72,33 @@ fn test(root: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-/// Fails unless the browser the status page's test drives is installed.
+/// Makes sure the browser the status page's test drives is there: `$CHROMIUM`, or
+/// `/usr/bin/chromium`, installed from the distribution's packages with apt-get when it is
+/// missing and apt-get is available; fails with what to do otherwise.
 fn need_chromium() -> Result<()> {
-    let browser = std::env::var_os("CHROMIUM")
-        .map_or_else(|| "/usr/bin/chromium".into(), std::path::PathBuf::from);
-    if !browser.exists() {
-        bail!(
-            "{} is missing: the status page's browser test needs headless Chromium \
-             (Debian: apt-get install chromium; or set CHROMIUM)",
-            browser.display()
-        );
+    let chosen = std::env::var_os("CHROMIUM").map(std::path::PathBuf::from);
+    let browser = chosen.clone().unwrap_or_else(|| "/usr/bin/chromium".into());
+    if browser.exists() {
+        return Ok(());
     }
-    Ok(())
+    if chosen.is_none() && std::path::Path::new("/usr/bin/apt-get").exists() {
+        cmd::step("installing chromium for the status page's browser test");
+        let installed = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "apt-get update -qq && apt-get install -y -qq chromium",
+            ])
+            .status()
+            .is_ok_and(|status| status.success());
+        if installed && browser.exists() {
+            return Ok(());
+        }
+    }
+    bail!(
+        "{} is missing: the status page's browser test needs headless Chromium \
+         (Debian: apt-get install chromium; or set CHROMIUM)",
+        browser.display()
+    );
 }
 
 /// The whole CI gate, in the order that fails fastest.
