@@ -12,7 +12,7 @@
 //! offered again on the next reconnection). A reconnect starts over, so events published
 //! during an outage are not missed; delivery is at least once.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -33,6 +33,33 @@ const PAGE_DEADLINE: Duration = Duration::from_secs(30);
 const RETRY_DELAY: Duration = Duration::from_secs(2);
 /// Capacity of a subscription's route.
 const CHANNEL_CAPACITY: usize = 1024;
+/// Event IDs one history round remembers to skip a page boundary's re-read: the newest this
+/// many. The own relay's history may be far larger; an event re-read past them is offered again,
+/// which the policy answers as a duplicate.
+pub(crate) const MAX_RECENT_IDS: usize = 10_000;
+
+/// The newest event IDs seen, at most [`MAX_RECENT_IDS`].
+#[derive(Debug, Default)]
+struct RecentIds {
+    order: VecDeque<EventId>,
+    set: HashSet<EventId>,
+}
+
+impl RecentIds {
+    /// Remembers `id`; whether it is new.
+    fn insert(&mut self, id: EventId) -> bool {
+        if !self.set.insert(id) {
+            return false;
+        }
+        self.order.push_back(id);
+        if self.order.len() > MAX_RECENT_IDS {
+            if let Some(oldest) = self.order.pop_front() {
+                self.set.remove(&oldest);
+            }
+        }
+        true
+    }
+}
 
 /// The accepted events of the own relay.
 #[derive(Debug, Clone)]
@@ -175,7 +202,7 @@ impl Reader {
             vec![Filter::new().kinds(kinds)],
             &session,
         )];
-        let mut delivered: HashSet<EventId> = HashSet::new();
+        let mut delivered = RecentIds::default();
         while let Some(mut planner) = pages.pop() {
             let (page_tx, mut page) = mpsc::channel(CHANNEL_CAPACITY);
             let page_id = self.next_id("page");
@@ -273,3 +300,6 @@ impl Reader {
         SubscriptionId::new(format!("grasp-sync-feed-{what}-{}", self.serial))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -335,17 +335,19 @@ impl StoreCore {
         };
         let now = self.now();
         let hold = if event.kind.as_u16() == ANNOUNCEMENT_KIND {
-            // The policy lock is taken before the purgatory's, never the other way round.
-            let policy = lock(policy)?;
-            if !policy.decide(event, &HashMap::new()).is_accept() {
-                return Ok(None);
-            }
-            let Ok(announcement) = RepoAnnouncement::from_event(event, policy.limits()) else {
-                return Ok(None);
+            let (announcement, accepted) = {
+                let policy = lock(policy)?;
+                if !policy.decide(event, &HashMap::new()).is_accept() {
+                    return Ok(None);
+                }
+                let Ok(announcement) = RepoAnnouncement::from_event(event, policy.limits()) else {
+                    return Ok(None);
+                };
+                let accepted = policy.is_accepted_repository(&announcement.coordinate);
+                (announcement, accepted)
             };
-            if policy.is_accepted_repository(&announcement.coordinate)
-                || held.probe.is_present(&announcement.coordinate)
-            {
+            // The git-data probe reads the file system: never under the policy lock.
+            if accepted || held.probe.is_present(&announcement.coordinate) {
                 return Ok(None);
             }
             lock(&held.state)?.hold_announcement(now, announcement, event)
@@ -383,10 +385,17 @@ impl StoreCore {
             state.expire(self.now());
             state.coordinates()
         };
-        let ready: Vec<RepoCoordinate> = ready
-            .into_iter()
-            .filter(|coordinate| held.probe.is_present(coordinate))
-            .collect();
+        // The probe reads the file system, up to one directory walk per entry: on a blocking
+        // thread.
+        let probe = Arc::clone(&held.probe);
+        let ready: Vec<RepoCoordinate> = tokio::task::spawn_blocking(move || {
+            ready
+                .into_iter()
+                .filter(|coordinate| probe.is_present(coordinate))
+                .collect()
+        })
+        .await
+        .map_err(|error| StoreError::Backend(format!("checking for git data: {error}")))?;
         let mut promoted = 0;
         for coordinate in ready {
             let Some(taken) = lock(&held.state)?.take(&coordinate) else {
