@@ -5,7 +5,8 @@
 //!   (`/usr/bin/chromium`, or `$CHROMIUM`); `test` installs Debian's `chromium` with apt-get
 //!   when it is missing, and stops early with a clear message when it cannot.
 //! - `ci`: formatting check, clippy with warnings denied, `tidy`, `test`, rustdoc with warnings
-//!   denied. If it passes locally, CI is green.
+//!   denied, and `cargo package` of every published crate (built from its package, as a registry
+//!   would). If it passes locally, CI is green.
 //! - `tidy`: the project's structural rules (see the `tidy` module).
 //! - `bench`: the core crates' criterion benches and `grasp-sync sim` at three sizes, as one
 //!   table and JSON under `target/bench/` (see the `bench` module).
@@ -126,6 +127,18 @@ fn ci(root: &std::path::Path) -> Result<()> {
         root,
         &["doc", "--workspace", "--no-deps"],
         &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
+    cmd::step("package");
+    cmd::cargo(
+        root,
+        &[
+            "package",
+            "--workspace",
+            "--exclude",
+            "xtask",
+            "--allow-dirty",
+        ],
+        &[],
     )?;
     cmd::step("ci passed");
     Ok(())
