@@ -168,7 +168,10 @@ impl SyncMetrics {
                 .build(),
             reconnects: meter
                 .u64_counter("grasp_sync_reconnects_total")
-                .with_description("reconnections after a disconnect longer than 15 minutes")
+                .with_description(format!(
+                    "reconnections after a disconnect longer than {} minutes",
+                    grasp_sync_model::relay_index::STATE_RETENTION_SECS / 60
+                ))
                 .build(),
             rejected_entries: meter
                 .u64_gauge("grasp_sync_rejected_index_entries")

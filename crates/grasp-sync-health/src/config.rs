@@ -7,7 +7,9 @@ use crate::{BackoffPolicy, HealthError};
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(24 * 3600);
-const LONGEST: Duration = Duration::from_secs(366 * 24 * 3600);
+/// The longest duration a field accepts, in days.
+pub const LONGEST_DAYS: u64 = 366;
+const LONGEST: Duration = Duration::from_secs(LONGEST_DAYS * 24 * 3600);
 
 /// Timing rules for one relay's health. `Default` is the design's numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,8 +11,8 @@ pub enum HealthError {
         /// The configuration field at fault.
         field: &'static str,
     },
-    /// A duration is longer than the largest accepted value (366 days).
-    #[error("{field} is longer than 366 days")]
+    /// A duration is longer than the largest accepted value ([`crate::LONGEST_DAYS`] days).
+    #[error("{field} is longer than {} days", crate::LONGEST_DAYS)]
     TooLong {
         /// The configuration field at fault.
         field: &'static str,

@@ -25,7 +25,7 @@ mod state;
 
 pub use action::{DiscoveryKind, RecoveryProbe, RefusalAction, RefusalScope};
 pub use backoff_policy::BackoffPolicy;
-pub use config::HealthConfig;
+pub use config::{HealthConfig, LONGEST_DAYS};
 pub use error::HealthError;
 pub use health::RelayHealth;
 pub use pause::PauseKind;

@@ -90,7 +90,9 @@ pub fn validate_identifier(identifier: &str) -> Result<(), ModelError> {
         return Err(ModelError::InvalidIdentifier("empty"));
     }
     if identifier.len() > MAX_IDENTIFIER_BYTES {
-        return Err(ModelError::InvalidIdentifier("longer than 256 bytes"));
+        return Err(ModelError::InvalidIdentifier(
+            "longer than the identifier cap",
+        ));
     }
     if identifier == "." || identifier == ".." {
         return Err(ModelError::InvalidIdentifier("`.` or `..`"));

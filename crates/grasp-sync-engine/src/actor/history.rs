@@ -638,7 +638,14 @@ impl Actor {
             }
         }
         for batch in expired {
-            self.fail_batch(relay, batch, "a historic request saw no EOSE within 120 s");
+            self.fail_batch(
+                relay,
+                batch,
+                &format!(
+                    "a historic request saw no EOSE within {} s",
+                    grasp_sync_ledger::WATCHDOG_TIMEOUT.as_secs()
+                ),
+            );
         }
     }
 

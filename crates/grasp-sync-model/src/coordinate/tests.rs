@@ -78,7 +78,9 @@ fn identifier_rules_are_enforced() {
     check_identifier(&"x".repeat(MAX_IDENTIFIER_BYTES), Ok(()));
     check_identifier(
         &"x".repeat(MAX_IDENTIFIER_BYTES + 1),
-        Err(ModelError::InvalidIdentifier("longer than 256 bytes")),
+        Err(ModelError::InvalidIdentifier(
+            "longer than the identifier cap",
+        )),
     );
 }
 
