@@ -47,12 +47,13 @@ impl Actor {
                 }
                 if let Some(runtime) = self.runtimes.get_mut(&relay) {
                     runtime.stats.events_received += 1;
-                    if let Some(transient) = runtime
-                        .session
-                        .as_mut()
-                        .and_then(|s| s.transients.get_mut(&subscription_id))
-                    {
-                        transient.pagination.handle_event(&event);
+                    if let Some(session) = runtime.session.as_mut() {
+                        if self.new_store {
+                            session.delivered.record(event.id);
+                        }
+                        if let Some(transient) = session.transients.get_mut(&subscription_id) {
+                            transient.pagination.handle_event(&event);
+                        }
                     }
                 }
             }
@@ -218,11 +219,49 @@ impl Actor {
         for batch in queued {
             self.fall_back_rounds(relay, batch, crate::negentropy::FallbackReason::Refused);
         }
+        self.readmit_queued_history(relay);
         if paused {
             tracing::info!(%relay, reason = %message, "refused coverage paused for the policy pause; the rest goes on");
         } else {
             tracing::info!(%relay, reason = %message, filters = filters.len(),
                 "a multi-filter request was refused by policy; its filters will be tried one per request");
+        }
+    }
+
+    /// Historic REQs queued before a policy refusal were admitted before it: each goes back
+    /// through admission, so refused coverage waits for its pause and suspects go one filter
+    /// per REQ. A batch left with nothing to send confirms as is, as at admission.
+    fn readmit_queued_history(&mut self, relay: &RelayUrl) {
+        let Some(session) = self
+            .runtimes
+            .get_mut(relay)
+            .and_then(|r| r.session.as_mut())
+        else {
+            return;
+        };
+        let mut readmit = Vec::new();
+        session.queue.retain(|start| {
+            let first_page = start.kind == grasp_sync_ledger::StartKind::Historic && !start.exact;
+            if first_page {
+                readmit.push((
+                    start.batch,
+                    start.subscription_id.clone(),
+                    start.pagination.current_filters(),
+                ));
+            }
+            !first_page
+        });
+        for (batch, subscription_id, filters) in readmit {
+            let _ = self.pending.resolve_subscription(relay, &subscription_id);
+            let queued = self.queue_req_groups(relay, batch, filters);
+            let drained = self
+                .pending
+                .batches(relay)
+                .iter()
+                .any(|b| b.batch_id == batch && b.outstanding_subs.is_empty());
+            if !queued && drained {
+                self.confirm(relay, batch);
+            }
         }
     }
 
