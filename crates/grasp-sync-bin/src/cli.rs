@@ -276,8 +276,16 @@ pub struct SimArgs {
     /// Stop waiting for convergence after this.
     #[arg(long, default_value = "600s", value_name = "DURATION")]
     pub timeout: String,
-    /// Fetch coverage the daemon's store holds nothing of by REQ+EOSE, not NIP-77.
-    #[arg(long)]
+    /// Fetch coverage the daemon's store barely holds by REQ+EOSE, not NIP-77 (`false` to
+    /// reconcile every batch by NIP-77).
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
     pub first_sync_by_req: bool,
     /// Skip the naive baseline.
     #[arg(long)]

@@ -108,7 +108,13 @@ pub async fn run_demo(
         relays_per_repo: options.relays.min(2),
         ..NetworkSpec::small(options.seed, service.clone())
     };
-    let mut network = TestNetwork::start(&spec, &[TestRelayConfig::default()])
+    // The relays advertise the filters per REQ they take, as the rust-nostr relay builder's
+    // NIP-11 document does (20).
+    let relay = TestRelayConfig {
+        max_filters: Some(20),
+        ..TestRelayConfig::default()
+    };
+    let mut network = TestNetwork::start(&spec, &[relay])
         .await
         .context("starting the local relay network")?;
     let urls = network.urls();
@@ -147,7 +153,7 @@ pub async fn run_demo(
         max_recovery_ids_per_relay: grasp_sync_engine::RecoveryConfig::default()
             .max_pending_per_relay,
         learned_limits_max_age: grasp_sync_engine::config::DEFAULT_LEARNED_LIMITS_MAX_AGE,
-        first_sync_by_req: false,
+        first_sync_by_req: grasp_sync_engine::EngineConfig::default().first_sync_by_req,
         max_rejected_ids: grasp_sync_engine::store::DEFAULT_COLD_CAPACITY,
         relay: crate::RelayLimits::default(),
         git: crate::config::GitSettings::default(),

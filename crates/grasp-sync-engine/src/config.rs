@@ -26,9 +26,11 @@ pub struct EngineConfig {
     /// Learned relay limits older than this are not restored at start, so they are learned
     /// again (7 days).
     pub learned_limits_max_age: Duration,
-    /// When true, a fresh-start batch of coverage the store holds nothing of (a first sync)
-    /// goes by REQ+EOSE even on a relay that speaks NIP-77, which then reconciles only coverage
-    /// the store holds. False (the default) reconciles every fresh-start batch by NIP-77.
+    /// When true (the default), a fresh-start batch of coverage the store barely holds (a first
+    /// sync: fewer than 100 events of it before the relay's first complete historic sync in
+    /// this run, none of it afterwards) goes by REQ+EOSE even on a relay that speaks NIP-77,
+    /// which then reconciles only coverage the store holds. False reconciles every fresh-start
+    /// batch by NIP-77.
     pub first_sync_by_req: bool,
     /// Self-feed batch window (the interval is not reset by events).
     pub batch_window: Duration,
@@ -74,7 +76,7 @@ impl Default for EngineConfig {
             tracking: TrackingBounds::default(),
             max_waiting_roots: grasp_sync_model::DEFAULT_MAX_WAITING_ROOTS,
             learned_limits_max_age: DEFAULT_LEARNED_LIMITS_MAX_AGE,
-            first_sync_by_req: false,
+            first_sync_by_req: true,
             batch_window: Duration::from_secs(5),
             purgatory_interval: Duration::from_secs(5),
             health_tick: Duration::from_secs(2),

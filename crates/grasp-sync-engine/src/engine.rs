@@ -99,6 +99,12 @@ impl SyncEngine {
         parts: EngineParts,
     ) -> Result<EngineHandle, StoreError> {
         let feed = parts.feed.start().await?;
+        // A failed read counts as a store that holds events: the cautious side.
+        let new_store = parts
+            .store
+            .negentropy_items(nostr::Filter::new().limit(1))
+            .await
+            .is_ok_and(|items| items.is_empty());
         let (commands_tx, commands) = mpsc::channel(16);
         let (session_tx, sessions) = mpsc::channel(config.session_inbox.max(1));
         let (dial_tx, dials) = mpsc::channel(64);
@@ -131,7 +137,8 @@ impl SyncEngine {
             metrics,
             limits,
             seed,
-        );
+        )
+        .with_new_store(new_store);
         let task = tokio::spawn(actor.run(ActorInputs {
             commands,
             sessions,

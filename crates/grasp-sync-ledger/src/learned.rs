@@ -43,6 +43,8 @@ pub struct LearnedLimits {
     retained_byte_cap: Option<usize>,
     /// The lowest ceiling a filter-count refusal taught, in any session.
     refused_ceiling: Option<usize>,
+    /// The relay advertised `max_filters` in this session.
+    advertised_ceiling: bool,
 }
 
 /// What a relay's refusals taught, in the form kept across restarts: the lowest filter-count
@@ -83,6 +85,7 @@ impl LearnedLimits {
             filter_ceiling: ceiling,
             retained_byte_cap: None,
             refused_ceiling: None,
+            advertised_ceiling: false,
         }
     }
 
@@ -113,17 +116,26 @@ impl LearnedLimits {
     /// A new connection session: the filter-count ceiling resets, the byte cap is kept.
     pub fn new_session(&mut self, _now: Instant) {
         self.filter_ceiling = self.initial_ceiling;
+        self.advertised_ceiling = false;
     }
 
     /// The relay advertises `max_filters` (NIP-11 `limitation.max_filters`) for this session:
     /// the ceiling drops to it (never below one filter), and never rises for it.
     pub fn handle_advertised_filter_limit(&mut self, max_filters: usize) {
         self.filter_ceiling = self.filter_ceiling.min(max_filters.max(1));
+        self.advertised_ceiling = true;
     }
 
     /// The current filter-count ceiling (filters per REQ).
     pub fn filter_ceiling(&self) -> usize {
         self.filter_ceiling
+    }
+
+    /// Whether the ceiling is the relay's own: it advertised `max_filters` in this session, or
+    /// a refusal taught one (in any session, or an earlier process). Otherwise the ceiling is a
+    /// guess, and a REQ of several filters may be refused for its filter count.
+    pub fn ceiling_known(&self) -> bool {
+        self.advertised_ceiling || self.refused_ceiling.is_some()
     }
 
     /// A REQ of `rejected_group_size` filters (if known) was refused for its filter count.

@@ -79,7 +79,7 @@ pub struct RawConfig {
     pub max_recovery_ids_per_relay: Option<usize>,
     /// How long learned relay limits are restored after they were learned, e.g. `168h`.
     pub learned_limits_max_age: Option<String>,
-    /// Whether coverage the store holds nothing of is fetched by REQ+EOSE, not NIP-77.
+    /// Whether coverage the store barely holds is fetched by REQ+EOSE, not NIP-77.
     pub first_sync_by_req: Option<bool>,
     /// Rejected event IDs the own store remembers at most (either mode).
     pub max_rejected_ids: Option<usize>,
@@ -202,7 +202,7 @@ pub struct Settings {
     pub max_recovery_ids_per_relay: usize,
     /// How long learned relay limits are restored after they were learned.
     pub learned_limits_max_age: Duration,
-    /// Whether coverage the store holds nothing of is fetched by REQ+EOSE, not NIP-77.
+    /// Whether coverage the store barely holds is fetched by REQ+EOSE, not NIP-77.
     pub first_sync_by_req: bool,
     /// Most rejected event IDs the own store's rejected-events index remembers, in either
     /// mode (its cold tier's `RejectedConfig::cold_capacity`).

@@ -501,9 +501,9 @@ fn remote_data_bounds_are_read_range_checked_and_reach_the_engine() {
         engine.learned_limits_max_age,
         settings.learned_limits_max_age
     );
-    assert!(!engine.first_sync_by_req, "off unless asked for");
-    let on = check_toml("first_sync_by_req = true").expect("valid");
-    assert!(on.engine_config(&service).first_sync_by_req);
+    assert!(engine.first_sync_by_req, "on unless switched off");
+    let off = check_toml("first_sync_by_req = false").expect("valid");
+    assert!(!off.engine_config(&service).first_sync_by_req);
     assert_eq!(
         engine.recovery.base_backoff,
         grasp_sync_engine::RecoveryConfig::default().base_backoff

@@ -112,7 +112,7 @@ impl Default for SimOptions {
             profiles: Profiles::Mixed,
             batch_window: Duration::from_secs(1),
             timeout: Duration::from_secs(600),
-            first_sync_by_req: false,
+            first_sync_by_req: grasp_sync_engine::EngineConfig::default().first_sync_by_req,
             baseline: true,
             raw_ingest: true,
             idle: None,

@@ -170,6 +170,18 @@ impl Actor {
         self.queue_packed(relay, batch, together, alone)
     }
 
+    /// How this session packs historic REQs: the learned limits, one filter per REQ on a relay
+    /// that caps whole REQs. `None` without a session.
+    pub(super) fn history_pack_limits(&self, relay: &RelayUrl) -> Option<PackLimits> {
+        let runtime = self.runtimes.get(relay)?;
+        let pages = &runtime.session.as_ref()?.pages;
+        let mut limits = runtime.learned.pack_limits(PackLimits::default());
+        if let Some(most) = pages.filters_per_request() {
+            limits.max_filters_per_req = limits.max_filters_per_req.min(most);
+        }
+        Some(limits)
+    }
+
     /// Queues `together` packed into REQ groups and each of `alone` in a REQ of its own, in
     /// `batch`, registering every subscription first. Returns whether anything was queued.
     fn queue_packed(
@@ -179,17 +191,9 @@ impl Actor {
         together: Vec<Filter>,
         alone: Vec<Filter>,
     ) -> bool {
-        let Some(runtime) = self.runtimes.get(relay) else {
+        let Some(limits) = self.history_pack_limits(relay) else {
             return false;
         };
-        let Some(pages) = runtime.session.as_ref().map(|s| &s.pages) else {
-            return false;
-        };
-        let mut limits = runtime.learned.pack_limits(PackLimits::default());
-        // A relay that caps whole REQs is paged one filter per REQ.
-        if let Some(most) = pages.filters_per_request() {
-            limits.max_filters_per_req = limits.max_filters_per_req.min(most);
-        }
         // History ignores live tiers: one tier lets every family share REQs.
         let tiered = |filters: Vec<Filter>| {
             filters
@@ -212,6 +216,14 @@ impl Actor {
                 }
             }
         }
+        let Some(pages) = self
+            .runtimes
+            .get(relay)
+            .and_then(|r| r.session.as_ref())
+            .map(|s| &s.pages)
+        else {
+            return false;
+        };
         let plans: Vec<GroupedPagination> = groups
             .iter()
             .map(|group| GroupedPagination::new(group.to_filters(), pages))

@@ -9,6 +9,7 @@
 
 mod catch_up;
 mod cursor_query;
+mod delivered;
 mod descendants;
 mod discovery;
 mod history;
@@ -114,9 +115,18 @@ pub(crate) struct Actor {
     /// Seeded randomness: each relay's backoff jitter seed and the daily reconciliation's
     /// offset, reproducible from `EngineConfig::rng_seed`.
     rng: ChaCha8Rng,
+    /// The store held no event when the engine started: its first sync may trade events sent
+    /// again for fewer starts (`EngineConfig::first_sync_by_req`).
+    new_store: bool,
 }
 
 impl Actor {
+    /// Marks the store as empty when the engine started (see `new_store`).
+    pub(crate) fn with_new_store(mut self, new_store: bool) -> Self {
+        self.new_store = new_store;
+        self
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         config: EngineConfig,
@@ -166,6 +176,7 @@ impl Actor {
             next_generation: 0,
             next_subscription: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
+            new_store: false,
         };
         for relay in actor.config.bootstrap_relays.clone() {
             actor.register_relay(&relay, true);

@@ -39,6 +39,14 @@ const PREPARED_AHEAD: usize = 2;
 /// The (id, `created_at`) items of a filter in the own store: a round's "have" set.
 type HaveSet = Vec<(EventId, Timestamp)>;
 
+/// During the first sync of a store that was empty when the engine started, a batch of several
+/// filters whose coverage the store holds fewer events of than this goes by REQ+EOSE instead of
+/// NIP-77 on a relay that has not completed a historic sync yet (with
+/// [`EngineConfig::first_sync_by_req`]).
+///
+/// [`EngineConfig::first_sync_by_req`]: crate::EngineConfig
+pub(crate) const FIRST_SYNC_MAX_HELD: usize = 100;
+
 /// What a background job reports to the actor.
 #[derive(Debug)]
 pub(crate) enum JobReport {
@@ -48,12 +56,12 @@ pub(crate) enum JobReport {
         subscription_id: SubscriptionId,
         have: Result<HaveSet, StoreError>,
     },
-    /// Whether the store holds anything a new batch's filters match (see
-    /// [`EngineConfig::first_sync_by_req`](crate::EngineConfig)), or the read failed.
+    /// The events a new batch's filters match in the store, up to [`FIRST_SYNC_MAX_HELD`] (see [`EngineConfig::first_sync_by_req`](crate::EngineConfig)),
+    /// or the read failed.
     CoverageHeld {
         key: SessionKey,
         batch: BatchId,
-        held: Result<bool, StoreError>,
+        held: Result<Vec<EventId>, StoreError>,
     },
     /// A negentropy round ended: the IDs the relay holds that the store neither holds nor
     /// rejected, or why there is no diff.
@@ -356,50 +364,85 @@ impl Actor {
         }
     }
 
-    /// The store said whether it holds any of a new batch's coverage. Holding none, the batch
-    /// is a first sync of that coverage: REQ+EOSE does it in fewer starts (up to the filter
-    /// ceiling per REQ, where NIP-77 spends one round per filter) and fewer bytes (no
-    /// fingerprints), so the whole batch goes by REQ+EOSE and NIP-77 stays on for
-    /// reconciling coverage the store holds. Holding some, or when the read failed, the
-    /// batch's rounds go ahead. Ignored for a replaced session or a batch that is gone.
-    fn handle_held(&mut self, key: &SessionKey, batch: BatchId, held: Result<bool, StoreError>) {
+    /// The store said how much of a new batch's coverage it holds. A batch the store barely
+    /// holds is a first sync of that coverage: REQ+EOSE does it in fewer starts (up to the
+    /// filter ceiling per REQ, where NIP-77 spends one round per filter), so the whole batch
+    /// goes by REQ+EOSE and NIP-77 stays for reconciling coverage the store holds. "Barely" is
+    /// fewer than [`FIRST_SYNC_MAX_HELD`] events for a batch of several filters during the
+    /// first sync of a store that was empty when the engine started, on a relay that has not
+    /// completed a historic sync yet and delivered none of them in this session (so REQ+EOSE
+    /// sends again at most that many events, which other relays delivered first, to save
+    /// starts; the relay's own deliveries, such as replies that tag both a repository and a
+    /// root, would be pure repeats). It is none at all for a one-filter batch
+    /// (one round or one REQ: nothing to save), over a store that held events at start (a
+    /// restart over a complete store sends nothing again), and for a relay's reconciliations
+    /// (the daily one, after a long disconnect). Holding more,
+    /// or when the read failed, the batch's rounds go ahead. Ignored for a replaced session or
+    /// a batch that is gone.
+    fn handle_held(
+        &mut self,
+        key: &SessionKey,
+        batch: BatchId,
+        held: Result<Vec<EventId>, StoreError>,
+    ) {
         let relay = key.relay.clone();
+        // REQ+EOSE saves starts only where one REQ carries several filters, and risks a refusal
+        // where the relay's ceiling is a guess.
+        let several_per_req = self
+            .history_pack_limits(&relay)
+            .is_some_and(|limits| limits.max_filters_per_req > 1)
+            && self
+                .runtimes
+                .get(&relay)
+                .is_some_and(|r| r.learned.ceiling_known());
+        let reconciling = !self.new_store
+            || self
+                .relays
+                .get(&relay)
+                .is_some_and(|state| state.historic_sync_completed_at.is_some());
         let Some(runtime) = self.runtimes.get_mut(&relay) else {
             return;
         };
-        if runtime
-            .session
-            .as_ref()
-            .is_none_or(|s| s.handle.key != *key)
-        {
+        let Some(session) = runtime.session.as_mut().filter(|s| s.handle.key == *key) else {
             return;
-        }
+        };
         let Some(neg) = runtime.neg_batches.get_mut(&batch) else {
             return;
         };
         neg.checking_held = false;
-        let first_sync =
-            matches!(held, Ok(false)) && matches!(neg.phase, NegPhase::Rounds) && !neg.fell_back;
+        // One filter is one round either way: only a batch that REQ+EOSE saves starts on may
+        // trade them for events sent again, and only for events other relays delivered.
+        let barely = match &held {
+            Ok(ids) if ids.is_empty() => several_per_req || neg.filters.len() == 1,
+            Ok(ids) => {
+                !reconciling
+                    && neg.filters.len() > 1
+                    && several_per_req
+                    && ids.len() < FIRST_SYNC_MAX_HELD
+                    && session.delivered.delivered_none_of(ids)
+            }
+            Err(_) => false,
+        };
+        let first_sync = barely && matches!(neg.phase, NegPhase::Rounds) && !neg.fell_back;
         if !first_sync {
             self.drive_queue(&relay);
             return;
         }
         let mut dropped = Vec::new();
-        if let Some(session) = runtime.session.as_mut() {
-            session.neg_queue.retain(|round| {
-                if round.batch == batch {
-                    dropped.push(round.subscription_id.clone());
-                    false
-                } else {
-                    true
-                }
-            });
-        }
+        session.neg_queue.retain(|round| {
+            if round.batch == batch {
+                dropped.push(round.subscription_id.clone());
+                false
+            } else {
+                true
+            }
+        });
         for id in &dropped {
             let _ = self.pending.resolve_subscription(&relay, id);
         }
         tracing::debug!(%relay, %batch, filters = dropped.len(),
-            "the store holds none of this coverage: first sync by REQ+EOSE");
+            held = held.map(|ids| ids.len()).unwrap_or_default(),
+            "the store barely holds this coverage: first sync by REQ+EOSE");
         self.fall_back_to_req(&relay, batch);
     }
 
@@ -917,8 +960,8 @@ fn prepare_ahead(
     }
 }
 
-/// Asks the store whether it holds anything `filters` match, stopping at the first that
-/// matches something, and reports it.
+/// Reads the IDs of the events the store holds that `filters` match, up to
+/// [`FIRST_SYNC_MAX_HELD`] (an event two filters match is read twice), and reports them.
 async fn read_held(
     key: SessionKey,
     batch: BatchId,
@@ -926,18 +969,18 @@ async fn read_held(
     store: Arc<dyn EventStore>,
     jobs: tokio::sync::mpsc::Sender<JobReport>,
 ) {
-    let mut held = Ok(false);
+    let mut held: Result<Vec<EventId>, StoreError> = Ok(Vec::new());
     for filter in filters {
-        match store.negentropy_items(filter.limit(1)).await {
-            Ok(items) if items.is_empty() => {}
-            Ok(_) => {
-                held = Ok(true);
-                break;
-            }
-            Err(error) => {
-                held = Err(error);
-                break;
-            }
+        let Ok(ids) = &mut held else { break };
+        if ids.len() >= FIRST_SYNC_MAX_HELD {
+            break;
+        }
+        match store
+            .negentropy_items(filter.limit(FIRST_SYNC_MAX_HELD - ids.len()))
+            .await
+        {
+            Ok(items) => ids.extend(items.into_iter().map(|(id, _)| id)),
+            Err(error) => held = Err(error),
         }
     }
     let _ = jobs

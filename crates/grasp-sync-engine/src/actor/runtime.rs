@@ -117,6 +117,8 @@ pub(super) struct Session {
     pub(super) neg_queue: VecDeque<super::negentropy::NegRound>,
     /// Negentropy rounds running as background jobs, with their batch and permit.
     pub(super) neg_in_flight: BTreeMap<SubscriptionId, (BatchId, Permit)>,
+    /// What the relay delivered in this session during its first sync.
+    pub(super) delivered: super::delivered::DeliveredIds,
 }
 
 impl Session {

@@ -14,7 +14,8 @@ use grasp_sync_health::HealthConfig;
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{ThreadTag, reply};
 use grasp_sync_testkit::{
-    QueryStart, ServeById, StartKind, StrictLimits, TestRelay, TestRelayConfig,
+    Dialect, FilterLimit, QueryStart, ServeById, StartKind, StrictLimits, TestRelay,
+    TestRelayConfig,
 };
 use nostr::{Event, Keys, Timestamp};
 
@@ -27,6 +28,20 @@ fn counted(negentropy: bool, serve_by_id: Option<ServeById>) -> TestRelayConfig 
     TestRelayConfig::strict(StrictLimits {
         negentropy_enabled: negentropy,
         serve_by_id,
+        ..StrictLimits::default()
+    })
+}
+
+/// [`counted`] with NIP-77 on and an advertised ceiling of 20 filters per REQ, as the
+/// rust-nostr relay builder advertises: a REQ may pack several filters without a refusal.
+fn counted_with_known_ceiling() -> TestRelayConfig {
+    TestRelayConfig::strict(StrictLimits {
+        negentropy_enabled: true,
+        filters_per_req: Some(FilterLimit {
+            max: 20,
+            dialect: Dialect::RustNostr,
+            advertised: true,
+        }),
         ..StrictLimits::default()
     })
 }
@@ -357,7 +372,12 @@ async fn sync_through(
         Arc::new(have_sets),
         Arc::new(store.store.feed()),
     );
-    let engine = SyncEngine::start(test_config(&[bootstrap.url()]), parts)
+    // Every batch by NIP-77: what is measured is the rounds' reads and pacing.
+    let config = grasp_sync_engine::EngineConfig {
+        first_sync_by_req: false,
+        ..test_config(&[bootstrap.url()])
+    };
+    let engine = SyncEngine::start(config, parts)
         .await
         .expect("engine starts");
     wait_for_store(&store, &engine, &ids(&thread), Duration::from_secs(60)).await;
@@ -633,7 +653,9 @@ async fn with_first_sync_by_req_only_coverage_the_store_holds_is_reconciled_by_n
     let bootstrap = TestRelay::start(TestRelayConfig::default())
         .await
         .expect("bootstrap");
-    let home = TestRelay::start(counted(true, None)).await.expect("home");
+    let home = TestRelay::start(counted_with_known_ceiling())
+        .await
+        .expect("home");
     let thread = repo_on(&bootstrap, &home, "first-sync").await;
     let expected = ids(&thread);
 
@@ -666,5 +688,86 @@ async fn with_first_sync_by_req_only_coverage_the_store_holds_is_reconciled_by_n
     assert_eq!(sent, 0, "events downloaded again");
     eprintln!(
         "NIP-77 rounds: {rounds_always} reconciling every batch, {rounds_first} with first sync by REQ, {rounds_again} over the complete store"
+    );
+}
+
+/// Waits until `relay`'s history is settled in the engine's status.
+async fn settle(engine: &grasp_sync_engine::EngineHandle, relay: &TestRelay) {
+    let key = RelayUrl::parse(&relay.url()).expect("url").to_string();
+    let settled = wait_until(Duration::from_secs(30), || async {
+        engine.status().await.is_some_and(|s| {
+            s.relays
+                .get(&key)
+                .is_some_and(crate::support::history_settled)
+        })
+    })
+    .await;
+    assert!(settled, "{:#?}", engine.status().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_stores_first_sync_takes_what_another_relay_delivered_a_little_of_by_req() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let first = TestRelay::start(counted_with_known_ceiling())
+        .await
+        .expect("first");
+    let second = TestRelay::start(counted_with_known_ceiling())
+        .await
+        .expect("second");
+    let fixture = RepoFixture::new("second-relay");
+    let listed_once = fixture.announcement(&[SERVICE_URL.to_owned(), first.url()], 1_700_000_000);
+    bootstrap.seed([listed_once]).await.expect("seed bootstrap");
+    let thread = fixture.thread(1_700_000_100);
+    first
+        .seed(thread.iter().cloned())
+        .await
+        .expect("seed first");
+    second
+        .seed(thread.iter().cloned())
+        .await
+        .expect("seed second");
+    let store = TestStore::open().await;
+    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    wait_for_store(&store, &engine, &ids(&thread), Duration::from_secs(60)).await;
+    settle(&engine, &first).await;
+
+    // The store holds the thread, which the second relay did not deliver: its first sync of
+    // the repository's coverage (several filters per batch) goes by REQ+EOSE.
+    let listed_twice = fixture.announcement(
+        &[SERVICE_URL.to_owned(), first.url(), second.url()],
+        1_700_000_050,
+    );
+    bootstrap.publish(listed_twice).await.expect("publish");
+    let connected = wait_until(Duration::from_secs(30), || async {
+        second.strict_stats().connections() >= 1
+    })
+    .await;
+    assert!(connected, "the second relay was never dialled");
+    settle(&engine, &second).await;
+    engine.shutdown().await;
+
+    let stats = second.strict_stats();
+    let starts: Vec<_> = stats
+        .starts
+        .iter()
+        .map(|s| (s.kind, s.subscription_id.clone(), s.filters.len()))
+        .collect();
+    let history_reqs = stats
+        .req_starts()
+        .filter(|s| !s.subscription_id.starts_with("gs-live-"))
+        .count();
+    // Layer 1 alone (one filter, the announcement held) is reconciled by NIP-77; each batch of
+    // several filters would cost one round per filter.
+    assert!(
+        stats.neg_opens() <= 1,
+        "NIP-77 rounds on the second relay: {starts:?}"
+    );
+    assert!(history_reqs >= 1, "no historic REQ: {starts:?}");
+    eprintln!(
+        "second relay: {} NIP-77 rounds, {history_reqs} historic REQs, {} events sent",
+        stats.neg_opens(),
+        stats.events_sent()
     );
 }

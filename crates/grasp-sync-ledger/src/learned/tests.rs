@@ -200,3 +200,22 @@ fn limits_restored_from_memory_start_every_session_where_the_refusals_left_them(
         LearnedLimits::new()
     );
 }
+
+#[test]
+fn the_ceiling_is_known_once_advertised_in_the_session_or_taught_by_a_refusal() {
+    let now = Instant::now();
+    let mut limits = LearnedLimits::new();
+    assert!(!limits.ceiling_known(), "the initial ceiling is a guess");
+    limits.handle_advertised_filter_limit(50);
+    assert!(limits.ceiling_known());
+    limits.new_session(now);
+    assert!(!limits.ceiling_known(), "every session reads NIP-11 again");
+    let _ = limits.handle_filter_count_refusal(now, Some(4));
+    limits.new_session(now);
+    assert!(
+        limits.ceiling_known(),
+        "a refusal's lesson outlives the session"
+    );
+    let restored = LearnedLimits::remembered(limits.to_remember());
+    assert!(restored.ceiling_known(), "and the process");
+}
