@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use grasp_sync_testkit::{
-    GeneratedNetwork, NetworkSpec, RootCount, TestNetwork, TestRelayConfig, generate,
+    GeneratedNetwork, NetworkSpec, OutboxSpec, RootCount, TestNetwork, TestRelayConfig, generate,
 };
 use nostr::EventId;
 use nostr::hashes::{Hash, HashEngine, sha256};
@@ -163,6 +163,65 @@ async fn test_network_seeds_each_relay_with_its_events() {
     assert_eq!(network.urls().len(), 3);
     network.stop().await.unwrap();
     assert!(network.relays.iter().all(|r| !r.is_running()));
+}
+
+#[tokio::test]
+async fn outbox_relays_run_and_hold_the_outbox_only_events_that_listed_relays_lack() {
+    let spec = NetworkSpec {
+        outbox: OutboxSpec {
+            relays: 2,
+            share_of_authors: 0.5,
+            share_of_events: 0.5,
+        },
+        ..NetworkSpec::small(21, SERVICE)
+    };
+    let configs = [
+        TestRelayConfig::default(),
+        TestRelayConfig::default(),
+        TestRelayConfig::default(),
+        TestRelayConfig::nos_lol_like(),
+        TestRelayConfig::ditto_like(),
+    ];
+    let mut network = TestNetwork::start(&spec, &configs).await.unwrap();
+    assert_eq!(network.relays.len(), 5);
+    assert_eq!(network.relays[4].config().name, configs[4].name);
+    let outbox = &network.generated.outbox;
+    assert_eq!(outbox.relay_indices, vec![3, 4]);
+    let only = &outbox.only_on_outbox;
+    assert!(!outbox.expected_only_on_outbox.is_empty());
+    let lists: BTreeSet<EventId> = outbox.relay_lists.iter().map(|l| l.event).collect();
+    let mut on_outbox = BTreeSet::new();
+    for (i, relay) in network.relays.iter().enumerate() {
+        let stored = relay.event_ids().await.unwrap();
+        if i < spec.relays {
+            assert!(
+                stored.is_disjoint(only),
+                "relay {i} holds outbox-only events"
+            );
+        } else {
+            assert!(
+                stored
+                    .iter()
+                    .all(|id| only.contains(id) || lists.contains(id))
+            );
+            on_outbox.extend(stored.intersection(only).copied());
+        }
+    }
+    assert_eq!(&on_outbox, only);
+    // Every list is on a listed relay, where a sync connected there finds it.
+    for list in &outbox.relay_lists {
+        let listed = list.published_on.iter().filter(|&&r| r < spec.relays);
+        for &r in listed {
+            assert!(
+                network.relays[r]
+                    .event_ids()
+                    .await
+                    .unwrap()
+                    .contains(&list.event)
+            );
+        }
+    }
+    network.stop().await.unwrap();
 }
 
 #[tokio::test]
