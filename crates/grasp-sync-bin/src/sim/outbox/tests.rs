@@ -104,3 +104,35 @@ fn the_report_counts_outbox_only_and_behind_outbox_events_held() {
     let plain = generate(&NetworkSpec::small(5, SERVICE), &urls[..3]).unwrap();
     assert_eq!(OutboxReport::of(&plain, &BTreeSet::new()), None);
 }
+
+/// The sim options of a `grasp-sync sim` command line.
+fn parse(args: &[&str]) -> anyhow::Result<SimOptions> {
+    use clap::Parser;
+
+    let cli = crate::Cli::try_parse_from(["grasp-sync", "sim"].iter().chain(args))?;
+    match cli.command {
+        crate::Command::Sim(sim) => SimOptions::try_from(&*sim),
+        other => anyhow::bail!("not a sim command: {other:?}"),
+    }
+}
+
+#[test]
+fn outbox_flags_on_the_command_line_are_checked() {
+    let options = parse(&["--outbox-relays", "3", "--outbox-share", "0.3"]).unwrap();
+    assert_eq!(
+        options.spec(SERVICE).outbox,
+        OutboxSpec {
+            share_of_events: 0.3,
+            ..OutboxSpec::with_relays(3)
+        }
+    );
+    assert_eq!(parse(&[]).unwrap().spec(SERVICE).outbox, OutboxSpec::NONE);
+    for (args, why) in [
+        (&["--outbox-relays", "0"][..], "--outbox-relays"),
+        (&["--outbox-share", "1.5"][..], "--outbox-share"),
+        (&["--outbox-authors=-0.5"][..], "--outbox-authors"),
+    ] {
+        let error = parse(args).unwrap_err().to_string();
+        assert!(error.contains(why), "{args:?}: {error}");
+    }
+}
