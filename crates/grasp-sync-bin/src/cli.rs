@@ -267,6 +267,19 @@ pub struct SimArgs {
     /// Share of announcements not listing the service (0 to 1).
     #[arg(long)]
     pub share_not_listing_service: Option<f64>,
+    /// Outbox relays: extra relays no announcement lists, named as write relays by the
+    /// kind-10002 lists of participants [default when any --outbox-* flag is given: 2;
+    /// otherwise none].
+    #[arg(long, value_name = "N")]
+    pub outbox_relays: Option<usize>,
+    /// Share of contributors (0 to 1) whose relay list names one or two outbox relays
+    /// [default with outbox relays: 0.25].
+    #[arg(long, value_name = "SHARE")]
+    pub outbox_authors: Option<f64>,
+    /// Share of those contributors' roots, replies and comments (0 to 1) published only on
+    /// their outbox relays [default with outbox relays: 0.1].
+    #[arg(long, value_name = "SHARE")]
+    pub outbox_share: Option<f64>,
     /// Relay limit profiles, taken in turn.
     #[arg(long, value_enum, default_value_t = Profiles::Mixed)]
     pub profiles: Profiles,

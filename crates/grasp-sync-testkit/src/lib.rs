@@ -18,10 +18,14 @@ mod error;
 pub mod front;
 pub mod network;
 pub mod nip34;
+pub mod nip65;
 mod relay;
 
 pub use error::TestkitError;
-pub use network::{GeneratedNetwork, GeneratedRepo, NetworkSpec, RootCount, TestNetwork, generate};
+pub use network::{
+    GeneratedNetwork, GeneratedOutbox, GeneratedRelayList, GeneratedRepo, NetworkSpec, OutboxSpec,
+    RootCount, TestNetwork, generate,
+};
 pub use relay::strict::{
     ConnectionStats, Dialect, FilterCaps, FilterFn, FilterLimit, FilterPredicate, PolicyRule,
     QueryQuirks, QueryStart, RefusalKind, ServeById, StartKind, StrictLimits, StrictStats,

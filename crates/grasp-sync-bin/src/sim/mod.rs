@@ -6,6 +6,7 @@ mod floor;
 mod idle;
 mod measure;
 mod naive;
+mod outbox;
 mod raw;
 mod report;
 mod spec;
@@ -35,6 +36,7 @@ pub use floor::{FamilyFloor, REQ_PAYLOAD_BUDGET, RelayFloor, TargetSet, target_s
 pub use idle::IdleDaemon;
 pub use measure::{Memory, RelayCounts, parse_memory};
 pub use naive::{ITEMS_PER_FILTER, NaiveOutcome};
+pub use outbox::OutboxReport;
 pub use raw::RawIngest;
 pub use report::write_report;
 pub use spec::{Preset, Profiles};
@@ -75,6 +77,12 @@ pub struct SimOptions {
     pub share_on_several_relays: Option<f64>,
     /// Share of announcements not listing the service.
     pub share_not_listing_service: Option<f64>,
+    /// Outbox relays (none unless this or another outbox field is set).
+    pub outbox_relays: Option<usize>,
+    /// Share of contributors with a relay list naming outbox relays.
+    pub outbox_authors: Option<f64>,
+    /// Share of those contributors' roots, replies and comments only on outbox relays.
+    pub outbox_share: Option<f64>,
     /// Relay limit profiles.
     pub profiles: Profiles,
     /// The daemon's self-feed batch window.
@@ -109,6 +117,9 @@ impl Default for SimOptions {
             relays_per_repo: None,
             share_on_several_relays: None,
             share_not_listing_service: None,
+            outbox_relays: None,
+            outbox_authors: None,
+            outbox_share: None,
             profiles: Profiles::Mixed,
             batch_window: Duration::from_secs(1),
             timeout: Duration::from_secs(600),
@@ -132,6 +143,8 @@ impl TryFrom<&SimArgs> for SimOptions {
         for (flag, share) in [
             ("share-on-several-relays", args.share_on_several_relays),
             ("share-not-listing-service", args.share_not_listing_service),
+            ("outbox-authors", args.outbox_authors),
+            ("outbox-share", args.outbox_share),
         ] {
             if let Some(share) = share {
                 anyhow::ensure!(
@@ -145,6 +158,10 @@ impl TryFrom<&SimArgs> for SimOptions {
             args.relays_per_repo != Some(0),
             "--relays-per-repo must be at least 1"
         );
+        anyhow::ensure!(
+            args.outbox_relays != Some(0),
+            "--outbox-relays must be at least 1"
+        );
         Ok(SimOptions {
             preset: args.preset,
             seed: args.seed,
@@ -157,6 +174,9 @@ impl TryFrom<&SimArgs> for SimOptions {
             relays_per_repo: args.relays_per_repo,
             share_on_several_relays: args.share_on_several_relays,
             share_not_listing_service: args.share_not_listing_service,
+            outbox_relays: args.outbox_relays,
+            outbox_authors: args.outbox_authors,
+            outbox_share: args.outbox_share,
             profiles: args.profiles,
             batch_window: duration("batch-window", &args.batch_window)?,
             timeout: duration("timeout", &args.timeout)?,
@@ -203,6 +223,8 @@ impl SimOptions {
         if let Some(share) = self.share_not_listing_service {
             spec.share_not_listing_service = share;
         }
+        spec.outbox =
+            outbox::outbox_spec(self.outbox_relays, self.outbox_authors, self.outbox_share);
         spec
     }
 }
@@ -252,6 +274,8 @@ pub struct RelayRow {
     pub url: String,
     /// Its limit profile.
     pub profile: String,
+    /// Whether it is an outbox relay (no announcement lists it).
+    pub outbox: bool,
     /// The byte floor of its live coverage.
     pub floor: RelayFloor,
     /// What the relay counted while the daemon synced.
@@ -333,6 +357,9 @@ pub struct SimReport {
     pub naive: Option<SideTotals>,
     /// The naive client's own counters.
     pub naive_client: Option<NaiveOutcome>,
+    /// Participants with outbox relays and whether their events arrived, if the network
+    /// has outbox relays.
+    pub outbox: Option<OutboxReport>,
     /// Raw ingest into a fresh store, if measured.
     pub raw: Option<RawIngest>,
     /// Memory of the sim process (relays, daemon and baseline together).
@@ -363,7 +390,7 @@ pub async fn run_sim(
     let service_url = RelayUrl::parse(&service).context("service url")?;
     let spec = options.spec(&service);
     anyhow::ensure!(spec.relays >= 1, "--relays must be at least 1");
-    let configs = options.profiles.for_relays(spec.relays);
+    let configs = options.profiles.for_relays(spec.relay_count());
     let setup_started = Instant::now();
     let mut network = TestNetwork::start(&spec, &configs)
         .await
@@ -385,6 +412,10 @@ pub async fn run_sim(
         shape.expected,
         setup_started.elapsed().as_secs_f64()
     )?;
+    let mut outbox = OutboxReport::of(&network.generated, network.expected());
+    if let Some(outbox) = &outbox {
+        outbox.write_network(out)?;
+    }
     out.flush()?;
     let floors: Vec<RelayFloor> = target_sets(&network.generated)
         .iter()
@@ -460,6 +491,7 @@ pub async fn run_sim(
     }
     line.finish(out)?;
     let own_elapsed = started.elapsed();
+    outbox = OutboxReport::of(&network.generated, &remaining);
     let own_counts: Vec<RelayCounts> = network
         .relays
         .iter()
@@ -517,6 +549,9 @@ pub async fn run_sim(
             .map(|(r, m)| counts_since(&r.strict_stats(), m))
             .collect();
         let (present, excluded) = held(&store, &network.generated).await?;
+        if let Some(outbox) = &mut outbox {
+            outbox.count_naive(&network.generated, &store).await?;
+        }
         let totals = totals(
             &counts,
             present,
@@ -618,6 +653,7 @@ pub async fn run_sim(
         relays,
         naive,
         naive_client,
+        outbox,
         raw,
         process_memory: measure::own_memory(),
         idle,
@@ -705,12 +741,14 @@ fn relay_rows(
     peak_live: &BTreeMap<String, usize>,
 ) -> Vec<RelayRow> {
     let mut naive = naive.map(Vec::into_iter);
+    let outbox = &network.generated.outbox.relay_indices;
     network
         .relays
         .iter()
         .zip(floors)
         .zip(own)
-        .map(|((relay, floor), own)| {
+        .enumerate()
+        .map(|(i, ((relay, floor), own))| {
             let url = relay.url();
             let engine = engine_entry(status, &url)
                 .map(|(key, r)| EngineCounts {
@@ -725,6 +763,7 @@ fn relay_rows(
             let live = usize::try_from(engine.req_starts_live).unwrap_or(usize::MAX);
             RelayRow {
                 profile: relay.config().name.clone(),
+                outbox: outbox.contains(&i),
                 floor: floor.clone(),
                 background_starts: own.starts().saturating_sub(live),
                 naive: naive.as_mut().and_then(Iterator::next),

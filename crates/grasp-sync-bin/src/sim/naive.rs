@@ -2,6 +2,11 @@
 //! relay pool. For the same repositories it opens one subscription per 100-item filter, all at
 //! once and without pacing, pages through results by `until`, retries what failed in rounds,
 //! and ingests into a separate store with the same acceptance policy.
+//!
+//! A client that ignores politeness reads every relay it knows: it is told the network's
+//! outbox relays (as it is told the roots) and asks each of them for every accepted
+//! repository, as if every announcement listed it, so it ends with the outbox-only events
+//! too and its final set stays comparable with the complete one.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -11,7 +16,7 @@ use std::time::Duration;
 use anyhow::Context;
 use grasp_sync_engine::{EventStore, LmdbStore};
 use grasp_sync_model::RelayUrl;
-use grasp_sync_testkit::GeneratedNetwork;
+use grasp_sync_testkit::{GeneratedNetwork, GeneratedRepo};
 use nostr::{Event, EventId, Filter, Kind, SingleLetterTag};
 use nostr_sdk::pool::relay::ReqExitPolicy;
 use nostr_sdk::pool::{Relay, RelayOptions, RelayPool};
@@ -94,14 +99,16 @@ pub(super) async fn run_naive(
         .collect();
     abandoned += stage(&relays, store, &counters, jobs).await?.1;
 
-    // Stage 2: state and repository references, per relay for the repositories listing it.
+    // Stage 2: state and repository references, per relay for the repositories listing it
+    // (every accepted repository on an outbox relay).
     let accepted: Vec<_> = network.repos.iter().filter(|r| r.accepted()).collect();
+    let outbox = &network.outbox.relay_indices;
+    let reads = |repo: &GeneratedRepo, relay: usize| {
+        repo.relay_indices.contains(&relay) || outbox.contains(&relay)
+    };
     let mut jobs = Vec::new();
     for relay in 0..urls.len() {
-        let mine: Vec<_> = accepted
-            .iter()
-            .filter(|r| r.relay_indices.contains(&relay))
-            .collect();
+        let mine: Vec<_> = accepted.iter().filter(|r| reads(r, relay)).collect();
         let identifiers: Vec<String> = mine.iter().map(|r| r.repo.identifier.clone()).collect();
         let coordinates: Vec<String> = mine.iter().map(|r| r.repo.coordinate()).collect();
         let state = Filter::new().kind(Kind::from(grasp_sync_model::REPO_STATE_KIND));
@@ -118,7 +125,7 @@ pub(super) async fn run_naive(
     for relay in 0..urls.len() {
         let roots: Vec<String> = accepted
             .iter()
-            .filter(|r| r.relay_indices.contains(&relay))
+            .filter(|r| reads(r, relay))
             .flat_map(|r| r.roots.iter().map(EventId::to_hex))
             .collect();
         for root in &roots {

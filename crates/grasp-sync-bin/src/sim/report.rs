@@ -155,7 +155,7 @@ pub fn write_report(out: &mut (dyn Write + Send), report: &SimReport) -> std::io
         writeln!(
             out,
             "{:<24} {:>5} {:>6} {:>5} {:>7} {:>6} {:>6} {:>8} {:>6} {:>7}",
-            format!("{port} ({profile})"),
+            format!("{port} ({profile}){}", if relay.outbox { "*" } else { "" }),
             relay.floor.floor,
             relay.engine.peak_live_subscriptions,
             relay.own.peak_open_subscriptions,
@@ -175,7 +175,12 @@ pub fn write_report(out: &mut (dyn Write + Send), report: &SimReport) -> std::io
     }
     writeln!(
         out,
-        "(floor: byte floor of live coverage; live: most live subscriptions the engine held; peak: most REQs open at once on the relay; bg: background starts)"
+        "(floor: byte floor of live coverage; live: most live subscriptions the engine held; peak: most REQs open at once on the relay; bg: background starts{})",
+        if report.outbox.is_some() {
+            "; *: outbox relay, listed by no announcement"
+        } else {
+            ""
+        }
     )?;
     writeln!(out)?;
     writeln!(out, "{:<28} {:>14} {:>14}", "", "grasp-sync", "naive")?;
@@ -225,6 +230,9 @@ pub fn write_report(out: &mut (dyn Write + Send), report: &SimReport) -> std::io
         report.own.excluded_present.to_string(),
         naive.map(|n| n.excluded_present.to_string()),
     )?;
+    if let Some(outbox) = &report.outbox {
+        outbox.write_held(out)?;
+    }
     row(
         out,
         "events stored per second",

@@ -37,3 +37,59 @@ async fn the_sim_converges_and_compares_with_the_naive_baseline() {
     let json = serde_json::to_value(&report).expect("serializes");
     assert_eq!(json["network"]["expected"], report.network.expected);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sim_reports_outbox_only_events_and_the_baseline_reads_outbox_relays() {
+    let options = SimOptions {
+        preset: Preset::Small,
+        seed: 5,
+        relays: Some(2),
+        repos: Some(3),
+        roots: Some(6),
+        outbox_relays: Some(1),
+        outbox_authors: Some(1.0),
+        outbox_share: Some(0.5),
+        profiles: Profiles::Mixed,
+        // The daemon's phase ends at convergence or at this deadline, whichever is first.
+        timeout: Duration::from_secs(5),
+        raw_ingest: false,
+        ..SimOptions::default()
+    };
+    let mut out = Vec::new();
+    let report = run_sim(&options, &mut out).await.expect("sim runs");
+    let text = String::from_utf8_lossy(&out);
+    let outbox = report.outbox.as_ref().expect("an outbox report");
+    assert_eq!((outbox.relays, report.relays.len()), (1, 3), "{text}");
+    assert!(report.relays[2].outbox && !report.relays[0].outbox && !report.relays[1].outbox);
+    // The outbox relay takes the next profile in turn, with its strict proxy.
+    assert_eq!(
+        report.relays[2].profile,
+        Profiles::Mixed.configs()[2].name,
+        "{text}"
+    );
+    assert!(outbox.expected_only_on_outbox > 0, "{text}");
+    assert!(outbox.own_only_on_outbox <= outbox.expected_only_on_outbox);
+    // The baseline reads the outbox relay too and ends with the complete set.
+    let naive = report.naive.as_ref().expect("the baseline ran");
+    assert!(naive.exact, "{text}");
+    assert_eq!(
+        outbox.naive_only_on_outbox,
+        Some(outbox.expected_only_on_outbox)
+    );
+    assert_eq!(
+        outbox.naive_behind_outbox,
+        Some(outbox.expected_behind_outbox)
+    );
+    let naive_outbox = report.relays[2].naive.as_ref().expect("counted");
+    assert!(naive_outbox.req_starts > 0, "{text}");
+    assert!(text.contains("outbox-only events held"), "{text}");
+    assert!(
+        text.contains("expected events only on outbox relays"),
+        "{text}"
+    );
+    let json = serde_json::to_value(&report).expect("serializes");
+    assert_eq!(
+        json["outbox"]["expected_only_on_outbox"],
+        outbox.expected_only_on_outbox
+    );
+}

@@ -1,5 +1,6 @@
 //! `generate`: turns a `NetworkSpec` and relay URLs into signed events placed by relay index.
 //! Keys come from seeded ChaCha streams, so the same spec always yields the same event IDs.
+//! Participants with outbox relays are `outbox`'s.
 
 use std::collections::BTreeSet;
 
@@ -10,7 +11,8 @@ use rand::seq::index;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{GeneratedNetwork, GeneratedRepo, NetworkSpec, RootCount};
+use super::outbox::OutboxPlan;
+use super::{GeneratedNetwork, GeneratedOutbox, GeneratedRepo, NetworkSpec, RootCount};
 use crate::TestkitError;
 use crate::nip34::{self, Announcement, RepoRef, RepoTag, RootKind, ThreadTag};
 
@@ -45,26 +47,30 @@ struct Generator<'a> {
     clone_base: String,
     rng: ChaCha8Rng,
     authors: Vec<Keys>,
+    outbox: OutboxPlan,
     out: GeneratedNetwork,
 }
 
 impl<'a> Generator<'a> {
     fn new(spec: &'a NetworkSpec, relay_urls: &'a [String]) -> Self {
-        let authors = (0..spec.authors.max(1))
+        let authors: Vec<Keys> = (0..spec.authors.max(1))
             .map(|i| derive_keys(spec.seed, AUTHOR_STREAM + i as u64))
             .collect();
+        let outbox = OutboxPlan::new(spec, &authors);
         Self {
             spec,
             relay_urls,
             clone_base: clone_base(&spec.service_url),
             rng: ChaCha8Rng::seed_from_u64(spec.seed),
             authors,
+            outbox,
             out: GeneratedNetwork {
-                relay_events: vec![Vec::new(); spec.relays],
+                relay_events: vec![Vec::new(); spec.relay_count()],
                 repos: Vec::with_capacity(spec.repos),
                 expected: BTreeSet::new(),
                 expected_descendants: BTreeSet::new(),
                 excluded: BTreeSet::new(),
+                outbox: GeneratedOutbox::default(),
             },
         }
     }
@@ -75,7 +81,15 @@ impl<'a> Generator<'a> {
         for (i, (listing, roots)) in listings.into_iter().zip(roots).enumerate() {
             self.repo(i, listing, roots)?;
         }
-        Ok(self.out)
+        let Generator {
+            spec,
+            relay_urls,
+            outbox,
+            mut out,
+            ..
+        } = self;
+        outbox.finish(spec, relay_urls, &mut out)?;
+        Ok(out)
     }
 
     /// Exact category counts, shuffled over the repositories.
@@ -144,6 +158,9 @@ impl<'a> Generator<'a> {
         } else {
             Vec::new()
         };
+        for maintainer in &maintainers {
+            self.outbox.joined(maintainer, &relay_indices);
+        }
         let announced_at = self.at(0, spec.time_span_secs / 4);
         let announcement = nip34::announcement(
             &owner,
@@ -244,16 +261,25 @@ impl<'a> Generator<'a> {
         }
     }
 
-    /// Puts an event on all listed relays (at the spec's share) or on one of them.
+    /// Puts an event on all listed relays (at the spec's share) or on one of them; a root,
+    /// reply or comment by a participant with outbox relays may go only to those instead.
     fn place(&mut self, event: Event, relays: &[usize], expected: bool, descendant: bool) {
         self.record(event.id, expected, descendant);
-        if self.rng.random_bool(self.spec.share_on_several_relays) {
-            for &r in relays {
-                self.out.relay_events[r].push(event.clone());
-            }
+        self.outbox.joined(&event.pubkey, relays);
+        // The usual placement is drawn first, so routing to outbox relays leaves the main
+        // stream, and so every other event, as it was.
+        let usual = if self.rng.random_bool(self.spec.share_on_several_relays) {
+            relays.to_vec()
         } else {
-            let r = relays[self.rng.random_range(0..relays.len())];
-            self.out.relay_events[r].push(event);
+            vec![relays[self.rng.random_range(0..relays.len())]]
+        };
+        let targets = if descendant {
+            None
+        } else {
+            self.outbox.route(&event, expected)
+        };
+        for r in targets.unwrap_or(usual) {
+            self.out.relay_events[r].push(event.clone());
         }
     }
 
@@ -290,10 +316,11 @@ impl<'a> Generator<'a> {
 /// Checks a spec and its relay URLs.
 fn validate(spec: &NetworkSpec, relay_urls: &[String]) -> Result<(), TestkitError> {
     let invalid = |why: String| Err(TestkitError::InvalidSpec(why));
-    if relay_urls.len() != spec.relays {
+    if relay_urls.len() != spec.relay_count() {
         return invalid(format!(
-            "{} relays in the spec but {} relay urls",
+            "{} relays and {} outbox relays in the spec but {} relay urls",
             spec.relays,
+            spec.outbox.relays,
             relay_urls.len()
         ));
     }
@@ -310,10 +337,18 @@ fn validate(spec: &NetworkSpec, relay_urls: &[String]) -> Result<(), TestkitErro
             "share_without_service_clone",
             spec.share_without_service_clone,
         ),
+        ("outbox.share_of_authors", spec.outbox.share_of_authors),
+        ("outbox.share_of_events", spec.outbox.share_of_events),
     ] {
         if !(0.0..=1.0).contains(&share) {
             return invalid(format!("{name} must be in 0..=1, got {share}"));
         }
+    }
+    if spec.outbox.relays == 0 && spec.outbox.share_of_authors > 0.0 {
+        return invalid(format!(
+            "outbox.share_of_authors is {} but there is no outbox relay",
+            spec.outbox.share_of_authors
+        ));
     }
     for url in relay_urls.iter().chain([&spec.service_url]) {
         if RelayUrl::parse(url).is_err() {
@@ -324,7 +359,7 @@ fn validate(spec: &NetworkSpec, relay_urls: &[String]) -> Result<(), TestkitErro
 }
 
 /// `round(total * share)`.
-fn share_count(total: usize, share: f64) -> usize {
+pub(super) fn share_count(total: usize, share: f64) -> usize {
     ((total as f64) * share).round() as usize
 }
 

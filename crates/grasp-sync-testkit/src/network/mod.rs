@@ -3,6 +3,7 @@
 //! store.
 
 mod generate;
+mod outbox;
 mod start;
 
 use std::collections::BTreeSet;
@@ -12,6 +13,7 @@ use nostr::{Event, EventId};
 use crate::nip34::RepoRef;
 
 pub use generate::generate;
+pub use outbox::{GeneratedOutbox, GeneratedRelayList, OutboxSpec};
 pub use start::TestNetwork;
 
 /// How many root events (patches, pull requests, issues) the network has.
@@ -28,7 +30,8 @@ pub enum RootCount {
 pub struct NetworkSpec {
     /// Seeds every key, choice and timestamp.
     pub seed: u64,
-    /// Number of relays (the length of the URL list given to [`generate`]).
+    /// Number of relays that announcements may list (the first `relays` URLs given to
+    /// [`generate`]).
     pub relays: usize,
     /// Number of repository announcements.
     pub repos: usize,
@@ -58,6 +61,9 @@ pub struct NetworkSpec {
     pub base_created_at: u64,
     /// Span of `created_at` values, in seconds.
     pub time_span_secs: u64,
+    /// Participants with NIP-65 outbox relays, on relays no announcement lists (none by
+    /// default: a spec without them generates exactly what it did before they existed).
+    pub outbox: OutboxSpec,
 }
 
 impl NetworkSpec {
@@ -80,6 +86,7 @@ impl NetworkSpec {
             authors: 8,
             base_created_at: 1_700_000_000,
             time_span_secs: 30 * 24 * 3600,
+            outbox: OutboxSpec::NONE,
         }
     }
 
@@ -97,6 +104,12 @@ impl NetworkSpec {
             authors: 200,
             ..Self::small(seed, service_url)
         }
+    }
+
+    /// Every relay of the network: the `relays` announcements may list, then the
+    /// `outbox.relays` outbox relays (the length of the URL list given to [`generate`]).
+    pub fn relay_count(&self) -> usize {
+        self.relays + self.outbox.relays
     }
 }
 
@@ -130,7 +143,8 @@ impl GeneratedRepo {
 /// The events of a generated network and what a correct sync must end up with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GeneratedNetwork {
-    /// Events to seed, by relay index. An event can be on several relays.
+    /// Events to seed, by relay index (outbox relays last). An event can be on several
+    /// relays.
     pub relay_events: Vec<Vec<Event>>,
     /// Every repository, in generation order.
     pub repos: Vec<GeneratedRepo>,
@@ -141,8 +155,12 @@ pub struct GeneratedNetwork {
     /// The second-generation descendants among `expected` (recovered by the engine's
     /// one-extra-generation rule rather than by root or repository filters).
     pub expected_descendants: BTreeSet<EventId>,
-    /// IDs on the relays that a correct sync does not store.
+    /// IDs on the relays that a correct sync does not store (the participants' kind-10002
+    /// relay lists among them).
     pub excluded: BTreeSet<EventId>,
+    /// Participants with outbox relays and the events only those relays hold (empty when the
+    /// spec has none).
+    pub outbox: GeneratedOutbox,
 }
 
 impl GeneratedNetwork {

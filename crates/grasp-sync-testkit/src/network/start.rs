@@ -1,4 +1,5 @@
-//! `TestNetwork`: one running `TestRelay` per relay index, seeded with a generated network.
+//! `TestNetwork`: one running `TestRelay` per relay index (outbox relays last), seeded with a
+//! generated network.
 
 use std::collections::BTreeSet;
 
@@ -18,21 +19,22 @@ pub struct TestNetwork {
 }
 
 impl TestNetwork {
-    /// Starts `spec.relays` relays, relay `i` with `configs[i]` (or `configs[0]` for every
-    /// relay when one config is given), generates the network for their URLs and seeds it.
+    /// Starts `spec.relay_count()` relays (the listed relays, then the outbox relays), relay
+    /// `i` with `configs[i]` (or `configs[0]` for every relay when one config is given),
+    /// generates the network for their URLs and seeds it.
     pub async fn start(
         spec: &NetworkSpec,
         configs: &[TestRelayConfig],
     ) -> Result<TestNetwork, TestkitError> {
-        if configs.len() != spec.relays && configs.len() != 1 {
+        let count = spec.relay_count();
+        if configs.len() != count && configs.len() != 1 {
             return Err(TestkitError::InvalidSpec(format!(
-                "{} relays in the spec but {} relay configs",
-                spec.relays,
+                "{count} relays in the spec (outbox relays included) but {} relay configs",
                 configs.len()
             )));
         }
-        let mut relays = Vec::with_capacity(spec.relays);
-        for i in 0..spec.relays {
+        let mut relays = Vec::with_capacity(count);
+        for i in 0..count {
             let config = configs.get(i).unwrap_or(&configs[0]);
             relays.push(TestRelay::start(config.clone()).await?);
         }
