@@ -117,6 +117,8 @@ pub(super) struct Session {
     pub(super) neg_queue: VecDeque<super::negentropy::NegRound>,
     /// Negentropy rounds running as background jobs, with their batch and permit.
     pub(super) neg_in_flight: BTreeMap<SubscriptionId, (BatchId, Permit)>,
+    /// NIP-42 on this connection and the coverage parked until its AUTH succeeds.
+    pub(super) auth: crate::session_auth::SessionAuth,
 }
 
 impl Session {
