@@ -56,8 +56,14 @@ fn no_outcome_by_the_deadline_counts_as_failed() {
     let later = now + Duration::from_secs(1);
     assert_eq!(auth.handle_refusal(later, filters(2)), AuthVerdict::Park);
     // The first refusal sets the deadline.
-    assert!(auth.handle_timeout(now + AUTH_WAIT - Duration::from_millis(1)).is_empty());
-    assert_eq!(auth.handle_timeout(now + AUTH_WAIT), vec![filters(1), filters(2)]);
+    assert!(
+        auth.handle_timeout(now + AUTH_WAIT - Duration::from_millis(1))
+            .is_empty()
+    );
+    assert_eq!(
+        auth.handle_timeout(now + AUTH_WAIT),
+        vec![filters(1), filters(2)]
+    );
     assert_eq!(auth.state(), AuthState::Failed);
     assert_eq!(auth.poll_timeout(), None);
 }

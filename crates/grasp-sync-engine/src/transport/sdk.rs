@@ -16,18 +16,18 @@
 //! [`RelayInbound::Authenticated`], [`RelayInbound::AuthFailed`]) and retries refused work itself.
 
 mod round;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use grasp_sync_model::RelayUrl;
+use nostr::Keys;
 use nostr::{ClientMessage, Event, EventId, Filter, RelayMessage, SubscriptionId, Timestamp};
 use nostr_sdk::Relay;
-use nostr::Keys;
-use nostr_sdk::pool::{
-    RelayNotification, RelayOptions, RelayPool, RelayPoolOptions, RelayStatus,
-};
+use nostr_sdk::pool::{RelayNotification, RelayOptions, RelayPool, RelayPoolOptions, RelayStatus};
 use tokio::sync::{broadcast, mpsc};
 
 use self::round::NegRounds;

@@ -10,8 +10,7 @@ use grasp_sync_engine::{EngineHandle, RelayStatus};
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{KIND_ISSUE, KIND_REPO_ANNOUNCEMENT, ThreadTag, reply};
 use grasp_sync_testkit::{
-    FilterPredicate, PolicyRule, RefusalKind, RelayAuth, StrictLimits, TestRelay,
-    TestRelayConfig,
+    FilterPredicate, PolicyRule, RefusalKind, RelayAuth, StrictLimits, TestRelay, TestRelayConfig,
 };
 use nostr::{Event, EventId, Keys, TagKind, Timestamp};
 
@@ -153,7 +152,13 @@ async fn a_relay_requiring_auth_serves_an_engine_holding_a_key() {
     )
     .await;
     let key = Network::key(&network.home);
-    wait_for_store(&store, &engine, &ids(&network.events), Duration::from_secs(60)).await;
+    wait_for_store(
+        &store,
+        &engine,
+        &ids(&network.events),
+        Duration::from_secs(60),
+    )
+    .await;
     assert!(
         wait_until(Duration::from_secs(30), || async {
             let status = relay_status(&engine, &key).await;
@@ -194,7 +199,11 @@ async fn without_a_key_auth_required_pauses_only_the_refused_coverage() {
         .collect();
     assert!(!quotes.is_empty());
     wait_for_store(&store, &engine, &reachable, Duration::from_secs(60)).await;
-    assert_eq!(store.count_stored(&quotes).await, 0, "refused coverage was fetched");
+    assert_eq!(
+        store.count_stored(&quotes).await,
+        0,
+        "refused coverage was fetched"
+    );
     let status = relay_status(&engine, &key).await;
     assert!(status.paused_filters >= 1, "{status:#?}");
     assert_eq!(status.health, "healthy", "the relay is paused: {status:#?}");
@@ -244,7 +253,11 @@ async fn coverage_refused_after_authenticating_is_retried_once_then_paused() {
         .map(|e| e.id)
         .collect();
     wait_for_store(&store, &engine, &reachable, Duration::from_secs(60)).await;
-    assert_eq!(store.count_stored(&quotes).await, 0, "refused coverage was fetched");
+    assert_eq!(
+        store.count_stored(&quotes).await,
+        0,
+        "refused coverage was fetched"
+    );
     assert!(
         wait_until(Duration::from_secs(30), || async {
             relay_status(&engine, &key).await.paused_filters >= 1
@@ -267,6 +280,10 @@ async fn coverage_refused_after_authenticating_is_retried_once_then_paused() {
 
     // Live coverage works; no refused filter is sent again.
     network.live_reply_arrives(&store, &engine).await;
-    assert_eq!(refused_sends_by_filter(&network.home), before, "refused coverage was retried again");
+    assert_eq!(
+        refused_sends_by_filter(&network.home),
+        before,
+        "refused coverage was retried again"
+    );
     engine.shutdown().await;
 }
