@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{GitArgs, RawConfig, RawRelayLimits, Settings, parse_bool};
+use crate::config::{
+    AUTH_KEY_ENV, GitArgs, RawConfig, RawRelayLimits, SecretText, Settings, parse_bool,
+};
 use crate::error::ConfigError;
 use crate::sim::{Preset, Profiles};
 
@@ -155,6 +157,11 @@ pub struct RunArgs {
     /// Rejected event IDs the own store remembers at most [default: 100000].
     #[arg(long, env = "GRASP_SYNC_MAX_REJECTED_IDS", value_name = "N")]
     pub max_rejected_ids: Option<usize>,
+    /// A file holding the key that answers relays' NIP-42 challenges (an nsec or 64 hex
+    /// digits). The key itself may instead be given in `GRASP_SYNC_AUTH_KEY`; no flag
+    /// carries it.
+    #[arg(long, env = "GRASP_SYNC_AUTH_KEY_FILE", value_name = "PATH")]
+    pub auth_key_file: Option<PathBuf>,
     /// The embedded relay's limits (`[relay]` keys).
     #[command(flatten)]
     pub relay: RawRelayLimits,
@@ -197,6 +204,8 @@ impl RunArgs {
                 .map(|value| parse_bool("first_sync_by_req", value))
                 .transpose()?,
             max_rejected_ids: self.max_rejected_ids,
+            auth_key_file: self.auth_key_file.clone(),
+            auth_key: std::env::var(AUTH_KEY_ENV).ok().map(SecretText::new),
             relay: self.relay.clone(),
             ..RawConfig::default()
         };

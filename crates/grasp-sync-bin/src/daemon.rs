@@ -413,7 +413,7 @@ async fn embedded(
     let relay = EmbeddedRelay::start(listener, &store, settings.relay.clone())
         .context("starting the relay")?;
     let mut parts = EngineParts::new(
-        Arc::new(SdkConnector::default().with_address_policy(settings.address_policy.clone())),
+        Arc::new(relay_connector(settings)),
         Arc::new(store.clone()),
         Arc::new(RestartingFeed::new(store.feed())),
     );
@@ -489,7 +489,7 @@ async fn external(
         None,
     )?;
     let parts = EngineParts::new(
-        Arc::new(SdkConnector::default().with_address_policy(settings.address_policy.clone())),
+        Arc::new(relay_connector(settings)),
         Arc::new(store.clone()),
         Arc::new(feed),
     );
@@ -551,6 +551,15 @@ fn service_domain(service_url: &RelayUrl) -> String {
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_owned()
+}
+
+/// The transport to remote relays: the address policy, and the NIP-42 key when one is set.
+fn relay_connector(settings: &Settings) -> SdkConnector {
+    let connector = SdkConnector::default().with_address_policy(settings.address_policy.clone());
+    match &settings.auth_key {
+        Some(key) => connector.with_auth_keys(key.keys().clone()),
+        None => connector,
+    }
 }
 
 fn create_dir(path: &Path) -> anyhow::Result<()> {

@@ -32,13 +32,22 @@ pub enum ConfigError {
         /// What is wrong with the value.
         reason: String,
     },
+    /// The NIP-42 signing key is unusable (unreadable, not a key, or given twice). The message
+    /// names where it came from and never shows the key.
+    #[error("invalid configuration: `{key}`: {reason}")]
+    AuthKey {
+        /// `GRASP_SYNC_AUTH_KEY` or `auth_key_file`.
+        key: &'static str,
+        /// What is wrong, without the key's text.
+        reason: String,
+    },
 }
 
 impl ConfigError {
     /// The key at fault, when the error is about one key's value.
     pub fn key(&self) -> Option<&'static str> {
         match self {
-            ConfigError::Invalid { key, .. } => Some(key),
+            ConfigError::Invalid { key, .. } | ConfigError::AuthKey { key, .. } => Some(key),
             _ => None,
         }
     }

@@ -33,7 +33,7 @@ mod status_view;
 pub mod synced;
 
 pub use cli::{Cli, Command, DemoArgs, RunArgs, SimArgs, StatusArgs};
-pub use config::{RawConfig, Settings};
+pub use config::{AuthKey, RawConfig, SecretText, Settings};
 pub use daemon::{Daemon, run};
 pub use demo::{DemoOptions, DemoSummary, run_demo};
 pub use error::ConfigError;

@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod negentropy;
 mod refused;
 mod session;
+mod session_auth;
 pub mod status;
 pub mod store;
 pub mod transport;

@@ -57,6 +57,12 @@ pub(crate) enum SessionEvent {
     },
     /// A CLOSE was handed to the connection (the watchdog releases a permit only after this).
     CloseSent(SubscriptionId),
+    /// The relay sent a NIP-42 challenge the session is answering.
+    AuthChallenge,
+    /// The relay accepted the session's AUTH.
+    Authenticated,
+    /// The session's AUTH failed.
+    AuthFailed,
     /// The session ended (disconnect, lost messages, or transport failure).
     Ended { reason: String },
 }
@@ -78,6 +84,9 @@ impl SessionEvent {
             SessionEvent::Notice(_)
             | SessionEvent::SendFailed { .. }
             | SessionEvent::CloseSent(_)
+            | SessionEvent::AuthChallenge
+            | SessionEvent::Authenticated
+            | SessionEvent::AuthFailed
             | SessionEvent::Ended { .. } => None,
         }
     }
@@ -249,6 +258,9 @@ async fn run_reader(
             },
             RelayInbound::Notice(text) => SessionEvent::Notice(text),
             RelayInbound::Ok { .. } => continue,
+            RelayInbound::AuthChallenge => SessionEvent::AuthChallenge,
+            RelayInbound::Authenticated => SessionEvent::Authenticated,
+            RelayInbound::AuthFailed => SessionEvent::AuthFailed,
             RelayInbound::Lagged(lost) => {
                 ended = Some(format!("{lost} messages lost between transport and engine"));
                 break;

@@ -175,6 +175,10 @@ pub struct RelayStatus {
     pub consolidations: u64,
     /// Refused filters paused by policy, waiting for their recovery probe.
     pub paused_filters: usize,
+    /// NIP-42 on the current session: `unchallenged`, `authenticating`, `authenticated` or
+    /// `failed`; empty while not connected.
+    #[serde(default)]
+    pub auth: String,
     /// Filters left out of the live set by the relay's byte cap, fetched by paced catch-up.
     pub catch_up_filters: usize,
     /// Catch-up queries started.

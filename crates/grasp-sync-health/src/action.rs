@@ -18,8 +18,9 @@ pub enum RefusalScope {
         filters: u32,
     },
     /// Like [`RefusalScope::Request`], for a caller that pauses refused coverage on its own: a
-    /// policy refusal (other than `auth-required:`, which concerns the whole connection) then
-    /// pauses only that coverage ([`RefusalAction::CoveragePaused`]), not the relay.
+    /// policy refusal (`auth-required:` included: the caller answers NIP-42 challenges itself
+    /// and reports here only what stays refused) then pauses only that coverage
+    /// ([`RefusalAction::CoveragePaused`]), not the relay.
     Coverage {
         /// How many filters the refused request carried.
         filters: u32,
@@ -121,10 +122,8 @@ pub(crate) fn decide(refusal: &Refusal, scope: RefusalScope) -> Decision {
         RefusalScope::Notice => (refusal.submitted_filters, false),
         RefusalScope::Request { filters } => (Some(filters), true),
         RefusalScope::Coverage { filters } => {
-            let decision = decide(refusal, RefusalScope::Request { filters });
-            let relay_wide = refusal.category == C::AuthRequired;
-            return match decision {
-                Decision::Pause(PauseKind::Policy) if !relay_wide => Decision::PauseCoverage,
+            return match decide(refusal, RefusalScope::Request { filters }) {
+                Decision::Pause(PauseKind::Policy) => Decision::PauseCoverage,
                 other => other,
             };
         }

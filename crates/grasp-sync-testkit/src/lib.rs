@@ -31,4 +31,4 @@ pub use relay::strict::{
     QueryQuirks, QueryStart, RefusalKind, ServeById, StartKind, StrictLimits, StrictStats,
     SubscriptionLimit,
 };
-pub use relay::{Nip11Mode, StoreKind, TestRelay, TestRelayConfig};
+pub use relay::{Nip11Mode, RelayAuth, StoreKind, TestRelay, TestRelayConfig};

@@ -3,6 +3,7 @@
 //! [`Settings::resolve`] validates the result into typed values or one [`ConfigError`] naming
 //! the key at fault.
 
+mod auth;
 pub mod bounds;
 mod duration;
 mod git;
@@ -22,6 +23,7 @@ use crate::error::ConfigError;
 use crate::relay::RelayLimits;
 use bounds::{count_in, duration_in};
 
+pub use auth::{AUTH_KEY_ENV, AuthKey, SecretText};
 pub use duration::{format_duration, parse_duration};
 pub use git::{
     DEFAULT_GIT_FETCH_CONCURRENCY, DEFAULT_GIT_FETCH_MAX_SIZE, DEFAULT_GIT_FETCH_TIMEOUT,
@@ -99,6 +101,11 @@ pub struct RawConfig {
     pub git_allow_file_urls: Option<bool>,
     /// How often purgatory announcements are registered for state sync, e.g. `5s`.
     pub purgatory_interval: Option<String>,
+    /// A file holding the NIP-42 signing key.
+    pub auth_key_file: Option<PathBuf>,
+    /// The NIP-42 signing key itself, from `GRASP_SYNC_AUTH_KEY` only (never the file).
+    #[serde(skip)]
+    pub auth_key: Option<SecretText>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -161,6 +168,8 @@ impl RawConfig {
             git_fetch_concurrency: over.git_fetch_concurrency.or(self.git_fetch_concurrency),
             git_allow_file_urls: over.git_allow_file_urls.or(self.git_allow_file_urls),
             purgatory_interval: over.purgatory_interval.or(self.purgatory_interval),
+            auth_key_file: over.auth_key_file.or(self.auth_key_file),
+            auth_key: over.auth_key.or(self.auth_key),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -211,6 +220,8 @@ pub struct Settings {
     pub relay: RelayLimits,
     /// Git data: the mirror root, the hook, the fetcher's limits and the purgatory's cap.
     pub git: GitSettings,
+    /// The key that answers relays' NIP-42 challenges; `None` answers none.
+    pub auth_key: Option<AuthKey>,
 }
 
 impl Settings {
@@ -327,6 +338,7 @@ impl Settings {
             .unwrap_or(DEFAULT_COLD_CAPACITY),
             relay,
             git,
+            auth_key: auth::resolve_auth_key(raw.auth_key.as_ref(), raw.auth_key_file.as_deref())?,
         })
     }
 

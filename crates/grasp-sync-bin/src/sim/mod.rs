@@ -450,6 +450,7 @@ pub async fn run_sim(
         max_rejected_ids: grasp_sync_engine::store::DEFAULT_COLD_CAPACITY,
         relay: crate::RelayLimits::default(),
         git: crate::config::GitSettings::default(),
+        auth_key: None,
     };
     let started = Instant::now();
     let daemon = Daemon::start_on(&settings, listener).await?;

@@ -91,6 +91,26 @@ fn a_bad_relay_url_names_its_key_from_flag_or_environment() {
 }
 
 #[test]
+fn a_bad_auth_key_names_its_source_and_never_its_text() {
+    let secret = "nsec1thisisnotakeybutmustnotbeprintedanyway";
+    let stderr = config_error(&["run"], &[("GRASP_SYNC_AUTH_KEY", secret)]);
+    assert!(stderr.contains("`GRASP_SYNC_AUTH_KEY`"), "{stderr}");
+    assert!(!stderr.contains(secret), "the key leaked: {stderr}");
+    let file = config_file(secret);
+    let path = file.path().to_str().expect("path");
+    let stderr = config_error(&["run", "--auth-key-file", path], &[]);
+    assert!(stderr.contains("`auth_key_file`"), "{stderr}");
+    assert!(!stderr.contains(secret), "the key leaked: {stderr}");
+    let stderr = config_error(&["run"], &[("GRASP_SYNC_AUTH_KEY_FILE", path)]);
+    assert!(stderr.contains("`auth_key_file`"), "{stderr}");
+    // No flag carries the key itself.
+    let output = grasp_sync(&["run", "--auth-key", secret], &[]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--auth-key"), "{stderr}");
+}
+
+#[test]
 fn flags_override_the_environment_and_the_file() {
     let file = config_file("backoff_base = \"5s\"\nbackoff_cap = \"1m\"\n");
     let path = file.path().to_str().expect("path");

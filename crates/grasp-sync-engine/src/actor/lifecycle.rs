@@ -287,7 +287,9 @@ impl Actor {
             self.ingestor.clone(),
             self.session_tx.clone(),
         );
+        let answers_auth = handle.session().authenticates();
         runtime.session = Some(Session {
+            auth: crate::session_auth::SessionAuth::new(answers_auth),
             handle,
             background: BackgroundGate::new(now),
             reactive: ReactiveGate::new(now),
@@ -527,6 +529,7 @@ impl Actor {
     /// daily reconciliation.
     pub(super) fn handle_relay_timeouts(&mut self, relay: &RelayUrl, now: Instant) {
         self.handle_watchdog(relay, now);
+        self.handle_auth_timeout(relay, now);
         let probes = self
             .runtimes
             .get_mut(relay)
@@ -548,7 +551,9 @@ impl Actor {
             return;
         };
         if runtime.retry_at.is_some_and(|at| now >= at) {
-            let paused = runtime.health.sync_paused_until(now);
+            // Refused work parked for the session's AUTH waits for its outcome.
+            let parked = runtime.session.as_ref().and_then(|s| s.auth.poll_timeout());
+            let paused = runtime.health.sync_paused_until(now).max(parked);
             match paused {
                 Some(until) if until > now => runtime.retry_at = Some(until),
                 _ => {

@@ -7,6 +7,7 @@
 //! never waits on the network or on a pacing gate: sends are queued to session tasks, dials to
 //! the dial workers, and gates answer with an instant to come back at.
 
+mod auth;
 mod catch_up;
 mod cursor_query;
 mod delivered;
@@ -268,6 +269,7 @@ impl Actor {
                 runtime.daily_at,
                 runtime.session.as_ref().and_then(|s| s.gate_wait),
                 runtime.session.as_ref().and_then(|s| s.live_repair_at),
+                runtime.session.as_ref().and_then(|s| s.auth.poll_timeout()),
                 runtime.ledger.as_ref().and_then(|l| l.poll_timeout()),
                 runtime
                     .session

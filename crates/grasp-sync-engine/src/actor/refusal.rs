@@ -78,6 +78,9 @@ impl Actor {
                 self.handle_closed(&relay, &subscription_id, "error: could not send");
             }
             SessionEvent::CloseSent(id) => self.handle_close_sent(&relay, &id),
+            SessionEvent::AuthChallenge => self.handle_auth_challenge(&relay),
+            SessionEvent::Authenticated => self.handle_authenticated(&relay),
+            SessionEvent::AuthFailed => self.handle_auth_failed(&relay),
             SessionEvent::Ended { reason } => self.handle_session_ended(&key, &reason),
         }
     }
@@ -135,6 +138,14 @@ impl Actor {
             .get(subscription_id)
             .is_some_and(|g| g.is_auxiliary());
         self.count_refusal(relay, &refusal, message);
+        // Refused for want of NIP-42 authentication: sent again once, after the session's AUTH
+        // succeeds; otherwise (no key, the AUTH failed, or it already succeeded) a policy
+        // refusal of this coverage.
+        if refusal.category == RefusalCategory::AuthRequired
+            && self.park_for_auth(relay, subscription_id, refused_filters.clone(), message)
+        {
+            return;
+        }
         // A subscription-count refusal teaches the budget; the learned budget is the remedy,
         // so no pause: every subscription is re-derived under it at once.
         if refusal.category == RefusalCategory::TooManySubscriptions
@@ -198,7 +209,7 @@ impl Actor {
 
     /// A policy refusal of `filters`: one filter is paused until `until`; several become
     /// suspects that later work sends one per REQ.
-    fn pause_refused_coverage(
+    pub(super) fn pause_refused_coverage(
         &mut self,
         relay: &RelayUrl,
         filters: &[nostr::Filter],
@@ -395,7 +406,7 @@ impl Actor {
         }
     }
 
-    fn release_transient(
+    pub(super) fn release_transient(
         &mut self,
         relay: &RelayUrl,
         subscription_id: &SubscriptionId,
@@ -415,7 +426,7 @@ impl Actor {
         }
     }
 
-    fn retire_live_group(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId) {
+    pub(super) fn retire_live_group(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId) {
         let now = self.now();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             if let (Some(session), Some(ledger)) =

@@ -119,6 +119,8 @@ pub(super) struct Session {
     pub(super) neg_in_flight: BTreeMap<SubscriptionId, (BatchId, Permit)>,
     /// What the relay delivered in this session during its first sync.
     pub(super) delivered: super::delivered::DeliveredIds,
+    /// NIP-42 on this connection and the coverage parked until its AUTH succeeds.
+    pub(super) auth: crate::session_auth::SessionAuth,
 }
 
 impl Session {

@@ -84,6 +84,11 @@ impl Actor {
                     daily_reconciliations: runtime.stats.daily_reconciliations,
                     consolidations: runtime.stats.consolidations,
                     paused_filters: runtime.refused.paused_filters(),
+                    auth: runtime
+                        .session
+                        .as_ref()
+                        .map(|s| s.auth.state().label().to_owned())
+                        .unwrap_or_default(),
                     catch_up_filters: runtime.catch_up.len(),
                     catch_ups: runtime.stats.catch_ups,
                     history_truncated: runtime.stats.history_truncated,

@@ -59,6 +59,14 @@ pub enum RelayInbound {
         /// The relay's text, verbatim.
         message: String,
     },
+    /// The relay sent a NIP-42 challenge and the transport is answering it (reported only by a
+    /// session that [`authenticates`](RelaySession::authenticates)).
+    AuthChallenge,
+    /// The relay accepted the session's AUTH (its `OK` was true).
+    Authenticated,
+    /// The session's AUTH failed: the relay answered `OK` false, did not answer in time, or
+    /// the event could not be signed.
+    AuthFailed,
     /// Messages were lost between the transport and the engine: the session can no longer be
     /// trusted to report every EOSE and must be torn down.
     Lagged(u64),
@@ -108,6 +116,13 @@ pub trait RelaySession: Send + Sync + 'static {
 
     /// Whether the connection is still up.
     fn is_connected(&self) -> bool;
+
+    /// Whether this session answers NIP-42 challenges (it holds a key). Such a session reports
+    /// each challenge and its outcome inbound ([`RelayInbound::AuthChallenge`],
+    /// [`RelayInbound::Authenticated`], [`RelayInbound::AuthFailed`]).
+    fn authenticates(&self) -> bool {
+        false
+    }
 
     /// Sends `["REQ", id, filters...]`. Returns once the message is handed to the connection.
     async fn subscribe(

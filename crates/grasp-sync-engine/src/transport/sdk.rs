@@ -7,17 +7,27 @@
 //! `RelayNotification::Event`) and forwarded in order into a bounded channel. If the broadcast
 //! overflows, messages were lost and the session reports [`RelayInbound::Lagged`]. NIP-77 rounds
 //! run through the library's reconciliation as dry runs (`round`).
+//!
+//! NIP-42: with a key ([`SdkConnector::with_auth_keys`]) the pool's automatic authentication
+//! answers every challenge of the session; without one it is off and challenges go
+//! unanswered. After authenticating, the pool re-sends the subscriptions it registered itself:
+//! raw REQs register none, so nothing reaches the relay that the engine's ledger did not
+//! admit. The engine hears of each step ([`RelayInbound::AuthChallenge`],
+//! [`RelayInbound::Authenticated`], [`RelayInbound::AuthFailed`]) and retries refused work itself.
 
 mod round;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use grasp_sync_model::RelayUrl;
+use nostr::Keys;
 use nostr::{ClientMessage, Event, EventId, Filter, RelayMessage, SubscriptionId, Timestamp};
 use nostr_sdk::Relay;
-use nostr_sdk::pool::{RelayNotification, RelayOptions, RelayPool, RelayStatus};
+use nostr_sdk::pool::{RelayNotification, RelayOptions, RelayPool, RelayPoolOptions, RelayStatus};
 use tokio::sync::{broadcast, mpsc};
 
 use self::round::NegRounds;
@@ -54,6 +64,8 @@ impl Default for SdkConnectorOptions {
 pub struct SdkConnector {
     options: SdkConnectorOptions,
     policy: Arc<AddressPolicy>,
+    /// The key that answers NIP-42 challenges (`Keys`' `Debug` shows the public key only).
+    auth: Option<Keys>,
 }
 
 impl SdkConnector {
@@ -62,7 +74,15 @@ impl SdkConnector {
         Self {
             options,
             policy: Arc::default(),
+            auth: None,
         }
+    }
+
+    /// This connector, answering every session's NIP-42 challenges with `keys`. Each session
+    /// authenticates itself, on its own connection.
+    pub fn with_auth_keys(mut self, keys: Keys) -> Self {
+        self.auth = Some(keys);
+        self
     }
 
     /// This connector, dialling what `policy` allows.
@@ -84,7 +104,11 @@ impl RelayConnector for SdkConnector {
         let transport = GuardedWebSocket::new(Arc::clone(&self.policy));
         let pool = RelayPool::builder()
             .websocket_transport(transport.clone())
+            .opts(RelayPoolOptions::new().automatic_authentication(self.auth.is_some()))
             .build();
+        if let Some(keys) = &self.auth {
+            pool.state().set_signer(keys.clone()).await;
+        }
         let options = RelayOptions::new()
             .reconnect(false)
             .notification_channel_size(self.options.notification_capacity);
@@ -118,8 +142,9 @@ impl RelayConnector for SdkConnector {
             }));
         }
         let (tx, inbound) = mpsc::channel(self.options.inbound_capacity);
-        tokio::spawn(forward(notifications, tx));
+        tokio::spawn(forward(notifications, tx, self.auth.is_some()));
         let session = SdkSession {
+            authenticates: self.auth.is_some(),
             url: url.clone(),
             pool,
             relay,
@@ -141,6 +166,7 @@ impl RelayConnector for SdkConnector {
 }
 
 struct SdkSession {
+    authenticates: bool,
     url: RelayUrl,
     pool: RelayPool,
     relay: Relay,
@@ -167,6 +193,10 @@ impl RelaySession for SdkSession {
 
     fn is_connected(&self) -> bool {
         self.relay.is_connected()
+    }
+
+    fn authenticates(&self) -> bool {
+        self.authenticates
     }
 
     async fn subscribe(
@@ -203,16 +233,23 @@ impl RelaySession for SdkSession {
 }
 
 /// Forwards the SDK's notifications for one relay into the session's inbound channel, in order.
+/// A challenge is reported only when the pool answers it (`authenticates`).
 async fn forward(
     mut notifications: broadcast::Receiver<RelayNotification>,
     tx: mpsc::Sender<RelayInbound>,
+    authenticates: bool,
 ) {
     loop {
         let inbound = match notifications.recv().await {
+            Ok(RelayNotification::Message {
+                message: RelayMessage::Auth { .. },
+            }) if authenticates => RelayInbound::AuthChallenge,
             Ok(RelayNotification::Message { message }) => match translate(message) {
                 Some(inbound) => inbound,
                 None => continue,
             },
+            Ok(RelayNotification::Authenticated) => RelayInbound::Authenticated,
+            Ok(RelayNotification::AuthenticationFailed) => RelayInbound::AuthFailed,
             Ok(RelayNotification::RelayStatus { status }) => match status {
                 RelayStatus::Disconnected
                 | RelayStatus::Terminated

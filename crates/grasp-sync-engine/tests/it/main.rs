@@ -1,5 +1,6 @@
 //! End-to-end tests of the engine against real relays on loopback and a real LMDB store.
 
+mod auth;
 mod conformance;
 mod coverage;
 mod delivery;

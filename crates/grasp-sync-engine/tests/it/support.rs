@@ -103,12 +103,32 @@ pub(crate) async fn start_engine_keeping_limits(
     config: EngineConfig,
     limits: Option<&std::path::Path>,
 ) -> EngineHandle {
+    start_engine_with(store, config, limits, None).await
+}
+
+/// [`start_engine`], answering NIP-42 challenges with `keys`.
+pub(crate) async fn start_engine_authenticating(
+    store: &TestStore,
+    config: EngineConfig,
+    keys: nostr::Keys,
+) -> EngineHandle {
+    start_engine_with(store, config, None, Some(keys)).await
+}
+
+async fn start_engine_with(
+    store: &TestStore,
+    config: EngineConfig,
+    limits: Option<&std::path::Path>,
+    auth: Option<nostr::Keys>,
+) -> EngineHandle {
     init_logs();
+    let mut connector =
+        SdkConnector::default().with_address_policy(grasp_sync_engine::AddressPolicy::allow_all());
+    if let Some(keys) = auth {
+        connector = connector.with_auth_keys(keys);
+    }
     let mut parts = EngineParts::new(
-        Arc::new(
-            SdkConnector::default()
-                .with_address_policy(grasp_sync_engine::AddressPolicy::allow_all()),
-        ),
+        Arc::new(connector),
         Arc::new(store.store.clone()),
         Arc::new(store.store.feed()),
     );

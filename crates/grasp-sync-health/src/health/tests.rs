@@ -888,7 +888,7 @@ fn coverage_scoped_policy_refusal_pauses_only_that_coverage() {
 }
 
 #[test]
-fn auth_required_pauses_the_relay_even_for_coverage_scope() {
+fn auth_required_pauses_only_the_coverage_for_coverage_scope() {
     let (mut h, t0) = relay();
     connect(&mut h, t0);
     let action = h.handle_refusal(
@@ -896,8 +896,15 @@ fn auth_required_pauses_the_relay_even_for_coverage_scope() {
         &classify("auth-required: you must auth"),
         RefusalScope::Coverage { filters: 1 },
     );
-    assert_eq!(pause_length(action, t0), secs(DAY));
-    assert!(h.is_paused(PauseKind::Policy, t0));
+    assert_eq!(
+        action,
+        RefusalAction::CoveragePaused {
+            until: t0 + secs(DAY)
+        }
+    );
+    assert!(!h.is_paused(PauseKind::Policy, t0));
+    assert_eq!(h.sync_paused_until(t0), None);
+    assert_eq!(h.state(t0), HealthState::Healthy);
 }
 
 #[test]

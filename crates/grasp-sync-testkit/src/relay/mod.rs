@@ -16,7 +16,9 @@ use nostr::{Event, EventId, Filter};
 use nostr_database::{Events, MemoryDatabase, MemoryDatabaseOptions, NostrDatabase};
 use nostr_lmdb::NostrLMDB;
 use nostr_relay_builder::LocalRelay;
-use nostr_relay_builder::builder::{RateLimit, RelayBuilder};
+use nostr_relay_builder::builder::{
+    RateLimit, RelayBuilder, RelayBuilderNip42, RelayBuilderNip42Mode,
+};
 use tempfile::TempDir;
 use tokio::net::TcpSocket;
 use tokio::task::JoinSet;
@@ -52,6 +54,23 @@ pub enum StoreKind {
     Lmdb,
 }
 
+/// Whether the relay requires NIP-42 authentication.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RelayAuth {
+    /// No authentication: every client may read.
+    #[default]
+    Off,
+    /// Reads need authentication, as the rust-nostr relay builder's NIP-42 `Read` mode (the
+    /// relay itself runs that mode): no challenge on connect; a REQ from a client not
+    /// authenticated yet gets a fresh `["AUTH", challenge]` followed by `["CLOSED", id,
+    /// "auth-required: you must auth"]`; an `AUTH` naming any challenge the connection was
+    /// sent, signed and at most two minutes old, is accepted (`OK` true) for reads by any
+    /// key; a bad one gets `OK` false `"auth-required: ..."`. NEG-OPEN is served without
+    /// authentication (that relay does not check it). Events a client publishes need no
+    /// authentication either.
+    Reads,
+}
+
 /// How a test relay behaves. Build it with struct update syntax from `Default`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TestRelayConfig {
@@ -83,6 +102,8 @@ pub struct TestRelayConfig {
     /// Per-connection limits enforced by a message proxy in front of the relay, with real
     /// relays' refusal texts. `None`: clients talk to the relay directly.
     pub strict: Option<StrictLimits>,
+    /// Whether reads need NIP-42 authentication.
+    pub auth: RelayAuth,
 }
 
 impl Default for TestRelayConfig {
@@ -100,6 +121,7 @@ impl Default for TestRelayConfig {
             nip11: Nip11Mode::WithLimits,
             store: StoreKind::Memory,
             strict: None,
+            auth: RelayAuth::Off,
         }
     }
 }
@@ -335,6 +357,11 @@ fn builder(config: &TestRelayConfig, database: Arc<dyn NostrDatabase>) -> RelayB
         .default_filter_limit(config.default_filter_limit);
     if let Some(max) = config.max_filter_limit {
         builder = builder.max_filter_limit(max);
+    }
+    if config.auth == RelayAuth::Reads {
+        builder = builder.nip42(RelayBuilderNip42 {
+            mode: RelayBuilderNip42Mode::Read,
+        });
     }
     builder
 }

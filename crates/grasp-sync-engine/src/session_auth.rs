@@ -1,0 +1,144 @@
+//! `SessionAuth`: what one session knows about NIP-42 authentication, and the coverage a relay
+//! refused with `auth-required:` while the session's AUTH was still to come.
+//!
+//! Pure bookkeeping, time passed in. A session that holds no key refuses nothing here: its
+//! `auth-required:` refusals are policy refusals at once. A session with a key parks refused
+//! coverage until the relay accepts its AUTH (then the coverage is derived and sent again, once,
+//! through the ledger like any other work), until the AUTH fails, or until [`AUTH_WAIT`] has
+//! passed without an outcome (then the parked coverage is refused by policy). Once the session
+//! has authenticated, or failed to, every later `auth-required:` refusal is a policy refusal, so
+//! no coverage is retried twice.
+
+use std::time::{Duration, Instant};
+
+use nostr::Filter;
+
+/// How long refused coverage waits for the session's AUTH to succeed: the client library
+/// waits up to 10 s for the relay's `OK`, and a relay may send its challenge only with a
+/// refusal.
+pub(crate) const AUTH_WAIT: Duration = Duration::from_secs(15);
+
+/// Refused requests parked per session at most; one more is refused by policy at once. A
+/// session holds far fewer requests than this (its subscription budget).
+pub(crate) const MAX_PARKED: usize = 1_024;
+
+/// Where a session's NIP-42 authentication stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AuthState {
+    /// No challenge answered yet.
+    Unchallenged,
+    /// A challenge arrived and the session's AUTH is on its way.
+    Authenticating,
+    /// The relay accepted the session's AUTH.
+    Authenticated,
+    /// The AUTH failed or never got an answer: nothing more is retried on this session.
+    Failed,
+}
+
+impl AuthState {
+    /// A stable lowercase label, for the status snapshot.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            AuthState::Unchallenged => "unchallenged",
+            AuthState::Authenticating => "authenticating",
+            AuthState::Authenticated => "authenticated",
+            AuthState::Failed => "failed",
+        }
+    }
+}
+
+/// What to do with an `auth-required:` refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AuthVerdict {
+    /// Parked: release the refused work without a pause; it is sent again once the session
+    /// authenticated.
+    Park,
+    /// A policy refusal of the refused coverage.
+    Refuse,
+}
+
+/// One session's NIP-42 state and parked coverage.
+#[derive(Debug)]
+pub(crate) struct SessionAuth {
+    answers: bool,
+    state: AuthState,
+    parked: Vec<Vec<Filter>>,
+    deadline: Option<Instant>,
+}
+
+impl SessionAuth {
+    /// A fresh session; `answers` when it holds a key and answers challenges.
+    pub(crate) fn new(answers: bool) -> Self {
+        Self {
+            answers,
+            state: AuthState::Unchallenged,
+            parked: Vec::new(),
+            deadline: None,
+        }
+    }
+
+    /// Where the session stands.
+    pub(crate) fn state(&self) -> AuthState {
+        self.state
+    }
+
+    /// The relay refused a request carrying `filters` with `auth-required:` at `now`.
+    pub(crate) fn handle_refusal(&mut self, now: Instant, filters: Vec<Filter>) -> AuthVerdict {
+        let waiting = matches!(
+            self.state,
+            AuthState::Unchallenged | AuthState::Authenticating
+        );
+        if !self.answers || !waiting || self.parked.len() >= MAX_PARKED {
+            return AuthVerdict::Refuse;
+        }
+        self.parked.push(filters);
+        self.deadline.get_or_insert(now + AUTH_WAIT);
+        AuthVerdict::Park
+    }
+
+    /// The relay sent a challenge the session answers.
+    pub(crate) fn handle_challenge(&mut self) {
+        if self.answers && self.state == AuthState::Unchallenged {
+            self.state = AuthState::Authenticating;
+        }
+    }
+
+    /// The relay accepted the AUTH: returns the parked coverage, to be sent again. A session
+    /// that already failed stays failed.
+    pub(crate) fn handle_authenticated(&mut self) -> Vec<Vec<Filter>> {
+        if self.state == AuthState::Failed {
+            return Vec::new();
+        }
+        self.state = AuthState::Authenticated;
+        self.deadline = None;
+        std::mem::take(&mut self.parked)
+    }
+
+    /// The AUTH failed: returns the parked coverage, to be refused by policy.
+    pub(crate) fn handle_failed(&mut self) -> Vec<Vec<Filter>> {
+        if self.state == AuthState::Authenticated {
+            return Vec::new();
+        }
+        self.state = AuthState::Failed;
+        self.deadline = None;
+        std::mem::take(&mut self.parked)
+    }
+
+    /// Past the deadline without an outcome: the session counts as failed; returns the parked
+    /// coverage, to be refused by policy.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Vec<Vec<Filter>> {
+        match self.deadline {
+            Some(deadline) if now >= deadline => self.handle_failed(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The deadline of the parked coverage, while any is parked: retries of refused work
+    /// wait for it (or for the outcome of the AUTH, whichever comes first).
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+}
+
+#[cfg(test)]
+mod tests;
