@@ -23,6 +23,7 @@ mod ingest;
 pub mod limits_memory;
 pub mod metrics;
 pub mod negentropy;
+pub mod outbox;
 mod refused;
 mod session;
 pub mod status;
@@ -37,9 +38,10 @@ pub use clock::{Clock, TokioClock};
 pub use config::EngineConfig;
 pub use dial::DialLimits;
 pub use engine::{EngineEnd, EngineExit, EngineHandle, EngineParts, SyncEngine};
-pub use error::{StoreError, TransportError};
+pub use error::{RelayListError, StoreError, TransportError};
 pub use ingest::{HOOK_BATCH_WINDOW, IngestTotals};
 pub use limits_memory::{FileLimitsMemory, LimitsMemory, LimitsMemoryError, RelayLimitsRecord};
+pub use outbox::OutboxConfig;
 pub use metrics::{RelayReading, SyncMetrics};
 pub use negentropy::{
     FallbackReason, HydrationOutcome, HydrationPass, MissingEventRecovery, NegentropyCounts,

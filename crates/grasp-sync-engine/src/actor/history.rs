@@ -589,6 +589,9 @@ impl Actor {
     /// Re-derives coverage after a failure or a pause: Layer 1 if it never completed, then the
     /// three-way diff.
     pub(super) fn retry_coverage(&mut self, relay: &RelayUrl) {
+        if !self.wants_repo_connection(relay) {
+            return; // participant discovery retries on its own deadlines
+        }
         let needs_announcements = self
             .runtimes
             .get(relay)
