@@ -380,14 +380,15 @@ impl Actor {
         }
     }
 
-    /// Connected sources whose identity discovery is not paused.
+    /// Connected sources whose identity discovery is not paused and that have no batch pending
+    /// (participant discovery yields to repository history).
     fn identity_sources(&self, now: Instant) -> Vec<RelayUrl> {
         self.identity_scope_now()
             .into_iter()
             .filter(|relay| {
                 self.runtimes.get(relay).is_some_and(|r| {
                     r.session.is_some() && !r.health.is_paused(PauseKind::Identity, now)
-                })
+                }) && !self.pending.has_pending(relay)
             })
             .collect()
     }
@@ -413,7 +414,8 @@ impl Actor {
         let Some(runtime) = self.runtimes.get(relay) else {
             return;
         };
-        if runtime.session.is_none() {
+        // Participant discovery yields to repository history.
+        if runtime.session.is_none() || self.pending.has_pending(relay) {
             return;
         }
         let pause = runtime.health.paused_until(PauseKind::Mailbox, now);
