@@ -41,12 +41,12 @@ pub use engine::{EngineEnd, EngineExit, EngineHandle, EngineParts, SyncEngine};
 pub use error::{RelayListError, StoreError, TransportError};
 pub use ingest::{HOOK_BATCH_WINDOW, IngestTotals};
 pub use limits_memory::{FileLimitsMemory, LimitsMemory, LimitsMemoryError, RelayLimitsRecord};
-pub use outbox::OutboxConfig;
 pub use metrics::{RelayReading, SyncMetrics};
 pub use negentropy::{
     FallbackReason, HydrationOutcome, HydrationPass, MissingEventRecovery, NegentropyCounts,
     NegentropyFallbacks, Nip77Support, NoNip77, RecoveryAttempt, RecoveryConfig, RecoveryExpiry,
 };
+pub use outbox::OutboxConfig;
 pub use status::{EngineStatus, NegentropyStatus, RelayNip77Status, RelayStatus, TrackingStatus};
 pub use store::{
     GitDataProbe, GraspDatabase, GraspPolicy, GraspWritePolicy, GuardedStore, LmdbStore,

@@ -7,6 +7,7 @@
 //! REQ+EOSE batches through the ordinary ledger and gates. Pauses after failed queries live in
 //! each relay's `RelayHealth` (`PauseKind::Identity`, `PauseKind::Mailbox`).
 
+mod admission;
 mod mailbox;
 mod participants;
 mod relay_lists;
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use grasp_sync_model::RelayUrl;
 
+pub(crate) use self::admission::{IdentityScope, discovery_dial_due, identity_source_admits};
 pub(crate) use self::mailbox::{MailboxCoverage, MailboxInventory};
 pub(crate) use self::participants::Participants;
 pub(crate) use self::relay_lists::RelayLists;

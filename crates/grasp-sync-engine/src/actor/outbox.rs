@@ -22,8 +22,8 @@ use nostr::{Event, Filter, Kind, PublicKey};
 
 use super::Actor;
 use crate::outbox::{
-    IDENTITY_AUTHORS_PER_FILTER, MailboxCoverage, MailboxInventory, OutboxConfig, Participants,
-    RelayLists,
+    IDENTITY_AUTHORS_PER_FILTER, IdentityScope, MailboxCoverage, MailboxInventory, OutboxConfig,
+    Participants, RelayLists, discovery_dial_due, identity_source_admits,
 };
 
 /// Which discovery a batch belongs to.
@@ -45,7 +45,7 @@ pub(super) struct Outbox {
     batches: BTreeMap<(RelayUrl, BatchId), OutboxBatch>,
     /// Sources that took part in identity discovery, to retire the backoff of those that
     /// leave its scope.
-    identity_scope: BTreeSet<RelayUrl>,
+    identity_scope: IdentityScope,
     /// Participants or relay lists changed since the inventory was last derived.
     dirty: bool,
     /// Counters for the status snapshot.
@@ -74,7 +74,7 @@ impl Outbox {
             mailboxes: MailboxInventory::new(config.mailbox_probe_interval),
             index_relays: config.index_relays.iter().cloned().collect(),
             batches: BTreeMap::new(),
-            identity_scope: BTreeSet::new(),
+            identity_scope: IdentityScope::default(),
             dirty: false,
             stats: OutboxStats::default(),
         }
@@ -153,19 +153,19 @@ impl Actor {
             || (self.outbox.index_relays.contains(relay) && self.outbox.participants.len() > 0)
     }
 
-    /// Whether a relay wanted only for participant discovery may be dialled at `now`: a
-    /// mailbox probe or an identity query from it is due and not paused.
+    /// Whether a relay wanted only for participant discovery may be dialled at `now`
+    /// (`crate::outbox::discovery_dial_due`).
     pub(super) fn outbox_dial_due(&self, relay: &RelayUrl, now: Instant) -> bool {
-        let Some(runtime) = self.runtimes.get(relay) else {
-            return false;
-        };
-        let mailbox_pause = runtime.health.paused_until(PauseKind::Mailbox, now);
-        if self.outbox.mailboxes.dial_due(relay, now, mailbox_pause) {
-            return true;
-        }
-        self.outbox.index_relays.contains(relay)
-            && !runtime.health.is_paused(PauseKind::Identity, now)
-            && self.outbox.lists.poll_timeout().is_some_and(|at| at <= now)
+        self.runtimes.get(relay).is_some_and(|runtime| {
+            discovery_dial_due(
+                relay,
+                &runtime.health,
+                &self.outbox.mailboxes,
+                &self.outbox.lists,
+                self.outbox.index_relays.contains(relay),
+                now,
+            )
+        })
     }
 
     /// A session opened on a relay wanted only for participant discovery: no live
@@ -263,7 +263,11 @@ impl Actor {
                 continue; // no list: their events are found on the repositories' relays
             };
             let reads = participation.maintainer.then_some(&list.read);
-            let relays: BTreeSet<&RelayUrl> = list.write.iter().chain(reads.into_iter().flatten()).collect();
+            let relays: BTreeSet<&RelayUrl> = list
+                .write
+                .iter()
+                .chain(reads.into_iter().flatten())
+                .collect();
             for relay in relays {
                 let target = self.targets.get(relay);
                 let entry = inventory.entry(relay.clone()).or_default();
@@ -294,11 +298,11 @@ impl Actor {
                     .is_some_and(|own| own.same_endpoint(relay))
         });
         // The tracking bound covers mailbox relays too: the ones most participants use first.
-        let room = self
-            .config
-            .tracking
-            .max_relays
-            .saturating_sub(self.targets.len() + self.config.bootstrap_relays.len() + self.outbox.index_relays.len());
+        let room = self.config.tracking.max_relays.saturating_sub(
+            self.targets.len()
+                + self.config.bootstrap_relays.len()
+                + self.outbox.index_relays.len(),
+        );
         let mut ranked: Vec<(RelayUrl, (usize, MailboxCoverage))> = inventory.into_iter().collect();
         ranked.sort_by(|a, b| b.1.0.cmp(&a.1.0).then_with(|| a.0.cmp(&b.0)));
         let mut kept = BTreeMap::new();
@@ -316,7 +320,9 @@ impl Actor {
         for relay in self.outbox.mailboxes.handle_inventory(kept, now) {
             // Its mailbox backoff goes with it; an unwanted relay is retired on the next tick.
             if let Some(runtime) = self.runtimes.get_mut(&relay) {
-                runtime.health.handle_discovery_retired(DiscoveryKind::Mailbox);
+                runtime
+                    .health
+                    .handle_discovery_retired(DiscoveryKind::Mailbox);
             }
             tracing::info!(%relay, "no longer a participant mailbox");
         }
@@ -326,13 +332,14 @@ impl Actor {
     fn run_identity_queries(&mut self, now: Instant) {
         let sources = self.identity_sources(now);
         // Sources that left identity scope forget their identity backoff.
-        let scope: BTreeSet<RelayUrl> = self.identity_scope_now();
-        for relay in self.outbox.identity_scope.difference(&scope) {
-            if let Some(runtime) = self.runtimes.get_mut(relay) {
-                runtime.health.handle_discovery_retired(DiscoveryKind::Identity);
+        let scope = self.identity_scope_now();
+        for relay in self.outbox.identity_scope.handle_scope(scope) {
+            if let Some(runtime) = self.runtimes.get_mut(&relay) {
+                runtime
+                    .health
+                    .handle_discovery_retired(DiscoveryKind::Identity);
             }
         }
-        self.outbox.identity_scope = scope;
         if sources.is_empty() {
             return;
         }
@@ -370,7 +377,12 @@ impl Actor {
             self.outbox.stats.identity_queries += 1;
             if let Some(batch) = self.open_historic_batch(&source, PendingItems::default(), filters)
             {
-                if self.pending.batches(&source).iter().any(|b| b.batch_id == batch) {
+                if self
+                    .pending
+                    .batches(&source)
+                    .iter()
+                    .any(|b| b.batch_id == batch)
+                {
                     self.outbox
                         .batches
                         .insert((source.clone(), batch), OutboxBatch::Identity(authors));
@@ -387,8 +399,13 @@ impl Actor {
             .into_iter()
             .filter(|relay| {
                 self.runtimes.get(relay).is_some_and(|r| {
-                    r.session.is_some() && !r.health.is_paused(PauseKind::Identity, now)
-                }) && !self.pending.has_pending(relay)
+                    identity_source_admits(
+                        &r.health,
+                        r.session.is_some(),
+                        !self.pending.has_pending(relay),
+                        now,
+                    )
+                })
             })
             .collect()
     }
@@ -438,7 +455,13 @@ impl Actor {
         };
         self.outbox.stats.mailbox_probes += 1;
         match self.open_historic_batch(relay, PendingItems::default(), filters) {
-            Some(batch) if self.pending.batches(relay).iter().any(|b| b.batch_id == batch) => {
+            Some(batch)
+                if self
+                    .pending
+                    .batches(relay)
+                    .iter()
+                    .any(|b| b.batch_id == batch) =>
+            {
                 self.outbox.mailboxes.handle_probe_started(relay, batch);
                 self.outbox
                     .batches

@@ -214,15 +214,6 @@ impl MailboxInventory {
             entry.in_flight = None;
         }
     }
-
-    /// The earliest probe deadline of a relay with no probe in flight.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.relays
-            .values()
-            .filter(|m| m.in_flight.is_none())
-            .map(|m| m.next_probe_at)
-            .min()
-    }
 }
 
 /// One item of a mailbox inventory.

@@ -66,8 +66,12 @@ async fn issue_only_on_the_maintainers_write_relay_is_found_through_an_index_rel
         .await
         .expect("outbox");
     let fixture = RepoFixture::new("mailbox");
-    let announcement = fixture.announcement(&[SERVICE_URL.to_owned(), bootstrap.url()], 1_700_000_000);
-    bootstrap.seed([announcement]).await.expect("seed bootstrap");
+    let announcement =
+        fixture.announcement(&[SERVICE_URL.to_owned(), bootstrap.url()], 1_700_000_000);
+    bootstrap
+        .seed([announcement])
+        .await
+        .expect("seed bootstrap");
     let list = relay_list(
         &fixture.keys,
         &[(outbox.url(), Some(RelayMetadata::Write))],
@@ -75,7 +79,10 @@ async fn issue_only_on_the_maintainers_write_relay_is_found_through_an_index_rel
     );
     index.seed([list.clone()]).await.expect("seed index");
     let only_there = issue(&fixture.keys, &fixture, "only on my relay", 1_700_000_100);
-    outbox.seed([only_there.clone()]).await.expect("seed outbox");
+    outbox
+        .seed([only_there.clone()])
+        .await
+        .expect("seed outbox");
 
     let store = TestStore::open().await;
     let engine = start_engine(&store, outbox_config(&[bootstrap.url()], &[index.url()])).await;
@@ -91,7 +98,10 @@ async fn issue_only_on_the_maintainers_write_relay_is_found_through_an_index_rel
     );
     // The relay list itself is neither stored nor offered to the store's policy.
     assert!(!store.store.contains(&list.id).await.expect("contains"));
-    assert_eq!(store.store.rejection_reason(&list.id).expect("reason"), None);
+    assert_eq!(
+        store.store.rejection_reason(&list.id).expect("reason"),
+        None
+    );
     engine.shutdown().await;
 }
 
@@ -109,7 +119,12 @@ async fn a_contributor_whose_relay_list_changes_is_followed_to_the_new_relay() {
     let fixture = RepoFixture::new("moving-contributor");
     let contributor = Keys::generate();
     let announcement = fixture.announcement(&[SERVICE_URL.to_owned(), listed.url()], 1_700_000_000);
-    let first_issue = issue(&contributor, &fixture, "posted where the repo lives", 1_700_000_100);
+    let first_issue = issue(
+        &contributor,
+        &fixture,
+        "posted where the repo lives",
+        1_700_000_100,
+    );
     listed
         .seed([
             announcement,
@@ -118,10 +133,26 @@ async fn a_contributor_whose_relay_list_changes_is_followed_to_the_new_relay() {
         ])
         .await
         .expect("seed listed");
-    let second_issue = issue(&contributor, &fixture, "posted at my first home", 1_700_000_200);
-    first_home.seed([second_issue.clone()]).await.expect("seed first home");
-    let third_issue = issue(&contributor, &fixture, "posted at my second home", 1_700_000_300);
-    second_home.seed([third_issue.clone()]).await.expect("seed second home");
+    let second_issue = issue(
+        &contributor,
+        &fixture,
+        "posted at my first home",
+        1_700_000_200,
+    );
+    first_home
+        .seed([second_issue.clone()])
+        .await
+        .expect("seed first home");
+    let third_issue = issue(
+        &contributor,
+        &fixture,
+        "posted at my second home",
+        1_700_000_300,
+    );
+    second_home
+        .seed([third_issue.clone()])
+        .await
+        .expect("seed second home");
 
     let store = TestStore::open().await;
     let engine = start_engine(&store, outbox_config(&[listed.url()], &[])).await;
