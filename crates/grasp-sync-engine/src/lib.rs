@@ -47,7 +47,10 @@ pub use negentropy::{
     NegentropyFallbacks, Nip77Support, NoNip77, RecoveryAttempt, RecoveryConfig, RecoveryExpiry,
 };
 pub use outbox::OutboxConfig;
-pub use status::{EngineStatus, NegentropyStatus, RelayNip77Status, RelayStatus, TrackingStatus};
+pub use status::{
+    EngineStatus, NegentropyStatus, ParticipantStatus, RelayNip77Status, RelayStatus,
+    TrackingStatus,
+};
 pub use store::{
     GitDataProbe, GraspDatabase, GraspPolicy, GraspWritePolicy, GuardedStore, LmdbStore,
     MemoryStore, PolicyConfig, PolicyDecision, PurgatoryConfig, PurgatoryParts, PurgatoryStats,

@@ -476,3 +476,35 @@ impl Actor {
         self.drive_queue(relay);
     }
 }
+
+impl Actor {
+    /// Participant discovery for the status snapshot and the metrics.
+    pub(super) fn participant_status(&self) -> crate::status::ParticipantStatus {
+        let now = self.now();
+        let config = &self.config.outbox;
+        let paused = |kind: PauseKind| {
+            self.runtimes
+                .values()
+                .filter(|r| r.health.is_paused(kind, now))
+                .count()
+        };
+        let stats = self.outbox.stats;
+        crate::status::ParticipantStatus {
+            max_participants: config.max_participants,
+            participants: self.outbox.participants.len(),
+            participants_dropped: self.outbox.participants.dropped(),
+            max_relays_per_participant: config.max_relays_per_participant,
+            relay_lists: self.outbox.lists.len(),
+            relay_lists_received: stats.relay_lists_received,
+            index_relays: self.outbox.index_relays.len(),
+            mailbox_relays: self.outbox.mailboxes.len(),
+            mailbox_probe_interval_secs: config.mailbox_probe_interval.as_secs(),
+            identity_queries: stats.identity_queries,
+            identity_failures: stats.identity_failures,
+            mailbox_probes: stats.mailbox_probes,
+            mailbox_failures: stats.mailbox_failures,
+            identity_paused_relays: paused(PauseKind::Identity),
+            mailbox_paused_relays: paused(PauseKind::Mailbox),
+        }
+    }
+}

@@ -96,6 +96,11 @@ async fn issue_only_on_the_maintainers_write_relay_is_found_through_an_index_rel
         mailbox.live_subscriptions, 0,
         "a mailbox-only relay gets no live subscription: {status:#?}"
     );
+    let participants = &status.participants;
+    assert!(participants.participants >= 1, "{participants:?}");
+    assert!(participants.relay_lists >= 1, "{participants:?}");
+    assert_eq!(participants.mailbox_relays, 1, "{participants:?}");
+    assert!(participants.mailbox_probes >= 1, "{participants:?}");
     // The relay list itself is neither stored nor offered to the store's policy.
     assert!(!store.store.contains(&list.id).await.expect("contains"));
     assert_eq!(
