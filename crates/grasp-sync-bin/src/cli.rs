@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{GitArgs, RawConfig, RawRelayLimits, Settings, parse_bool};
+use crate::config::{GitArgs, ParticipantArgs, RawConfig, RawRelayLimits, Settings, parse_bool};
 use crate::error::ConfigError;
 use crate::sim::{Preset, Profiles};
 
@@ -161,6 +161,9 @@ pub struct RunArgs {
     /// Git data: mirror root, hook, fetcher limits, purgatory cap.
     #[command(flatten)]
     pub git: GitArgs,
+    /// Participant discovery: index relays, bounds, mailbox probe cadence.
+    #[command(flatten)]
+    pub participants: ParticipantArgs,
 }
 
 impl RunArgs {
@@ -201,6 +204,7 @@ impl RunArgs {
             ..RawConfig::default()
         };
         self.git.apply(&mut raw)?;
+        self.participants.apply(&mut raw);
         Ok(raw)
     }
 

@@ -151,6 +151,7 @@ pub async fn run_demo(
         max_rejected_ids: grasp_sync_engine::store::DEFAULT_COLD_CAPACITY,
         relay: crate::RelayLimits::default(),
         git: crate::config::GitSettings::default(),
+        participants: grasp_sync_engine::OutboxConfig::default(),
     };
     let started = Instant::now();
     let daemon = Daemon::start_on(&settings, listener).await?;

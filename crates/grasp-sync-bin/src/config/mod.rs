@@ -6,6 +6,7 @@
 pub mod bounds;
 mod duration;
 mod git;
+mod participants;
 mod relay;
 
 use std::net::SocketAddr;
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use grasp_sync_engine::store::{DEFAULT_COLD_CAPACITY, DEFAULT_MAX_FUTURE_CREATED_AT};
-use grasp_sync_engine::{AddressPolicy, EngineConfig, RecoveryConfig};
+use grasp_sync_engine::{AddressPolicy, EngineConfig, OutboxConfig, RecoveryConfig};
 use grasp_sync_health::HealthConfig;
 use grasp_sync_model::{RelayUrl, TrackingBounds};
 use serde::Deserialize;
@@ -27,6 +28,7 @@ pub use git::{
     DEFAULT_GIT_FETCH_CONCURRENCY, DEFAULT_GIT_FETCH_MAX_SIZE, DEFAULT_GIT_FETCH_TIMEOUT,
     DEFAULT_PURGATORY_INTERVAL, GitArgs, GitSettings,
 };
+pub use participants::ParticipantArgs;
 pub use relay::RawRelayLimits;
 
 /// Default address of the embedded relay.
@@ -99,6 +101,14 @@ pub struct RawConfig {
     pub git_allow_file_urls: Option<bool>,
     /// How often purgatory announcements are registered for state sync, e.g. `5s`.
     pub purgatory_interval: Option<String>,
+    /// Relays asked for participants' NIP-65 relay lists.
+    pub index_relays: Option<Vec<String>>,
+    /// Participants of tracked repositories remembered at most.
+    pub max_participants: Option<usize>,
+    /// Relays taken from one participant's relay list at most.
+    pub max_relays_per_participant: Option<usize>,
+    /// Interval between two probes of one participant mailbox relay, e.g. `15m`.
+    pub mailbox_probe_interval: Option<String>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -161,6 +171,12 @@ impl RawConfig {
             git_fetch_concurrency: over.git_fetch_concurrency.or(self.git_fetch_concurrency),
             git_allow_file_urls: over.git_allow_file_urls.or(self.git_allow_file_urls),
             purgatory_interval: over.purgatory_interval.or(self.purgatory_interval),
+            index_relays: over.index_relays.or(self.index_relays),
+            max_participants: over.max_participants.or(self.max_participants),
+            max_relays_per_participant: over
+                .max_relays_per_participant
+                .or(self.max_relays_per_participant),
+            mailbox_probe_interval: over.mailbox_probe_interval.or(self.mailbox_probe_interval),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -211,6 +227,8 @@ pub struct Settings {
     pub relay: RelayLimits,
     /// Git data: the mirror root, the hook, the fetcher's limits and the purgatory's cap.
     pub git: GitSettings,
+    /// Participant discovery: index relays and the bounds and cadence of mailbox probes.
+    pub participants: OutboxConfig,
 }
 
 impl Settings {
@@ -218,6 +236,7 @@ impl Settings {
     /// in its range in [`bounds`].
     pub fn resolve(raw: RawConfig) -> Result<Settings, ConfigError> {
         let git = GitSettings::resolve(&raw)?;
+        let participants = participants::resolve(&raw)?;
         let defaults = EngineConfig::default();
         let tracking = defaults.tracking;
         let health = HealthConfig::default();
@@ -327,6 +346,7 @@ impl Settings {
             .unwrap_or(DEFAULT_COLD_CAPACITY),
             relay,
             git,
+            participants,
         })
     }
 
@@ -351,6 +371,7 @@ impl Settings {
                 connect_backoff_max: self.backoff_cap,
                 ..HealthConfig::default()
             },
+            outbox: self.participants.clone(),
             ..EngineConfig::default()
         }
     }
@@ -417,7 +438,7 @@ fn url_key(key: &'static str, value: Option<&str>) -> Result<Option<RelayUrl>, C
     value.map(|text| parse_url(key, text)).transpose()
 }
 
-fn url_list_key(
+pub(crate) fn url_list_key(
     key: &'static str,
     values: Option<Vec<String>>,
 ) -> Result<Vec<RelayUrl>, ConfigError> {
