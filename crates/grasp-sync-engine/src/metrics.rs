@@ -268,7 +268,10 @@ impl SyncMetrics {
         ] {
             self.participant_discovery.record(
                 value,
-                &[KeyValue::new("kind", kind), KeyValue::new("outcome", outcome)],
+                &[
+                    KeyValue::new("kind", kind),
+                    KeyValue::new("outcome", outcome),
+                ],
             );
         }
     }

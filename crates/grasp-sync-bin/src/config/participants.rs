@@ -56,7 +56,11 @@ pub struct ParticipantArgs {
     #[arg(long, env = "GRASP_SYNC_MAX_RELAYS_PER_PARTICIPANT", value_name = "N")]
     pub max_relays_per_participant: Option<usize>,
     /// Interval between two probes of one participant mailbox relay [default: 15m].
-    #[arg(long, env = "GRASP_SYNC_MAILBOX_PROBE_INTERVAL", value_name = "DURATION")]
+    #[arg(
+        long,
+        env = "GRASP_SYNC_MAILBOX_PROBE_INTERVAL",
+        value_name = "DURATION"
+    )]
     pub mailbox_probe_interval: Option<String>,
 }
 

@@ -695,8 +695,14 @@ fn participant_keys_are_read_range_checked_overridden_by_flags_and_reach_the_eng
     assert_eq!(outbox.mailbox_probe_interval, Duration::from_secs(120));
 
     let defaults = check_toml("").expect("defaults");
-    assert_eq!(defaults.participants, grasp_sync_engine::OutboxConfig::default());
-    assert!(defaults.participants.index_relays.is_empty(), "none by default");
+    assert_eq!(
+        defaults.participants,
+        grasp_sync_engine::OutboxConfig::default()
+    );
+    assert!(
+        defaults.participants.index_relays.is_empty(),
+        "none by default"
+    );
     for bad in [
         "max_participants = 0",
         "max_participants = 1000001",

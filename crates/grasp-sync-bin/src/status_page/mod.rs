@@ -138,8 +138,18 @@ fn render_summary(out: &mut String, summary: &Summary) {
         ("connected", "connected", summary.connected as u64, "ok"),
         ("paused", "paused", summary.paused as u64, "warn"),
         ("dead", "dead", summary.dead as u64, "bad"),
-        ("participants", "participants", summary.participants as u64, ""),
-        ("mailbox-relays", "mailbox relays", summary.mailbox_relays as u64, ""),
+        (
+            "participants",
+            "participants",
+            summary.participants as u64,
+            "",
+        ),
+        (
+            "mailbox-relays",
+            "mailbox relays",
+            summary.mailbox_relays as u64,
+            "",
+        ),
     ];
     out.push_str(r#"<section class="summary">"#);
     for (id, label, value, tone) in figures {

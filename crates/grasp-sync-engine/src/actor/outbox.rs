@@ -4,9 +4,9 @@
 //! ledger, the pacing gates and the byte budgets apply), and routes each batch's end to the
 //! relay's identity or mailbox pause.
 //!
-//! Identity discovery asks the index relays and the connected repository relays for the
-//! kind-10002 lists of due participants (a repository relay only for the participants of the
-//! repositories it serves). A source whose identity query failed is paused source-wide
+//! Identity discovery asks the index relays, the bootstrap relays and the connected repository
+//! relays for the kind-10002 lists of due participants (a repository relay only for the
+//! participants of the repositories it serves). A source whose identity query failed is paused source-wide
 //! (`PauseKind::Identity`, 5 min doubling to 1 h, reset only by a successful query), which
 //! also holds back authors added during the pause. A mailbox relay is probed for the
 //! repositories its participants take part in, history only; mailbox-only relays get no live
@@ -289,13 +289,11 @@ impl Actor {
                 );
             }
         }
+        let own = self.config.own_relay.clone();
         inventory.retain(|relay, (_, coverage)| {
-            !(coverage.repos.is_empty() && coverage.roots.is_empty())
-                && !self
-                    .config
-                    .own_relay
-                    .as_ref()
-                    .is_some_and(|own| own.same_endpoint(relay))
+            let empty = coverage.repos.is_empty() && coverage.roots.is_empty();
+            let ours = own.as_ref().is_some_and(|own| own.same_endpoint(relay));
+            !empty && !ours
         });
         // The tracking bound covers mailbox relays too: the ones most participants use first.
         let room = self.config.tracking.max_relays.saturating_sub(
@@ -348,7 +346,9 @@ impl Actor {
             return;
         }
         for source in sources {
-            let authors: Vec<PublicKey> = if self.outbox.index_relays.contains(&source) {
+            let asks_everyone = self.outbox.index_relays.contains(&source)
+                || self.config.bootstrap_relays.contains(&source);
+            let authors: Vec<PublicKey> = if asks_everyone {
                 due.clone()
             } else {
                 let served = self.targets.get(&source);
@@ -410,8 +410,8 @@ impl Actor {
             .collect()
     }
 
-    /// Relays in identity-discovery scope: the index relays and the repository relays, while
-    /// there are participants.
+    /// Relays in identity-discovery scope: the index relays, the bootstrap relays and the
+    /// repository relays, while there are participants.
     fn identity_scope_now(&self) -> BTreeSet<RelayUrl> {
         if self.outbox.participants.len() == 0 {
             return BTreeSet::new();
@@ -419,6 +419,7 @@ impl Actor {
         self.outbox
             .index_relays
             .iter()
+            .chain(&self.config.bootstrap_relays)
             .chain(self.targets.keys())
             .filter(|relay| self.runtimes.contains_key(*relay))
             .cloned()

@@ -46,7 +46,7 @@ fn repo(name: &str) -> RepoCoordinate {
 fn relay_list(keys: &Keys, relays: &[(RelayUrl, Option<RelayMetadata>)], at: u64) -> Event {
     let relays = relays
         .iter()
-        .map(|(u, m)| (nostr::RelayUrl::parse(&u.to_string()).expect("url"), *m));
+        .map(|(u, m)| (nostr::RelayUrl::parse(u.as_ref()).expect("url"), *m));
     EventBuilder::relay_list(relays)
         .custom_created_at(Timestamp::from_secs(at))
         .sign_with_keys(keys)
