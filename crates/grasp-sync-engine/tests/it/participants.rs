@@ -160,7 +160,12 @@ async fn a_contributor_whose_relay_list_changes_is_followed_to_the_new_relay() {
         .expect("seed second home");
 
     let store = TestStore::open().await;
-    let engine = start_engine(&store, outbox_config(&[listed.url()], &[])).await;
+    // History by REQ+EOSE keeps the listed relay's first sync short; discovery waits for it.
+    let config = EngineConfig {
+        first_sync_by_req: true,
+        ..outbox_config(&[listed.url()], &[])
+    };
+    let engine = start_engine(&store, config).await;
     let expected = [first_issue.id, second_issue.id].into_iter().collect();
     wait_for_store(&store, &engine, &expected, Duration::from_secs(30)).await;
     assert_eq!(second_home.websocket_connections_accepted(), 0);
