@@ -31,8 +31,8 @@ pub const DEFAULT_MAILBOX_PROBE_INTERVAL: Duration = Duration::from_secs(15 * 60
 pub const DEFAULT_RELAY_LIST_REFRESH: Duration = Duration::from_secs(6 * 3600);
 /// When a participant without a known relay list is asked again (1 h).
 pub const DEFAULT_RELAY_LIST_RETRY: Duration = Duration::from_secs(3600);
-/// Inventory items (repositories and root events) one mailbox probe covers at most.
-pub const MAILBOX_PROBE_ITEMS: usize = 256;
+/// Inventory items (repositories and root events) one mailbox probe covers at most (256).
+pub const DEFAULT_MAILBOX_PROBE_ITEMS: usize = 256;
 /// Authors named by one identity-query filter at most (well under the 32 KB filter budget).
 pub const IDENTITY_AUTHORS_PER_FILTER: usize = 256;
 /// Repositories and root events one participant is remembered for at most.
@@ -50,6 +50,8 @@ pub struct OutboxConfig {
     pub max_relays_per_participant: usize,
     /// Interval between two probes of one mailbox relay.
     pub mailbox_probe_interval: Duration,
+    /// Inventory items (repositories and root events) one mailbox probe covers at most.
+    pub mailbox_probe_items: usize,
     /// When a found relay list is asked for again.
     pub relay_list_refresh: Duration,
     /// When a participant without a known relay list is asked again.
@@ -63,6 +65,7 @@ impl Default for OutboxConfig {
             max_participants: DEFAULT_MAX_PARTICIPANTS,
             max_relays_per_participant: DEFAULT_MAX_RELAYS_PER_PARTICIPANT,
             mailbox_probe_interval: DEFAULT_MAILBOX_PROBE_INTERVAL,
+            mailbox_probe_items: DEFAULT_MAILBOX_PROBE_ITEMS,
             relay_list_refresh: DEFAULT_RELAY_LIST_REFRESH,
             relay_list_retry: DEFAULT_RELAY_LIST_RETRY,
         }

@@ -109,6 +109,8 @@ pub struct RawConfig {
     pub max_relays_per_participant: Option<usize>,
     /// Interval between two probes of one participant mailbox relay, e.g. `15m`.
     pub mailbox_probe_interval: Option<String>,
+    /// Repositories and root events one mailbox probe covers at most.
+    pub mailbox_probe_items: Option<usize>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -177,6 +179,7 @@ impl RawConfig {
                 .max_relays_per_participant
                 .or(self.max_relays_per_participant),
             mailbox_probe_interval: over.mailbox_probe_interval.or(self.mailbox_probe_interval),
+            mailbox_probe_items: over.mailbox_probe_items.or(self.mailbox_probe_items),
             relay: self.relay.merge(over.relay),
         }
     }

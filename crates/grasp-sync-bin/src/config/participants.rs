@@ -1,6 +1,6 @@
 //! The participant-discovery keys: `index_relays` (relays asked for participants' NIP-65
 //! relay lists besides the repository relays), `max_participants`,
-//! `max_relays_per_participant` and `mailbox_probe_interval`, as [`ParticipantArgs`] flags
+//! `max_relays_per_participant`, `mailbox_probe_interval` and `mailbox_probe_items`, as [`ParticipantArgs`] flags
 //! and `GRASP_SYNC_*` variables, resolved into the engine's `OutboxConfig`.
 
 use clap::Args;
@@ -33,6 +33,12 @@ pub(super) fn resolve(raw: &RawConfig) -> Result<OutboxConfig, ConfigError> {
             bounds::MAILBOX_PROBE_INTERVAL,
         )?
         .unwrap_or(defaults.mailbox_probe_interval),
+        mailbox_probe_items: count_in(
+            "mailbox_probe_items",
+            raw.mailbox_probe_items,
+            bounds::MAILBOX_PROBE_ITEMS,
+        )?
+        .unwrap_or(defaults.mailbox_probe_items),
         ..defaults
     })
 }
@@ -62,6 +68,9 @@ pub struct ParticipantArgs {
         value_name = "DURATION"
     )]
     pub mailbox_probe_interval: Option<String>,
+    /// Repositories and root events one mailbox probe covers at most [default: 256].
+    #[arg(long, env = "GRASP_SYNC_MAILBOX_PROBE_ITEMS", value_name = "N")]
+    pub mailbox_probe_items: Option<usize>,
 }
 
 impl ParticipantArgs {
@@ -71,5 +80,6 @@ impl ParticipantArgs {
         raw.max_participants = self.max_participants;
         raw.max_relays_per_participant = self.max_relays_per_participant;
         raw.mailbox_probe_interval = self.mailbox_probe_interval.clone();
+        raw.mailbox_probe_items = self.mailbox_probe_items;
     }
 }

@@ -681,7 +681,7 @@ fn participant_keys_are_read_range_checked_overridden_by_flags_and_reach_the_eng
     use clap::Parser;
 
     let settings = check_toml(
-        "index_relays = [\"wss://index.example\"]\nmax_participants = 50\nmax_relays_per_participant = 3\nmailbox_probe_interval = \"2m\"",
+        "index_relays = [\"wss://index.example\"]\nmax_participants = 50\nmax_relays_per_participant = 3\nmailbox_probe_interval = \"2m\"\nmailbox_probe_items = 40",
     )
     .expect("valid");
     let service = RelayUrl::parse("wss://grasp.example").expect("url");
@@ -693,6 +693,7 @@ fn participant_keys_are_read_range_checked_overridden_by_flags_and_reach_the_eng
     assert_eq!(outbox.max_participants, 50);
     assert_eq!(outbox.max_relays_per_participant, 3);
     assert_eq!(outbox.mailbox_probe_interval, Duration::from_secs(120));
+    assert_eq!(outbox.mailbox_probe_items, 40);
 
     let defaults = check_toml("").expect("defaults");
     assert_eq!(
@@ -710,6 +711,8 @@ fn participant_keys_are_read_range_checked_overridden_by_flags_and_reach_the_eng
         "max_relays_per_participant = 65",
         "mailbox_probe_interval = \"500ms\"",
         "mailbox_probe_interval = \"25h\"",
+        "mailbox_probe_items = 0",
+        "mailbox_probe_items = 10001",
         "index_relays = [\"not a url\"]",
     ] {
         let key = bad.split(' ').next().expect("key").to_owned();

@@ -576,9 +576,11 @@ impl Actor {
         runtime.stats.last_error = Some(why.to_owned());
         self.forget_negentropy_batch(relay, batch);
         self.recovery.handle_unrelated_failure(relay);
+        // Participant discovery keeps its own backoff; it is not the relay's history.
+        let discovery = self.outbox.refusal_scope(relay, batch).is_some();
         self.handle_cursor_queries_done(relay, batch, false);
         self.handle_probe_batch_done(relay, batch, false);
-        if self.pending.abandon_batch(relay, batch).is_some() {
+        if self.pending.abandon_batch(relay, batch).is_some() && !discovery {
             self.relays.register(relay).batch_failed = true;
             tracing::info!(%relay, %why, "historic batch failed; it will be retried");
         }

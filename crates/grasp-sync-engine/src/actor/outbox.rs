@@ -71,7 +71,10 @@ impl Outbox {
                 config.relay_list_refresh,
                 config.relay_list_retry,
             ),
-            mailboxes: MailboxInventory::new(config.mailbox_probe_interval),
+            mailboxes: MailboxInventory::new(
+                config.mailbox_probe_interval,
+                config.mailbox_probe_items,
+            ),
             index_relays: config.index_relays.iter().cloned().collect(),
             batches: BTreeMap::new(),
             identity_scope: IdentityScope::default(),

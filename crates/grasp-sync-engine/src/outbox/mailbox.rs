@@ -1,7 +1,7 @@
 //! Mailbox probes: a participant's write relays (and a maintainer's read relays) are asked,
 //! by REQ+EOSE only, for events tagging the repositories and root events the participant takes
 //! part in. Each mailbox relay keeps a rotating cursor over its inventory: a probe covers the
-//! next [`MAILBOX_PROBE_ITEMS`](super::MAILBOX_PROBE_ITEMS) items from each item's last
+//! next `mailbox_probe_items` items from each item's last
 //! successful probe (minus an overlap), and the cursor moves past them whether the probe
 //! succeeds or fails, so one failing filter cannot monopolise the mailbox. One probe is in
 //! flight per relay; the next is due one probe interval after the last started. The pause
@@ -12,8 +12,6 @@ use std::time::{Duration, Instant};
 
 use grasp_sync_model::{BatchId, RelayUrl, RepoCoordinate};
 use nostr::{EventId, Timestamp};
-
-use super::MAILBOX_PROBE_ITEMS;
 
 /// Overlap of a probe with the previous successful one of the same items.
 pub(crate) const PROBE_OVERLAP: Duration = Duration::from_secs(60);
@@ -53,14 +51,16 @@ pub(crate) struct ProbeChunk {
 #[derive(Debug)]
 pub(crate) struct MailboxInventory {
     interval: Duration,
+    items_per_probe: usize,
     relays: BTreeMap<RelayUrl, MailboxRelay>,
 }
 
 impl MailboxInventory {
-    /// Empty, probing each relay once per `interval`.
-    pub(crate) fn new(interval: Duration) -> Self {
+    /// Empty, probing each relay once per `interval` for at most `items_per_probe` items.
+    pub(crate) fn new(interval: Duration, items_per_probe: usize) -> Self {
         Self {
             interval,
+            items_per_probe: items_per_probe.max(1),
             relays: BTreeMap::new(),
         }
     }
@@ -130,6 +130,7 @@ impl MailboxInventory {
             return None;
         }
         let interval = self.interval;
+        let items_per_probe = self.items_per_probe;
         let entry = self.relays.get_mut(relay)?;
         let items = entry.coverage.items();
         if items.is_empty() {
@@ -140,7 +141,7 @@ impl MailboxInventory {
             .iter()
             .cycle()
             .skip(start)
-            .take(MAILBOX_PROBE_ITEMS.min(items.len()))
+            .take(items_per_probe.min(items.len()))
             .cloned()
             .collect();
         entry.position = (start + taken.len()) % items.len();

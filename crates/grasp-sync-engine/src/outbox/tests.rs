@@ -15,6 +15,8 @@ use super::*;
 use crate::error::RelayListError;
 
 const MIN: u64 = 60;
+/// Items per mailbox probe in these tests.
+const ITEMS: usize = 16;
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -247,7 +249,7 @@ fn index_relay_dial_waits_for_a_due_author_and_the_identity_pause() {
     let t0 = Instant::now();
     let mut source = health(t0);
     let mut lists = lists();
-    let mailboxes = MailboxInventory::new(secs(15 * MIN));
+    let mailboxes = MailboxInventory::new(secs(15 * MIN), ITEMS);
     let author = Keys::generate().public_key();
     assert!(!discovery_dial_due(
         &url(1),
@@ -310,7 +312,7 @@ fn inventory_of(relay: RelayUrl, coverage: MailboxCoverage) -> BTreeMap<RelayUrl
 fn mailbox_probe_waits_for_its_pause_and_only_success_resets_the_escalation() {
     let t0 = Instant::now();
     let mut box_health = health(t0);
-    let mut inventory = MailboxInventory::new(secs(MIN));
+    let mut inventory = MailboxInventory::new(secs(MIN), ITEMS);
     let relay = url(1);
     inventory.handle_inventory(inventory_of(relay.clone(), coverage(&[repo("a")], &[])), t0);
     let unix = Timestamp::from_secs(1_000);
@@ -346,9 +348,9 @@ fn mailbox_probe_waits_for_its_pause_and_only_success_resets_the_escalation() {
 #[test]
 fn the_cursor_moves_past_a_failing_probe_and_only_success_moves_since() {
     let t0 = Instant::now();
-    let mut inventory = MailboxInventory::new(secs(MIN));
+    let mut inventory = MailboxInventory::new(secs(MIN), ITEMS);
     let relay = url(1);
-    let roots: Vec<EventId> = (0..2 * MAILBOX_PROBE_ITEMS)
+    let roots: Vec<EventId> = (0..2 * ITEMS)
         .map(|i| {
             let mut bytes = [0u8; 32];
             bytes[..8].copy_from_slice(&(i as u64).to_be_bytes());
@@ -365,11 +367,11 @@ fn the_cursor_moves_past_a_failing_probe_and_only_success_moves_since() {
         chunk
     };
     let first = probe(t0, 1_000, 1, false);
-    assert_eq!(first.roots.len(), MAILBOX_PROBE_ITEMS);
+    assert_eq!(first.roots.len(), ITEMS);
     assert_eq!(first.since, None, "never probed: full history");
     // The next probe takes the items after the failed ones.
     let second = probe(t0 + secs(MIN), 2_000, 2, true);
-    assert_eq!(second.roots.len(), MAILBOX_PROBE_ITEMS);
+    assert_eq!(second.roots.len(), ITEMS);
     assert!(second.roots.iter().all(|r| !first.roots.contains(r)));
     // The failed items come round again, still from full history...
     let third = probe(t0 + secs(2 * MIN), 3_000, 3, true);
@@ -385,7 +387,7 @@ fn the_cursor_moves_past_a_failing_probe_and_only_success_moves_since() {
 #[test]
 fn one_probe_in_flight_and_the_next_one_interval_later() {
     let t0 = Instant::now();
-    let mut inventory = MailboxInventory::new(secs(MIN));
+    let mut inventory = MailboxInventory::new(secs(MIN), ITEMS);
     let relay = url(1);
     inventory.handle_inventory(inventory_of(relay.clone(), coverage(&[repo("a")], &[])), t0);
     let unix = Timestamp::from_secs(1_000);
@@ -414,7 +416,7 @@ fn mailbox_only_dial_waits_for_the_probe_deadline_and_the_pause() {
     let t0 = Instant::now();
     let mut box_health = health(t0);
     let lists = lists();
-    let mut inventory = MailboxInventory::new(secs(15 * MIN));
+    let mut inventory = MailboxInventory::new(secs(15 * MIN), ITEMS);
     let relay = url(1);
     inventory.handle_inventory(inventory_of(relay.clone(), coverage(&[repo("a")], &[])), t0);
     assert!(discovery_dial_due(
@@ -454,7 +456,7 @@ fn mailbox_only_dial_waits_for_the_probe_deadline_and_the_pause() {
 fn removing_a_mailbox_relay_retires_its_state() {
     let t0 = Instant::now();
     let mut box_health = health(t0);
-    let mut inventory = MailboxInventory::new(secs(15 * MIN));
+    let mut inventory = MailboxInventory::new(secs(15 * MIN), ITEMS);
     let relay = url(1);
     let cover = coverage(&[repo("a")], &[]);
     inventory.handle_inventory(inventory_of(relay.clone(), cover.clone()), t0);
