@@ -1,7 +1,8 @@
 //! The participant-discovery keys: `index_relays` (relays asked for participants' NIP-65
 //! relay lists besides the repository relays), `max_participants`,
-//! `max_relays_per_participant`, `mailbox_probe_interval` and `mailbox_probe_items`, as [`ParticipantArgs`] flags
-//! and `GRASP_SYNC_*` variables, resolved into the engine's `OutboxConfig`.
+//! `max_relays_per_participant`, `mailbox_probe_interval` and `mailbox_probe_items`, as
+//! [`ParticipantArgs`] flags and `GRASP_SYNC_*` variables, resolved into the engine's
+//! `OutboxConfig`.
 
 use clap::Args;
 use grasp_sync_engine::OutboxConfig;

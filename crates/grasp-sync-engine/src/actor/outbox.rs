@@ -6,11 +6,12 @@
 //!
 //! Identity discovery asks the index relays, the bootstrap relays and the connected repository
 //! relays for the kind-10002 lists of due participants (a repository relay only for the
-//! participants of the repositories it serves). A source whose identity query failed is paused source-wide
-//! (`PauseKind::Identity`, 5 min doubling to 1 h, reset only by a successful query), which
-//! also holds back authors added during the pause. A mailbox relay is probed for the
-//! repositories its participants take part in, history only; mailbox-only relays get no live
-//! subscription and are dialled only when a probe is due and their mailbox pause is over.
+//! participants of the repositories it serves). A source whose identity query failed is
+//! paused source-wide (`PauseKind::Identity`, 5 min doubling to 1 h, reset only by a
+//! successful query), which also holds back authors added during the pause. A mailbox relay
+//! is probed for the repositories its participants take part in, history only; mailbox-only
+//! relays get no live subscription and are dialled only when a probe is due and their mailbox
+//! pause is over.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
