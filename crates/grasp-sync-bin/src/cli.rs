@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{
-    AUTH_KEY_ENV, GitArgs, RawConfig, RawRelayLimits, SecretText, Settings, parse_bool,
+    AUTH_KEY_ENV, GitArgs, ParticipantArgs, RawConfig, RawRelayLimits, SecretText, Settings,
+    parse_bool,
 };
 use crate::error::ConfigError;
 use crate::sim::{Preset, Profiles};
@@ -168,6 +169,9 @@ pub struct RunArgs {
     /// Git data: mirror root, hook, fetcher limits, purgatory cap.
     #[command(flatten)]
     pub git: GitArgs,
+    /// Participant discovery: index relays, bounds, mailbox probe cadence.
+    #[command(flatten)]
+    pub participants: ParticipantArgs,
 }
 
 impl RunArgs {
@@ -210,6 +214,7 @@ impl RunArgs {
             ..RawConfig::default()
         };
         self.git.apply(&mut raw)?;
+        self.participants.apply(&mut raw);
         Ok(raw)
     }
 

@@ -158,6 +158,7 @@ pub async fn run_demo(
         relay: crate::RelayLimits::default(),
         git: crate::config::GitSettings::default(),
         auth_key: None,
+        participants: grasp_sync_engine::OutboxConfig::default(),
     };
     let started = Instant::now();
     let daemon = Daemon::start_on(&settings, listener).await?;

@@ -196,8 +196,14 @@ pub fn render_text(status: &EngineStatus) -> String {
     );
     let _ = writeln!(
         out,
-        "syncing {}  connected {}  paused {}  dead {}",
-        summary.syncing, summary.connected, summary.paused, summary.dead
+        "syncing {}  connected {}  paused {}  dead {}  participants {}  relay lists {}  mailbox relays {}",
+        summary.syncing,
+        summary.connected,
+        summary.paused,
+        summary.dead,
+        summary.participants,
+        summary.relay_lists,
+        summary.mailbox_relays
     );
     out.push('\n');
     let rows = rows(status, |_, _| None, Sort::default());

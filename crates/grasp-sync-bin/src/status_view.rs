@@ -31,6 +31,12 @@ pub(crate) struct Summary {
     pub(crate) dead: usize,
     /// Time since the daemon started, where known.
     pub(crate) uptime: Option<Duration>,
+    /// Participants of the tracked repositories.
+    pub(crate) participants: usize,
+    /// Participants whose NIP-65 relay list is known.
+    pub(crate) relay_lists: usize,
+    /// Relays probed as participants' mailboxes.
+    pub(crate) mailbox_relays: usize,
 }
 
 /// One relay's line of the table.
@@ -167,6 +173,9 @@ impl Summary {
             paused: count(is_paused),
             dead: count(|r| r.health == "dead"),
             uptime,
+            participants: status.participants.participants,
+            relay_lists: status.participants.relay_lists,
+            mailbox_relays: status.participants.mailbox_relays,
         }
     }
 }

@@ -59,6 +59,9 @@ pub struct EngineConfig {
     /// Interval of the paced historic catch-up for coverage a relay's byte cap keeps out of
     /// the live set (5 min; each query overlaps the previous by 1 min).
     pub catch_up_interval: Duration,
+    /// Participants' relays: index relays, bounds and cadences of identity discovery and
+    /// mailbox probes.
+    pub outbox: crate::outbox::OutboxConfig,
 }
 
 /// How long learned relay limits are restored after they were learned.
@@ -89,6 +92,7 @@ impl Default for EngineConfig {
             recovery: crate::negentropy::RecoveryConfig::default(),
             consolidation_margin: CONSOLIDATION_MARGIN,
             catch_up_interval: grasp_sync_ledger::CATCH_UP_INTERVAL,
+            outbox: crate::outbox::OutboxConfig::default(),
         }
     }
 }

@@ -70,3 +70,15 @@ impl StoreError {
         }
     }
 }
+
+/// Why an event was not taken as a participant's relay list.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum RelayListError {
+    /// The event is not a NIP-65 relay list (kind 10002).
+    #[error("kind {0} is not a relay list")]
+    WrongKind(u16),
+    /// The author takes part in none of the tracked repositories.
+    #[error("the author is not a participant")]
+    NotAParticipant,
+}

@@ -23,6 +23,7 @@ mod ingest;
 pub mod limits_memory;
 pub mod metrics;
 pub mod negentropy;
+pub mod outbox;
 mod refused;
 mod session;
 mod session_auth;
@@ -38,7 +39,7 @@ pub use clock::{Clock, TokioClock};
 pub use config::EngineConfig;
 pub use dial::DialLimits;
 pub use engine::{EngineEnd, EngineExit, EngineHandle, EngineParts, SyncEngine};
-pub use error::{StoreError, TransportError};
+pub use error::{RelayListError, StoreError, TransportError};
 pub use ingest::{HOOK_BATCH_WINDOW, IngestTotals};
 pub use limits_memory::{FileLimitsMemory, LimitsMemory, LimitsMemoryError, RelayLimitsRecord};
 pub use metrics::{RelayReading, SyncMetrics};
@@ -46,7 +47,11 @@ pub use negentropy::{
     FallbackReason, HydrationOutcome, HydrationPass, MissingEventRecovery, NegentropyCounts,
     NegentropyFallbacks, Nip77Support, NoNip77, RecoveryAttempt, RecoveryConfig, RecoveryExpiry,
 };
-pub use status::{EngineStatus, NegentropyStatus, RelayNip77Status, RelayStatus, TrackingStatus};
+pub use outbox::OutboxConfig;
+pub use status::{
+    EngineStatus, NegentropyStatus, ParticipantStatus, RelayNip77Status, RelayStatus,
+    TrackingStatus,
+};
 pub use store::{
     GitDataProbe, GraspDatabase, GraspPolicy, GraspWritePolicy, GuardedStore, LmdbStore,
     MemoryStore, PolicyConfig, PolicyDecision, PurgatoryConfig, PurgatoryParts, PurgatoryStats,

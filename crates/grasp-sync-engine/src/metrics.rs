@@ -49,6 +49,8 @@ pub struct SyncMetrics {
     address_refusals: Counter<u64>,
     untracked: Gauge<u64>,
     waiting_roots: Gauge<u64>,
+    participants: Gauge<u64>,
+    participant_discovery: Gauge<u64>,
     rejected_entries: Gauge<u64>,
     rejected_evictions: Counter<u64>,
     /// Evictions already counted (hot, cold): the store reports totals, the counter adds.
@@ -162,6 +164,14 @@ impl SyncMetrics {
                 .u64_gauge("grasp_sync_waiting_roots")
                 .with_description("root events whose repository is not tracked yet: remembered now (state waiting), and not remembered since start because max_waiting_roots were (state dropped)")
                 .build(),
+            participants: meter
+                .u64_gauge("grasp_sync_participants")
+                .with_description("participants of tracked repositories: tracked now (state tracked), turned away by max_participants since start (state dropped), with a known NIP-65 relay list (state with_relay_list), and their relays probed as mailboxes (state mailbox_relays)")
+                .build(),
+            participant_discovery: meter
+                .u64_gauge("grasp_sync_participant_discovery")
+                .with_description("participant discovery since start, by kind (identity: kind-10002 queries; mailbox: mailbox probes) and outcome (started, failed)")
+                .build(),
             address_refusals: meter
                 .u64_counter("grasp_sync_address_refusals_total")
                 .with_description("relays refused by the address policy, by stage (discovery: by URL; dial: by resolved address) and reason (internal, denied)")
@@ -240,6 +250,33 @@ impl SyncMetrics {
             .record(waiting, &[KeyValue::new("state", "waiting")]);
         self.waiting_roots
             .record(dropped, &[KeyValue::new("state", "dropped")]);
+    }
+
+    /// Participants and their relays now ([`ParticipantStatus`](crate::status::ParticipantStatus)).
+    pub fn record_participants(&self, status: &crate::status::ParticipantStatus) {
+        for (state, value) in [
+            ("tracked", status.participants as u64),
+            ("dropped", status.participants_dropped),
+            ("with_relay_list", status.relay_lists as u64),
+            ("mailbox_relays", status.mailbox_relays as u64),
+        ] {
+            self.participants
+                .record(value, &[KeyValue::new("state", state)]);
+        }
+        for (kind, outcome, value) in [
+            ("identity", "started", status.identity_queries),
+            ("identity", "failed", status.identity_failures),
+            ("mailbox", "started", status.mailbox_probes),
+            ("mailbox", "failed", status.mailbox_failures),
+        ] {
+            self.participant_discovery.record(
+                value,
+                &[
+                    KeyValue::new("kind", kind),
+                    KeyValue::new("outcome", outcome),
+                ],
+            );
+        }
     }
 
     /// What the tracking bounds leave out now.

@@ -7,7 +7,9 @@
 //!
 //! The reader reports an EOSE only once the store answered every event the session delivered
 //! before it, and reports each event the store failed to save ([`SessionEvent::Unsaved`])
-//! before that EOSE, so the actor never confirms a batch over a failed write.
+//! before that EOSE, so the actor never confirms a batch over a failed write. Relay lists
+//! (kind 10002) are the exception: verified here and handed to the actor only, never to the
+//! store.
 
 use std::sync::Arc;
 
@@ -229,10 +231,19 @@ async fn run_reader(
                 event,
             } => {
                 let event = Arc::new(*event);
-                let watch = saves.watch(subscription_id.clone()).await;
-                ingestor
-                    .submit(key.relay.clone(), Event::clone(&event), watch)
-                    .await;
+                if event.kind == nostr::Kind::RelayList {
+                    // A participant's relay list is kept by the actor in memory, never offered
+                    // to the store; it is verified here since the store will not see it.
+                    if event.verify().is_err() {
+                        tracing::debug!(id = %event.id, relay = %key.relay, "relay list with a bad signature dropped");
+                        continue;
+                    }
+                } else {
+                    let watch = saves.watch(subscription_id.clone()).await;
+                    ingestor
+                        .submit(key.relay.clone(), Event::clone(&event), watch)
+                        .await;
+                }
                 SessionEvent::Event {
                     subscription_id,
                     event,

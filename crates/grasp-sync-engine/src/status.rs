@@ -23,6 +23,8 @@ pub struct EngineStatus {
     pub address_refusals: BTreeMap<String, u64>,
     /// The tracking bounds and what they leave out now.
     pub tracking: TrackingStatus,
+    /// Participants of the tracked repositories, their relay lists and mailbox probes.
+    pub participants: ParticipantStatus,
     /// The own store's rejected-events index: how full its tiers are and how often their
     /// bounds made it forget an entry; `None` for a store without one.
     pub rejected_index: Option<crate::store::RejectedUsage>,
@@ -55,6 +57,43 @@ pub struct TrackingStatus {
     /// Pending missing-event recovery IDs one relay may hold (`max_recovery_ids_per_relay`);
     /// the IDs past it count as expired in `negentropy`.
     pub max_recovery_ids_per_relay: usize,
+}
+
+/// Participant discovery: who takes part in the tracked repositories, their NIP-65 relay
+/// lists, and the mailbox relays probed for them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ParticipantStatus {
+    /// Participants tracked at most (`max_participants`).
+    pub max_participants: usize,
+    /// Participants tracked now.
+    pub participants: usize,
+    /// Participants turned away by the cap since start.
+    pub participants_dropped: u64,
+    /// Relays taken from one participant's list at most (`max_relays_per_participant`).
+    pub max_relays_per_participant: usize,
+    /// Participants whose relay list is known.
+    pub relay_lists: usize,
+    /// Relay lists received that replaced what was known, since start.
+    pub relay_lists_received: u64,
+    /// Index relays configured (`index_relays`).
+    pub index_relays: usize,
+    /// Relays probed as participants' mailboxes now.
+    pub mailbox_relays: usize,
+    /// Interval between two probes of one mailbox relay, in seconds.
+    pub mailbox_probe_interval_secs: u64,
+    /// Identity queries (kind 10002) started since start.
+    pub identity_queries: u64,
+    /// Identity queries failed since start.
+    pub identity_failures: u64,
+    /// Mailbox probes started since start.
+    pub mailbox_probes: u64,
+    /// Mailbox probes failed since start.
+    pub mailbox_failures: u64,
+    /// Relays whose identity discovery is paused now.
+    pub identity_paused_relays: usize,
+    /// Relays whose mailbox probes are paused now.
+    pub mailbox_paused_relays: usize,
 }
 
 /// NIP-77 activity over the engine's life.

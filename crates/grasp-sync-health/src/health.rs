@@ -200,6 +200,12 @@ impl RelayHealth {
         self.pause_mut(kind.into()).reset_escalation();
     }
 
+    /// The relay left the scope of mailbox probes or identity discovery (`kind`): its pause and
+    /// escalation of that kind are forgotten, as if it had never failed.
+    pub fn handle_discovery_retired(&mut self, kind: DiscoveryKind) {
+        self.pause_mut(kind.into()).retire();
+    }
+
     /// The recovery probe succeeded at `now`: the episode is over.
     pub fn handle_probe_succeeded(&mut self, now: Instant) {
         self.settle(now);

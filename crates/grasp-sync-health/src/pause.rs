@@ -133,4 +133,12 @@ impl EscalatingPause {
     pub(crate) fn reset_escalation(&mut self) {
         self.streak = 0;
     }
+
+    /// Forgets everything: the escalation, the deadline and the latest refusal.
+    pub(crate) fn retire(&mut self) {
+        self.streak = 0;
+        self.until = None;
+        self.armed = false;
+        self.last_refusal = None;
+    }
 }

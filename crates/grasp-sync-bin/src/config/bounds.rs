@@ -47,6 +47,14 @@ pub const GIT_FETCH_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
 pub const PURGATORY_INTERVAL: RangeInclusive<Duration> = Duration::from_millis(100)..=HOUR;
 /// `git_fetch_concurrency`: 1 to 64.
 pub const GIT_FETCH_CONCURRENCY: RangeInclusive<usize> = 1..=64;
+/// `max_participants`: 1 to 1,000,000.
+pub const MAX_PARTICIPANTS: RangeInclusive<usize> = 1..=1_000_000;
+/// `max_relays_per_participant`: 1 to 64.
+pub const MAX_RELAYS_PER_PARTICIPANT: RangeInclusive<usize> = 1..=64;
+/// `mailbox_probe_items`: 1 to 10,000.
+pub const MAILBOX_PROBE_ITEMS: RangeInclusive<usize> = 1..=10_000;
+/// `mailbox_probe_interval`: 1 s to 1 day.
+pub const MAILBOX_PROBE_INTERVAL: RangeInclusive<Duration> = SECOND..=DAY;
 /// `relay.header_read_timeout` and `relay.idle_timeout`: 1 s to 1 day.
 pub const RELAY_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
 

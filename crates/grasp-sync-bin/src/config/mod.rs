@@ -7,6 +7,7 @@ mod auth;
 pub mod bounds;
 mod duration;
 mod git;
+mod participants;
 mod relay;
 
 use std::net::SocketAddr;
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use grasp_sync_engine::store::{DEFAULT_COLD_CAPACITY, DEFAULT_MAX_FUTURE_CREATED_AT};
-use grasp_sync_engine::{AddressPolicy, EngineConfig, RecoveryConfig};
+use grasp_sync_engine::{AddressPolicy, EngineConfig, OutboxConfig, RecoveryConfig};
 use grasp_sync_health::HealthConfig;
 use grasp_sync_model::{RelayUrl, TrackingBounds};
 use serde::Deserialize;
@@ -29,6 +30,7 @@ pub use git::{
     DEFAULT_GIT_FETCH_CONCURRENCY, DEFAULT_GIT_FETCH_MAX_SIZE, DEFAULT_GIT_FETCH_TIMEOUT,
     DEFAULT_PURGATORY_INTERVAL, GitArgs, GitSettings,
 };
+pub use participants::ParticipantArgs;
 pub use relay::RawRelayLimits;
 
 /// Default address of the embedded relay.
@@ -106,6 +108,16 @@ pub struct RawConfig {
     /// The NIP-42 signing key itself, from `GRASP_SYNC_AUTH_KEY` only (never the file).
     #[serde(skip)]
     pub auth_key: Option<SecretText>,
+    /// Relays asked for participants' NIP-65 relay lists.
+    pub index_relays: Option<Vec<String>>,
+    /// Participants of tracked repositories remembered at most.
+    pub max_participants: Option<usize>,
+    /// Relays taken from one participant's relay list at most.
+    pub max_relays_per_participant: Option<usize>,
+    /// Interval between two probes of one participant mailbox relay, e.g. `15m`.
+    pub mailbox_probe_interval: Option<String>,
+    /// Repositories and root events one mailbox probe covers at most.
+    pub mailbox_probe_items: Option<usize>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -170,6 +182,13 @@ impl RawConfig {
             purgatory_interval: over.purgatory_interval.or(self.purgatory_interval),
             auth_key_file: over.auth_key_file.or(self.auth_key_file),
             auth_key: over.auth_key.or(self.auth_key),
+            index_relays: over.index_relays.or(self.index_relays),
+            max_participants: over.max_participants.or(self.max_participants),
+            max_relays_per_participant: over
+                .max_relays_per_participant
+                .or(self.max_relays_per_participant),
+            mailbox_probe_interval: over.mailbox_probe_interval.or(self.mailbox_probe_interval),
+            mailbox_probe_items: over.mailbox_probe_items.or(self.mailbox_probe_items),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -222,6 +241,8 @@ pub struct Settings {
     pub git: GitSettings,
     /// The key that answers relays' NIP-42 challenges; `None` answers none.
     pub auth_key: Option<AuthKey>,
+    /// Participant discovery: index relays and the bounds and cadence of mailbox probes.
+    pub participants: OutboxConfig,
 }
 
 impl Settings {
@@ -229,6 +250,7 @@ impl Settings {
     /// in its range in [`bounds`].
     pub fn resolve(raw: RawConfig) -> Result<Settings, ConfigError> {
         let git = GitSettings::resolve(&raw)?;
+        let participants = participants::resolve(&raw)?;
         let defaults = EngineConfig::default();
         let tracking = defaults.tracking;
         let health = HealthConfig::default();
@@ -339,6 +361,7 @@ impl Settings {
             relay,
             git,
             auth_key: auth::resolve_auth_key(raw.auth_key.as_ref(), raw.auth_key_file.as_deref())?,
+            participants,
         })
     }
 
@@ -363,6 +386,7 @@ impl Settings {
                 connect_backoff_max: self.backoff_cap,
                 ..HealthConfig::default()
             },
+            outbox: self.participants.clone(),
             ..EngineConfig::default()
         }
     }
@@ -429,7 +453,7 @@ fn url_key(key: &'static str, value: Option<&str>) -> Result<Option<RelayUrl>, C
     value.map(|text| parse_url(key, text)).transpose()
 }
 
-fn url_list_key(
+pub(crate) fn url_list_key(
     key: &'static str,
     values: Option<Vec<String>>,
 ) -> Result<Vec<RelayUrl>, ConfigError> {

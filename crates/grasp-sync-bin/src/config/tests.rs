@@ -675,3 +675,78 @@ fn git_counts_and_durations_have_their_ranges() {
     check_range("git_root", &["\"/srv/git\""], &["\"\""], "");
     check_range("on_sync_hook", &["\"logger\""], &["\"  \""], "");
 }
+
+#[test]
+fn participant_keys_are_read_range_checked_overridden_by_flags_and_reach_the_engine() {
+    use clap::Parser;
+
+    let settings = check_toml(
+        "index_relays = [\"wss://index.example\"]\nmax_participants = 50\nmax_relays_per_participant = 3\nmailbox_probe_interval = \"2m\"\nmailbox_probe_items = 40",
+    )
+    .expect("valid");
+    let service = RelayUrl::parse("wss://grasp.example").expect("url");
+    let outbox = settings.engine_config(&service).outbox;
+    assert_eq!(
+        outbox.index_relays,
+        vec![RelayUrl::parse("wss://index.example").expect("url")]
+    );
+    assert_eq!(outbox.max_participants, 50);
+    assert_eq!(outbox.max_relays_per_participant, 3);
+    assert_eq!(outbox.mailbox_probe_interval, Duration::from_secs(120));
+    assert_eq!(outbox.mailbox_probe_items, 40);
+
+    let defaults = check_toml("").expect("defaults");
+    assert_eq!(
+        defaults.participants,
+        grasp_sync_engine::OutboxConfig::default()
+    );
+    assert!(
+        defaults.participants.index_relays.is_empty(),
+        "none by default"
+    );
+    for bad in [
+        "max_participants = 0",
+        "max_participants = 1000001",
+        "max_relays_per_participant = 0",
+        "max_relays_per_participant = 65",
+        "mailbox_probe_interval = \"500ms\"",
+        "mailbox_probe_interval = \"25h\"",
+        "mailbox_probe_items = 0",
+        "mailbox_probe_items = 10001",
+        "index_relays = [\"not a url\"]",
+    ] {
+        let key = bad.split(' ').next().expect("key").to_owned();
+        assert_eq!(check_toml(bad).map(|_| ()), Err(key), "{bad}");
+    }
+
+    let cli = crate::Cli::try_parse_from([
+        "grasp-sync",
+        "run",
+        "--index-relay",
+        "wss://a.example",
+        "--index-relay",
+        "wss://b.example",
+        "--max-participants",
+        "9",
+        "--mailbox-probe-interval",
+        "30s",
+    ])
+    .expect("flags");
+    let crate::Command::Run(args) = cli.command else {
+        panic!("run");
+    };
+    let file = RawConfig::from_toml(
+        "index_relays = [\"wss://file.example\"]\nmax_participants = 3\nmax_relays_per_participant = 2",
+        "test.toml",
+    )
+    .expect("file");
+    let settings =
+        Settings::resolve(file.merge(args.overrides().expect("overrides"))).expect("valid");
+    assert_eq!(settings.participants.index_relays.len(), 2);
+    assert_eq!(settings.participants.max_participants, 9);
+    assert_eq!(settings.participants.max_relays_per_participant, 2);
+    assert_eq!(
+        settings.participants.mailbox_probe_interval,
+        Duration::from_secs(30)
+    );
+}

@@ -451,6 +451,7 @@ pub async fn run_sim(
         relay: crate::RelayLimits::default(),
         git: crate::config::GitSettings::default(),
         auth_key: None,
+        participants: grasp_sync_engine::OutboxConfig::default(),
     };
     let started = Instant::now();
     let daemon = Daemon::start_on(&settings, listener).await?;

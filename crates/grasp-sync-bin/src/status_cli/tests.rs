@@ -69,6 +69,10 @@ fn the_text_has_the_summary_and_one_line_per_relay_with_its_notes() {
         lines[1].contains("syncing 1  connected 1  paused 1  dead 0"),
         "{text}"
     );
+    assert!(
+        lines[1].contains("participants 0  relay lists 0  mailbox relays 0"),
+        "{text}"
+    );
     assert!(lines[3].starts_with("RELAY"), "{text}");
     assert!(
         lines[4].starts_with("wss://a.example/ (bootstrap)  connected  ratelimited"),

@@ -129,7 +129,7 @@ fn push_now<'a>(samples: &mut Vec<&'a Sample>, now: &'a Sample) {
 }
 
 fn render_summary(out: &mut String, summary: &Summary) {
-    let figures: [(&str, &str, u64, &str); 8] = [
+    let figures: [(&str, &str, u64, &str); 10] = [
         ("repos", "repositories", summary.repos as u64, ""),
         ("root-events", "root events", summary.root_events as u64, ""),
         ("relays", "relays tracked", summary.relays as u64, ""),
@@ -138,6 +138,18 @@ fn render_summary(out: &mut String, summary: &Summary) {
         ("connected", "connected", summary.connected as u64, "ok"),
         ("paused", "paused", summary.paused as u64, "warn"),
         ("dead", "dead", summary.dead as u64, "bad"),
+        (
+            "participants",
+            "participants",
+            summary.participants as u64,
+            "",
+        ),
+        (
+            "mailbox-relays",
+            "mailbox relays",
+            summary.mailbox_relays as u64,
+            "",
+        ),
     ];
     out.push_str(r#"<section class="summary">"#);
     for (id, label, value, tone) in figures {

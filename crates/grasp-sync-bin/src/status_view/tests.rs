@@ -10,6 +10,12 @@ fn status() -> EngineStatus {
     let mut status = EngineStatus {
         repos_tracked: 4,
         root_events_tracked: 9,
+        participants: grasp_sync_engine::ParticipantStatus {
+            participants: 5,
+            relay_lists: 2,
+            mailbox_relays: 3,
+            ..Default::default()
+        },
         ..EngineStatus::default()
     };
     let relay = |connection: &str, health: &str, saved, used, budget| RelayStatus {
@@ -60,6 +66,9 @@ fn the_summary_counts_relays_by_state() {
             paused: 1,
             dead: 1,
             uptime: Some(Duration::from_secs(61)),
+            participants: 5,
+            relay_lists: 2,
+            mailbox_relays: 3,
         }
     );
 }

@@ -99,5 +99,6 @@ impl Actor {
                 .handle_batch_done(batch, success);
             runtime.catch_up.query.handle_batch_done(batch, success);
         }
+        self.handle_outbox_batch_done(relay, batch, success);
     }
 }

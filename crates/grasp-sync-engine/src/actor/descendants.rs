@@ -77,6 +77,7 @@ impl Actor {
                 members.coordinates.insert(coordinate, root);
             }
         }
+        self.note_reply_author(event.pubkey, root);
     }
 
     /// The maintenance tick: descendant coverage for members new to each relay, and the paced

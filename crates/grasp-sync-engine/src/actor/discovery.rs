@@ -23,8 +23,18 @@ impl Actor {
             match Nip34Event::parse_with_limits(event, self.repos.limits()) {
                 Ok(Nip34Event::Announcement(announcement)) => {
                     update.merge(self.repos.handle_announcement(&announcement));
+                    let repo = &announcement.coordinate;
+                    self.note_maintainer(*repo.owner(), repo);
+                    for maintainer in &announcement.maintainers {
+                        self.note_maintainer(*maintainer, repo);
+                    }
                 }
-                Ok(Nip34Event::Root(root)) => update.merge(self.repos.handle_root_event(&root)),
+                Ok(Nip34Event::Root(root)) => {
+                    update.merge(self.repos.handle_root_event(&root));
+                    for repo in &root.repos {
+                        self.note_root_author(root.author, repo);
+                    }
+                }
                 // State events are not part of the self feed; ignore if one slips in.
                 Ok(Nip34Event::State(_)) => {}
                 Err(error) => {
@@ -164,8 +174,14 @@ impl Actor {
         }
     }
 
-    /// Whether a relay still has a reason to be connected.
+    /// Whether a relay still has a reason to be tracked: repository work or participant
+    /// discovery.
     pub(super) fn wants_connection(&self, relay: &RelayUrl) -> bool {
+        self.wants_repo_connection(relay) || self.wants_outbox_connection(relay)
+    }
+
+    /// Whether a relay has repository work: bootstrap, a target, or confirmed coverage.
+    pub(super) fn wants_repo_connection(&self, relay: &RelayUrl) -> bool {
         let bootstrap = self.relays.get(relay).is_some_and(|s| s.is_bootstrap);
         let desired = self.targets.get(relay).is_some_and(|t| !t.is_empty());
         let confirmed = self

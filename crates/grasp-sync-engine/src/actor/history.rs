@@ -588,9 +588,11 @@ impl Actor {
         runtime.stats.last_error = Some(why.to_owned());
         self.forget_negentropy_batch(relay, batch);
         self.recovery.handle_unrelated_failure(relay);
+        // Participant discovery keeps its own backoff; it is not the relay's history.
+        let discovery = self.outbox.refusal_scope(relay, batch).is_some();
         self.handle_cursor_queries_done(relay, batch, false);
         self.handle_probe_batch_done(relay, batch, false);
-        if self.pending.abandon_batch(relay, batch).is_some() {
+        if self.pending.abandon_batch(relay, batch).is_some() && !discovery {
             self.relays.register(relay).batch_failed = true;
             tracing::info!(%relay, %why, "historic batch failed; it will be retried");
         }
@@ -601,6 +603,9 @@ impl Actor {
     /// Re-derives coverage after a failure or a pause: Layer 1 if it never completed, then the
     /// three-way diff.
     pub(super) fn retry_coverage(&mut self, relay: &RelayUrl) {
+        if !self.wants_repo_connection(relay) {
+            return; // participant discovery retries on its own deadlines
+        }
         let needs_announcements = self
             .runtimes
             .get(relay)

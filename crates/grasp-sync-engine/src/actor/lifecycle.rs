@@ -62,6 +62,9 @@ impl Actor {
                 self.retire(&relay);
                 continue;
             }
+            // A relay wanted only for participant discovery is dialled when its work is due.
+            let dial_wanted =
+                self.wants_repo_connection(&relay) || self.outbox_dial_due(&relay, now);
             let Some(runtime) = self.runtimes.get_mut(&relay) else {
                 continue;
             };
@@ -73,7 +76,7 @@ impl Actor {
                 }
                 continue;
             }
-            if runtime.dialing.is_none() && runtime.health.can_dial(now) {
+            if dial_wanted && runtime.dialing.is_none() && runtime.health.can_dial(now) {
                 self.next_attempt += 1;
                 let attempt = self.next_attempt;
                 if let Some(runtime) = self.runtimes.get_mut(&relay) {
@@ -142,6 +145,7 @@ impl Actor {
             runtime.unsaved_batches.clear();
             runtime.refused.handle_probes_lost();
         }
+        self.forget_outbox_batches(relay);
     }
 
     /// A relay nobody references any more: close it and forget it (bootstrap relays never).
@@ -399,6 +403,10 @@ impl Actor {
     /// items that the index still wants are made live again and fetched from `since`; then the
     /// diff adds whatever is new.
     pub(super) fn quick_reconnect(&mut self, relay: &RelayUrl, since: Timestamp) {
+        if !self.wants_repo_connection(relay) {
+            self.start_outbox_session(relay);
+            return;
+        }
         let unix = self.clock.unix_now();
         self.forget_pending(relay);
         let state = self.relays.register(relay);
@@ -475,6 +483,10 @@ impl Actor {
     /// Fresh start: forget pending and confirmed state, open Layer 1 live and historic, then
     /// derive everything else through the three-way diff.
     fn fresh_start(&mut self, relay: &RelayUrl) {
+        if !self.wants_repo_connection(relay) {
+            self.start_outbox_session(relay);
+            return;
+        }
         let unix = self.clock.unix_now();
         self.abandon_transients(relay);
         self.forget_pending(relay);

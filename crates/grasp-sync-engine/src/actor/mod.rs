@@ -18,6 +18,7 @@ mod lifecycle;
 pub(crate) mod limits_keeper;
 mod live;
 mod negentropy;
+mod outbox;
 mod refusal;
 mod runtime;
 mod status;
@@ -95,6 +96,8 @@ pub(crate) struct Actor {
     root_ids: HashSet<EventId>,
     /// Direct members seen on any relay, with their roots.
     members: descendants::DirectMembers,
+    /// Participants, their relay lists and the mailbox relays probed for them.
+    outbox: outbox::Outbox,
 
     /// Self-feed events waiting for the next batch window.
     feed_buffer: Vec<Event>,
@@ -145,6 +148,7 @@ impl Actor {
         let recovery = MissingEventRecovery::new(config.recovery);
         let repos = RepoSyncIndex::new(AnnouncementLimits::default())
             .with_max_waiting_roots(config.max_waiting_roots);
+        let outbox = outbox::Outbox::new(&config.outbox);
         let mut actor = Self {
             next_batch_at: now + config.batch_window,
             next_purgatory_at: now,
@@ -168,6 +172,7 @@ impl Actor {
             targets: BTreeMap::new(),
             root_ids: HashSet::new(),
             members: descendants::DirectMembers::default(),
+            outbox,
             feed_buffer: Vec::new(),
             feed_open: true,
             address_refusals: AddressRefusals::default(),
@@ -232,6 +237,7 @@ impl Actor {
             self.next_batch_at = now + self.config.batch_window;
             self.process_feed_batch();
             self.sync_descendants();
+            self.drive_outbox();
             let relays: Vec<RelayUrl> = self.runtimes.keys().cloned().collect();
             for relay in relays {
                 self.run_catch_up(&relay);

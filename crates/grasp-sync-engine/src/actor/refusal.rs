@@ -34,6 +34,9 @@ impl Actor {
                 subscription_id,
                 event,
             } => {
+                if event.kind == nostr::Kind::RelayList {
+                    self.handle_relay_list_event(&event);
+                }
                 self.note_direct_member(&event);
                 let exact_batch = self
                     .runtimes
@@ -112,6 +115,10 @@ impl Actor {
             },
             _ => RefusalScope::Retired,
         };
+        // An identity query or mailbox probe refused pauses only that discovery.
+        let scope = transient
+            .and_then(|(batch, _, _)| self.outbox.refusal_scope(relay, batch))
+            .unwrap_or(scope);
         let sent = session.sent_order(subscription_id);
         if scope == RefusalScope::Retired {
             // An answer to a subscription already retired (replaced, abandoned or closed): the

@@ -116,6 +116,7 @@ impl Actor {
                 waiting_roots_dropped: self.repos.waiting_roots_dropped(),
                 max_recovery_ids_per_relay: self.config.recovery.max_pending_per_relay,
             },
+            participants: self.participant_status(),
             rejected_index: self.ingestor.store().rejected_usage(),
             purgatory: self.purgatory.status(),
             repos_tracked: self.repos.len(),
@@ -171,6 +172,7 @@ impl Actor {
             .map(|r| self.pending.batches(r).len())
             .sum();
         metrics.record_negentropy(&self.negentropy_status());
+        metrics.record_participants(&self.participant_status());
         metrics.record_totals(self.runtimes.len() as u64, connected, dead, pending as u64);
         metrics.record_untracked(
             self.tracking_report.relays_over_cap as u64,

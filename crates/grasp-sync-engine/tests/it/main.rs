@@ -10,6 +10,7 @@ mod learned_restart;
 mod memory;
 mod negentropy;
 mod notice;
+mod participants;
 mod rate_limit;
 mod reconnect;
 mod support;

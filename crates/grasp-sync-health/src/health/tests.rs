@@ -625,6 +625,22 @@ fn identity_pause_is_independent_of_mailbox_and_sync() {
 }
 
 #[test]
+fn retiring_a_discovery_kind_forgets_its_pause_and_escalation_only() {
+    let (mut h, t0) = relay();
+    h.handle_failure(PauseKind::Mailbox, t0);
+    let at = t0 + secs(300);
+    h.handle_failure(PauseKind::Mailbox, at);
+    h.handle_failure(PauseKind::Identity, at);
+    h.handle_discovery_retired(DiscoveryKind::Mailbox);
+    assert!(!h.is_paused(PauseKind::Mailbox, at));
+    assert!(h.is_paused(PauseKind::Identity, at));
+    assert_eq!(
+        pause_length(h.handle_failure(PauseKind::Mailbox, at), at),
+        secs(300)
+    );
+}
+
+#[test]
 fn discovery_failures_during_a_pause_do_not_extend_it() {
     let (mut h, t0) = relay();
     h.handle_failure(PauseKind::Mailbox, t0);
