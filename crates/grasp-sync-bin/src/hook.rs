@@ -151,6 +151,8 @@ async fn run_once(config: &HookConfig, input: &[u8]) -> anyhow::Result<()> {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(&config.command)
+        // The NIP-42 signing key stays with the daemon.
+        .env_remove(crate::config::AUTH_KEY_ENV)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .kill_on_drop(true)

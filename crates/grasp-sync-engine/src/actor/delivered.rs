@@ -1,15 +1,15 @@
-//! The event IDs one relay delivered in the current session, while its first sync may still
-//! trade NIP-77 rounds for REQ+EOSE: the store's held events that this relay sent itself
-//! would be sent again by a REQ, so they keep a batch on NIP-77.
+//! The event IDs one relay delivered, across its sessions, while its first sync may still trade
+//! NIP-77 rounds for REQ+EOSE: the store's held events that this relay sent itself would be
+//! sent again by a REQ, so they keep a batch on NIP-77.
 
 use std::collections::HashSet;
 
 use nostr::EventId;
 
-/// Most IDs remembered per session; past it, every batch of the session stays on NIP-77.
+/// Most IDs remembered per relay; past it, the relay's batches stay on NIP-77.
 pub(super) const MAX_DELIVERED_IDS: usize = 50_000;
 
-/// IDs a relay delivered in this session, bounded by [`MAX_DELIVERED_IDS`].
+/// IDs a relay delivered during its first sync, bounded by [`MAX_DELIVERED_IDS`].
 #[derive(Debug, Default)]
 pub(super) struct DeliveredIds {
     ids: HashSet<EventId>,

@@ -63,6 +63,14 @@ impl Actor {
             return;
         };
         let members = &mut self.members;
+        if members.ids.contains_key(&event.id) {
+            return;
+        }
+        // The session hands events on before the store verifies them: a forged reply must not
+        // take a member's or a participant's place.
+        if event.verify().is_err() {
+            return;
+        }
         if members.ids.len() + members.coordinates.len() >= MAX_MEMBERS {
             if !members.overflow_logged {
                 members.overflow_logged = true;

@@ -93,6 +93,8 @@ impl Actor {
         }
         self.targets = targets;
         self.tracking_report = report;
+        // The mailbox inventory subtracts what the targets cover: derive it again.
+        self.outbox.dirty = true;
         self.root_ids = self
             .repos
             .iter()

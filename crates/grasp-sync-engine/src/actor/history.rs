@@ -648,7 +648,14 @@ impl Actor {
                     }
                 }
             }
-            if !expired.is_empty() {
+        }
+        // A silent discovery query backs off its own discovery work (its batch's failure), not
+        // the relay's history.
+        let repository_work = expired
+            .iter()
+            .any(|batch| self.outbox.refusal_scope(relay, *batch).is_none());
+        if repository_work {
+            if let Some(runtime) = self.runtimes.get_mut(relay) {
                 runtime
                     .health
                     .handle_failure(grasp_sync_health::PauseKind::Request, now);

@@ -309,7 +309,6 @@ impl Actor {
             rebuild_pending: false,
             neg_queue: VecDeque::new(),
             neg_in_flight: BTreeMap::new(),
-            delivered: Default::default(),
         });
         runtime.stats.connections += 1;
         runtime.completion_check = None;
@@ -614,12 +613,8 @@ impl Actor {
                 let unix = self.clock.unix_now();
                 let state = self.relays.register(relay);
                 state.complete_historic_sync(unix);
-                if let Some(session) = self
-                    .runtimes
-                    .get_mut(relay)
-                    .and_then(|r| r.session.as_mut())
-                {
-                    session.delivered.retire();
+                if let Some(runtime) = self.runtimes.get_mut(relay) {
+                    runtime.delivered.retire();
                 }
                 let state = self.relays.register(relay);
                 if state.connection_status == ConnectionStatus::ConnectedHistoricSyncFailures {

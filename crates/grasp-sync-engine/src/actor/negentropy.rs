@@ -370,7 +370,7 @@ impl Actor {
     /// goes by REQ+EOSE and NIP-77 stays for reconciling coverage the store holds. "Barely" is
     /// fewer than [`FIRST_SYNC_MAX_HELD`] events for a batch of several filters during the
     /// first sync of a store that was empty when the engine started, on a relay that has not
-    /// completed a historic sync yet and delivered none of them in this session (so REQ+EOSE
+    /// completed a historic sync yet and delivered none of them so far (so REQ+EOSE
     /// sends again at most that many events, which other relays delivered first, to save
     /// starts; the relay's own deliveries, such as replies that tag both a repository and a
     /// root, would be pure repeats). It is none at all for a one-filter batch
@@ -419,7 +419,7 @@ impl Actor {
                     && neg.filters.len() > 1
                     && several_per_req
                     && ids.len() < FIRST_SYNC_MAX_HELD
-                    && session.delivered.delivered_none_of(ids)
+                    && runtime.delivered.delivered_none_of(ids)
             }
             Err(_) => false,
         };

@@ -47,8 +47,8 @@ pub(super) struct Outbox {
     /// Sources that took part in identity discovery, to retire the backoff of those that
     /// leave its scope.
     identity_scope: IdentityScope,
-    /// Participants or relay lists changed since the inventory was last derived.
-    dirty: bool,
+    /// Participants, relay lists or the repository index changed since the inventory was last derived.
+    pub(super) dirty: bool,
     /// Counters for the status snapshot.
     pub(super) stats: OutboxStats,
 }

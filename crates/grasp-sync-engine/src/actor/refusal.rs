@@ -50,13 +50,15 @@ impl Actor {
                 }
                 if let Some(runtime) = self.runtimes.get_mut(&relay) {
                     runtime.stats.events_received += 1;
-                    if let Some(session) = runtime.session.as_mut() {
-                        if self.new_store {
-                            session.delivered.record(event.id);
-                        }
-                        if let Some(transient) = session.transients.get_mut(&subscription_id) {
-                            transient.pagination.handle_event(&event);
-                        }
+                    if self.new_store {
+                        runtime.delivered.record(event.id);
+                    }
+                    if let Some(transient) = runtime
+                        .session
+                        .as_mut()
+                        .and_then(|s| s.transients.get_mut(&subscription_id))
+                    {
+                        transient.pagination.handle_event(&event);
                     }
                 }
             }

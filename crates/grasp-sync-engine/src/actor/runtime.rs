@@ -51,6 +51,8 @@ pub(super) struct RelayRuntime {
     pub(super) consolidation_queued: bool,
     /// Coverage left out of the live set by the learned byte cap, and its paced catch-up.
     pub(super) catch_up: super::catch_up::CatchUp,
+    /// What the relay delivered during its first sync, across its sessions until then.
+    pub(super) delivered: super::delivered::DeliveredIds,
     /// Recovery probes of refused coverage in flight, by batch.
     pub(super) probe_batches: BTreeMap<BatchId, nostr::Filter>,
     /// Pending batches with a truncated filter: never confirmed, abandoned once drained.
@@ -117,8 +119,6 @@ pub(super) struct Session {
     pub(super) neg_queue: VecDeque<super::negentropy::NegRound>,
     /// Negentropy rounds running as background jobs, with their batch and permit.
     pub(super) neg_in_flight: BTreeMap<SubscriptionId, (BatchId, Permit)>,
-    /// What the relay delivered in this session during its first sync.
-    pub(super) delivered: super::delivered::DeliveredIds,
     /// NIP-42 on this connection and the coverage parked until its AUTH succeeds.
     pub(super) auth: crate::session_auth::SessionAuth,
 }
@@ -306,6 +306,7 @@ impl RelayRuntime {
             refused: crate::refused::RefusedCoverage::default(),
             consolidation_queued: false,
             catch_up: super::catch_up::CatchUp::default(),
+            delivered: Default::default(),
             probe_batches: BTreeMap::new(),
             truncated_batches: std::collections::BTreeSet::new(),
             truncations: 0,
