@@ -155,6 +155,10 @@ pub struct RunArgs {
     /// Rejected event IDs the own store remembers at most [default: 100000].
     #[arg(long, env = "GRASP_SYNC_MAX_REJECTED_IDS", value_name = "N")]
     pub max_rejected_ids: Option<usize>,
+    /// This daemon's shard of the remote relays, INDEX/COUNT numbered from 0 (e.g. 1/4);
+    /// several shards need --own-relay [default: 0/1].
+    #[arg(long, env = "GRASP_SYNC_SHARD", value_name = "I/N")]
+    pub shard: Option<String>,
     /// The embedded relay's limits (`[relay]` keys).
     #[command(flatten)]
     pub relay: RawRelayLimits,
@@ -197,6 +201,7 @@ impl RunArgs {
                 .map(|value| parse_bool("first_sync_by_req", value))
                 .transpose()?,
             max_rejected_ids: self.max_rejected_ids,
+            shard: self.shard.clone(),
             relay: self.relay.clone(),
             ..RawConfig::default()
         };

@@ -48,6 +48,7 @@ pub struct SyncMetrics {
     write_failures: Counter<u64>,
     address_refusals: Counter<u64>,
     untracked: Gauge<u64>,
+    other_shards: Gauge<u64>,
     waiting_roots: Gauge<u64>,
     rejected_entries: Gauge<u64>,
     rejected_evictions: Counter<u64>,
@@ -158,6 +159,10 @@ impl SyncMetrics {
                 .u64_gauge("grasp_sync_relays_untracked")
                 .with_description("what the tracking bounds leave out: relays over the total cap (reason over_cap), repository-relay pairs beyond their author's host cap (reason author_hosts)")
                 .build(),
+            other_shards: meter
+                .u64_gauge("grasp_sync_relays_other_shards")
+                .with_description("relays announcements name that another shard of the deployment syncs (0 without sharding)")
+                .build(),
             waiting_roots: meter
                 .u64_gauge("grasp_sync_waiting_roots")
                 .with_description("root events whose repository is not tracked yet: remembered now (state waiting), and not remembered since start because max_waiting_roots were (state dropped)")
@@ -245,6 +250,11 @@ impl SyncMetrics {
             .record(over_cap, &[KeyValue::new("reason", "over_cap")]);
         self.untracked
             .record(author_pairs, &[KeyValue::new("reason", "author_hosts")]);
+    }
+
+    /// Relays another shard syncs, now.
+    pub fn record_other_shards(&self, relays: u64) {
+        self.other_shards.record(relays, &[]);
     }
 
     /// Slots in use for one ledger class, summed over relays.

@@ -47,6 +47,8 @@ pub const GIT_FETCH_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
 pub const PURGATORY_INTERVAL: RangeInclusive<Duration> = Duration::from_millis(100)..=HOUR;
 /// `git_fetch_concurrency`: 1 to 64.
 pub const GIT_FETCH_CONCURRENCY: RangeInclusive<usize> = 1..=64;
+/// The `COUNT` of `shard = "INDEX/COUNT"`: 1 to 64.
+pub const SHARD_COUNT: RangeInclusive<u16> = 1..=grasp_sync_model::MAX_SHARDS;
 /// `relay.header_read_timeout` and `relay.idle_timeout`: 1 s to 1 day.
 pub const RELAY_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
 

@@ -7,6 +7,7 @@ pub mod bounds;
 mod duration;
 mod git;
 mod relay;
+mod shard;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -99,6 +100,8 @@ pub struct RawConfig {
     pub git_allow_file_urls: Option<bool>,
     /// How often purgatory announcements are registered for state sync, e.g. `5s`.
     pub purgatory_interval: Option<String>,
+    /// This daemon's shard of the remote relays, `INDEX/COUNT` from `0/1`.
+    pub shard: Option<String>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -161,6 +164,7 @@ impl RawConfig {
             git_fetch_concurrency: over.git_fetch_concurrency.or(self.git_fetch_concurrency),
             git_allow_file_urls: over.git_allow_file_urls.or(self.git_allow_file_urls),
             purgatory_interval: over.purgatory_interval.or(self.purgatory_interval),
+            shard: over.shard.or(self.shard),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -194,7 +198,7 @@ pub struct Settings {
     pub max_future_created_at: Duration,
     /// The embedded store's LMDB map size in bytes; `None` keeps the backend's default.
     pub lmdb_map_size: Option<usize>,
-    /// How many relays announcements can make the daemon track.
+    /// How many relays announcements can make the daemon track, and its shard of them.
     pub tracking: TrackingBounds,
     /// Root events remembered at most while they wait for their repository.
     pub max_waiting_roots: usize,
@@ -265,11 +269,13 @@ impl Settings {
             max_future_created_at,
             ..raw.relay.resolve()?
         };
+        let own_relay = url_key("own_relay", raw.own_relay.as_deref())?;
+        let shard = shard::shard_key(raw.shard.as_deref(), own_relay.as_ref())?;
         Ok(Settings {
             listen: address_key("listen", raw.listen.as_deref(), DEFAULT_LISTEN)?,
             data_dir,
             service_url: url_key("service_url", raw.service_url.as_deref())?,
-            own_relay: url_key("own_relay", raw.own_relay.as_deref())?,
+            own_relay,
             bootstrap_relays: url_list_key("bootstrap_relays", raw.bootstrap_relays)?,
             address_policy: AddressPolicy {
                 allow_private: raw.allow_private_relays.unwrap_or(false),
@@ -299,6 +305,7 @@ impl Settings {
                     bounds::MAX_RELAY_HOSTS_PER_AUTHOR,
                 )?
                 .unwrap_or(tracking.max_hosts_per_author),
+                shard,
             },
             max_waiting_roots: count_in(
                 "max_waiting_roots",
