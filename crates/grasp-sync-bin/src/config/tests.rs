@@ -685,7 +685,10 @@ fn the_shard_is_read_validated_and_needs_an_external_own_relay_when_one_of_sever
     assert_eq!(settings.tracking.shard, Shard::new(2, 3).expect("shard"));
     let engine = settings.engine_config(&RelayUrl::parse("wss://own.example").expect("url"));
     assert_eq!(engine.tracking.shard, Shard::new(2, 3).expect("shard"));
-    assert_eq!(check_toml("").expect("defaults").tracking.shard, Shard::WHOLE);
+    assert_eq!(
+        check_toml("").expect("defaults").tracking.shard,
+        Shard::WHOLE
+    );
     // One shard of one is no sharding, valid in embedded mode.
     assert_eq!(
         check_toml("shard = \"0/1\"").expect("valid").tracking.shard,
@@ -707,8 +710,8 @@ fn the_shard_is_read_validated_and_needs_an_external_own_relay_when_one_of_sever
         shard: Some("1/4".to_owned()),
         ..RawConfig::default()
     };
-    let file = RawConfig::from_toml(&format!("{external}shard = \"0/4\""), "test.toml")
-        .expect("file");
+    let file =
+        RawConfig::from_toml(&format!("{external}shard = \"0/4\""), "test.toml").expect("file");
     let settings = Settings::resolve(file.merge(flags)).expect("valid");
     assert_eq!(settings.tracking.shard, Shard::new(1, 4).expect("shard"));
 }

@@ -150,13 +150,22 @@ fn the_shards_of_a_deployment_split_the_targets_and_count_the_others() {
         assert!(!targets.is_empty(), "shard {shard} has relays");
         assert!(targets.keys().all(|relay| shard.owns(relay)));
         assert_eq!(report.relays_other_shards, whole.len() - targets.len());
-        assert_eq!(report.author_relays_dropped, whole_report.author_relays_dropped);
+        assert_eq!(
+            report.author_relays_dropped,
+            whole_report.author_relays_dropped
+        );
         assert!(!report.leaves_out_any() || report.author_relays_dropped > 0);
         for (relay, needs) in targets {
-            assert!(together.insert(relay, needs).is_none(), "one owner per relay");
+            assert!(
+                together.insert(relay, needs).is_none(),
+                "one owner per relay"
+            );
         }
     }
-    assert_eq!(together, whole, "the shards together track what one daemon does");
+    assert_eq!(
+        together, whole,
+        "the shards together track what one daemon does"
+    );
 }
 
 #[test]
