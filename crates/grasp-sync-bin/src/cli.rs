@@ -297,4 +297,8 @@ pub struct SimArgs {
     /// Write the report as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Run N external-mode daemons, shards 0/N to N-1/N, over one own relay (1 to 64), and
+    /// report each shard; skips the baseline, the raw ingest and the idle daemon.
+    #[arg(long, value_name = "N")]
+    pub shards: Option<u16>,
 }
