@@ -54,9 +54,11 @@ pub struct ShardRow {
     pub refusals: u64,
     /// The most live subscriptions it held, summed over its relays (sampled).
     pub peak_live_subscriptions: usize,
-    /// Events it offered the own store that were newly saved.
+    /// Events it wrote that the own relay accepted (a `duplicate:` answer included: an event
+    /// two shards fetched counts in both).
     pub events_saved: u64,
-    /// Events it offered that the own store already held (from another shard or relay).
+    /// Events it fetched that its own index already held (from another of its relays, or
+    /// read from the own relay).
     pub events_duplicate: u64,
     /// The last sample at which it had historic work (batches, queued starts or NIP-77
     /// rounds), from the start of the run.
@@ -319,7 +321,7 @@ pub fn write_shards(out: &mut (dyn Write + Send), report: &ShardsReport) -> std:
     }
     writeln!(
         out,
-        "(relays: owned by the shard; tracked: by its engine at the end; peak live: most live subscriptions it held, summed over its relays; saved/dupl.: events it offered that the own relay newly saved or already held; busy: last moment it had historic work)"
+        "(relays: owned by the shard; tracked: by its engine at the end; peak live: most live subscriptions it held, summed over its relays; saved: events it wrote that the own relay accepted, a `duplicate:` answer included, so an event two shards fetched counts in both; dupl.: events it fetched that its own index already held; busy: last moment it had historic work)"
     )?;
     out.flush()
 }
