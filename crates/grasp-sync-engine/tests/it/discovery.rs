@@ -173,8 +173,7 @@ async fn a_shard_dials_only_the_bootstrap_relays_it_owns() {
     let mut config = test_config(&[theirs.url(), mine.url()]);
     config.tracking.shard = Shard::new(0, 2).expect("shard");
     let engine = start_engine(&store, config).await;
-    let status =
-        wait_for_store(&store, &engine, &ids(&[ours]), Duration::from_secs(30)).await;
+    let status = wait_for_store(&store, &engine, &ids(&[ours]), Duration::from_secs(30)).await;
     let tracked: Vec<&String> = status.relays.keys().collect();
     assert_eq!(tracked, [&mine.url()], "{status:#?}");
     assert_eq!(theirs.websocket_connections_accepted(), 0);
