@@ -46,6 +46,9 @@ async fn two_shards_over_one_own_relay_converge_and_report_each_shard() {
         relays: Some(3),
         repos: Some(3),
         roots: Some(3),
+        // A second-generation descendant is found only by the shard that fetched its parent
+        // (docs/deploy/shards.md): this network has none.
+        descendants_per_reply: Some(0),
         profiles: Profiles::Mixed,
         batch_window: Duration::from_millis(200),
         timeout: Duration::from_secs(60),
