@@ -163,6 +163,10 @@ pub struct RunArgs {
     /// carries it.
     #[arg(long, env = "GRASP_SYNC_AUTH_KEY_FILE", value_name = "PATH")]
     pub auth_key_file: Option<PathBuf>,
+    /// This daemon's shard of the remote relays, INDEX/COUNT numbered from 0 (e.g. 1/4);
+    /// several shards need --own-relay [default: 0/1].
+    #[arg(long, env = "GRASP_SYNC_SHARD", value_name = "I/N")]
+    pub shard: Option<String>,
     /// The embedded relay's limits (`[relay]` keys).
     #[command(flatten)]
     pub relay: RawRelayLimits,
@@ -210,6 +214,7 @@ impl RunArgs {
             max_rejected_ids: self.max_rejected_ids,
             auth_key_file: self.auth_key_file.clone(),
             auth_key: std::env::var(AUTH_KEY_ENV).ok().map(SecretText::new),
+            shard: self.shard.clone(),
             relay: self.relay.clone(),
             ..RawConfig::default()
         };
@@ -327,4 +332,8 @@ pub struct SimArgs {
     /// Write the report as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Run N external-mode daemons, shards 0/N to N-1/N, over one own relay (1 to 64), and
+    /// report each shard; skips the baseline, the raw ingest and the idle daemon.
+    #[arg(long, value_name = "N")]
+    pub shards: Option<u16>,
 }

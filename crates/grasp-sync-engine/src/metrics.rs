@@ -48,6 +48,7 @@ pub struct SyncMetrics {
     write_failures: Counter<u64>,
     address_refusals: Counter<u64>,
     untracked: Gauge<u64>,
+    other_shards: Gauge<u64>,
     waiting_roots: Gauge<u64>,
     participants: Gauge<u64>,
     participant_discovery: Gauge<u64>,
@@ -159,6 +160,10 @@ impl SyncMetrics {
             untracked: meter
                 .u64_gauge("grasp_sync_relays_untracked")
                 .with_description("what the tracking bounds leave out: relays over the total cap (reason over_cap), repository-relay pairs beyond their author's host cap (reason author_hosts)")
+                .build(),
+            other_shards: meter
+                .u64_gauge("grasp_sync_relays_other_shards")
+                .with_description("relays announcements name that another shard of the deployment syncs (0 without sharding)")
                 .build(),
             waiting_roots: meter
                 .u64_gauge("grasp_sync_waiting_roots")
@@ -285,6 +290,11 @@ impl SyncMetrics {
             .record(over_cap, &[KeyValue::new("reason", "over_cap")]);
         self.untracked
             .record(author_pairs, &[KeyValue::new("reason", "author_hosts")]);
+    }
+
+    /// Relays another shard syncs, now.
+    pub fn record_other_shards(&self, relays: u64) {
+        self.other_shards.record(relays, &[]);
     }
 
     /// Slots in use for one ledger class, summed over relays.

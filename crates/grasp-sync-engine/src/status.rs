@@ -46,6 +46,11 @@ pub struct TrackingStatus {
     pub relays_over_cap: usize,
     /// (repository, relay) pairs beyond their author's host cap.
     pub author_relays_dropped: usize,
+    /// This daemon's shard, `INDEX/COUNT` (`0/1` without sharding).
+    pub shard: String,
+    /// Relays announcements name that another shard syncs (not left out: that shard
+    /// tracks them).
+    pub other_shards: usize,
     /// Root events remembered at most while they wait for their repository
     /// (`max_waiting_roots`).
     pub max_waiting_roots: usize,

@@ -49,6 +49,9 @@ pub enum ModelError {
     /// A root event references no repository through a well-formed `a` tag.
     #[error("event references no repository through an `a` tag")]
     NoRepositoryReference,
+    /// A shard is not `INDEX/COUNT` with a count in `1..=64` and an index below it.
+    #[error("invalid shard: {0}")]
+    InvalidShard(String),
     /// A batch is not pending on the given relay.
     #[error("batch {0} is not pending on this relay")]
     UnknownBatch(BatchId),

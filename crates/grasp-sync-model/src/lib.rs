@@ -22,6 +22,7 @@ pub mod pending;
 pub mod relay_index;
 pub mod relay_url;
 pub mod repo_index;
+pub mod shard;
 pub mod tracking;
 
 #[cfg(test)]
@@ -45,4 +46,5 @@ pub use repo_index::{
     DEFAULT_MAX_WAITING_ROOTS, ExpiryStatus, IndexUpdate, PurgatoryEntry, RepoSyncIndex,
     RepoSyncNeeds, SyncLevel,
 };
+pub use shard::{MAX_SHARDS, Shard};
 pub use tracking::{TrackingBounds, TrackingReport, derive_bounded_relay_targets};

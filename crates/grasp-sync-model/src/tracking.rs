@@ -9,9 +9,14 @@
 //!    coordinate order, then in relay URL order. A relay on another host gets
 //!    none of that author's repositories. So one author cannot spread the service over
 //!    thousands of hosts, and 32 paths or ports on one host count as one.
-//! 2. **Relays in total.** At most `max_relays` relays are targets, those that serve the most
+//! 2. **Other shards.** With a [`Shard`] of several, a relay another shard owns is no target of
+//!    this one: it is counted in [`TrackingReport::relays_other_shards`]. The host rule above is
+//!    applied to the whole index first, so every shard admits the same (repository, relay)
+//!    pairs and the shards together track what one daemon would.
+//! 3. **Relays in total.** At most `max_relays` relays are targets, those that serve the most
 //!    repositories first (then the most root events, then URL order); the relays in `keep`
-//!    (bootstrap relays) are always kept and count towards the cap.
+//!    (bootstrap relays) are always kept and count towards the cap. The cap is per shard: it
+//!    ranks only this shard's relays.
 //!
 //! The result is deterministic: the same index gives the same targets.
 
@@ -22,6 +27,7 @@ use nostr::PublicKey;
 use crate::diff::{RelaySyncNeeds, derive_relay_targets_where};
 use crate::relay_url::RelayUrl;
 use crate::repo_index::RepoSyncIndex;
+use crate::shard::Shard;
 
 /// Caps on what announcements make the service track.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,14 +36,17 @@ pub struct TrackingBounds {
     pub max_relays: usize,
     /// Distinct relay hosts one author's repositories may name.
     pub max_hosts_per_author: usize,
+    /// The part of the relays this daemon syncs ([`Shard::WHOLE`]: all of them).
+    pub shard: Shard,
 }
 
 impl Default for TrackingBounds {
-    /// 256 relays; 16 hosts per author.
+    /// 256 relays; 16 hosts per author; every relay (one shard).
     fn default() -> Self {
         TrackingBounds {
             max_relays: 256,
             max_hosts_per_author: 16,
+            shard: Shard::WHOLE,
         }
     }
 }
@@ -50,6 +59,16 @@ pub struct TrackingReport {
     /// (repository, relay) pairs left out because the relay's host is beyond its author's
     /// host cap.
     pub author_relays_dropped: usize,
+    /// Relays that would be targets but belong to another shard.
+    pub relays_other_shards: usize,
+}
+
+impl TrackingReport {
+    /// Whether the size bounds left anything out (another shard's relays are not left out:
+    /// that shard syncs them).
+    pub fn leaves_out_any(&self) -> bool {
+        self.relays_over_cap > 0 || self.author_relays_dropped > 0
+    }
 }
 
 /// The relay targets of `index` within `bounds` (see the module documentation).
@@ -79,6 +98,11 @@ pub fn derive_bounded_relay_targets(
         }
         admitted
     });
+    if !bounds.shard.is_whole() {
+        let before = targets.len();
+        targets.retain(|relay, _| bounds.shard.owns(relay));
+        report.relays_other_shards = before - targets.len();
+    }
     if targets.len() > bounds.max_relays {
         let mut ranked: Vec<(&RelayUrl, &RelaySyncNeeds)> = targets
             .iter()

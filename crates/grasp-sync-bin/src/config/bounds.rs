@@ -55,6 +55,8 @@ pub const MAX_RELAYS_PER_PARTICIPANT: RangeInclusive<usize> = 1..=64;
 pub const MAILBOX_PROBE_ITEMS: RangeInclusive<usize> = 1..=10_000;
 /// `mailbox_probe_interval`: 1 s to 1 day.
 pub const MAILBOX_PROBE_INTERVAL: RangeInclusive<Duration> = SECOND..=DAY;
+/// The `COUNT` of `shard = "INDEX/COUNT"`: 1 to 64.
+pub const SHARD_COUNT: RangeInclusive<u16> = 1..=grasp_sync_model::MAX_SHARDS;
 /// `relay.header_read_timeout` and `relay.idle_timeout`: 1 s to 1 day.
 pub const RELAY_TIMEOUT: RangeInclusive<Duration> = SECOND..=DAY;
 

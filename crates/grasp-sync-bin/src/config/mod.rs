@@ -9,6 +9,7 @@ mod duration;
 mod git;
 mod participants;
 mod relay;
+mod shard;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -118,6 +119,8 @@ pub struct RawConfig {
     pub mailbox_probe_interval: Option<String>,
     /// Repositories and root events one mailbox probe covers at most.
     pub mailbox_probe_items: Option<usize>,
+    /// This daemon's shard of the remote relays, `INDEX/COUNT` from `0/1`.
+    pub shard: Option<String>,
     /// The embedded relay's limits (the `[relay]` table).
     #[serde(default)]
     pub relay: RawRelayLimits,
@@ -189,6 +192,7 @@ impl RawConfig {
                 .or(self.max_relays_per_participant),
             mailbox_probe_interval: over.mailbox_probe_interval.or(self.mailbox_probe_interval),
             mailbox_probe_items: over.mailbox_probe_items.or(self.mailbox_probe_items),
+            shard: over.shard.or(self.shard),
             relay: self.relay.merge(over.relay),
         }
     }
@@ -222,7 +226,7 @@ pub struct Settings {
     pub max_future_created_at: Duration,
     /// The embedded store's LMDB map size in bytes; `None` keeps the backend's default.
     pub lmdb_map_size: Option<usize>,
-    /// How many relays announcements can make the daemon track.
+    /// How many relays announcements can make the daemon track, and its shard of them.
     pub tracking: TrackingBounds,
     /// Root events remembered at most while they wait for their repository.
     pub max_waiting_roots: usize,
@@ -298,11 +302,13 @@ impl Settings {
             max_future_created_at,
             ..raw.relay.resolve()?
         };
+        let own_relay = url_key("own_relay", raw.own_relay.as_deref())?;
+        let shard = shard::shard_key(raw.shard.as_deref(), own_relay.as_ref())?;
         Ok(Settings {
             listen: address_key("listen", raw.listen.as_deref(), DEFAULT_LISTEN)?,
             data_dir,
             service_url: url_key("service_url", raw.service_url.as_deref())?,
-            own_relay: url_key("own_relay", raw.own_relay.as_deref())?,
+            own_relay,
             bootstrap_relays: url_list_key("bootstrap_relays", raw.bootstrap_relays)?,
             address_policy: AddressPolicy {
                 allow_private: raw.allow_private_relays.unwrap_or(false),
@@ -332,6 +338,7 @@ impl Settings {
                     bounds::MAX_RELAY_HOSTS_PER_AUTHOR,
                 )?
                 .unwrap_or(tracking.max_hosts_per_author),
+                shard,
             },
             max_waiting_roots: count_in(
                 "max_waiting_roots",

@@ -750,3 +750,43 @@ fn participant_keys_are_read_range_checked_overridden_by_flags_and_reach_the_eng
         Duration::from_secs(30)
     );
 }
+
+#[test]
+fn the_shard_is_read_validated_and_needs_an_external_own_relay_when_one_of_several() {
+    use grasp_sync_model::Shard;
+
+    let external = "own_relay = \"wss://own.example\"\n";
+    let settings = check_toml(&format!("{external}shard = \"2/3\"")).expect("valid");
+    assert_eq!(settings.tracking.shard, Shard::new(2, 3).expect("shard"));
+    let engine = settings.engine_config(&RelayUrl::parse("wss://own.example").expect("url"));
+    assert_eq!(engine.tracking.shard, Shard::new(2, 3).expect("shard"));
+    assert_eq!(
+        check_toml("").expect("defaults").tracking.shard,
+        Shard::WHOLE
+    );
+    // One shard of one is no sharding, valid in embedded mode.
+    assert_eq!(
+        check_toml("shard = \"0/1\"").expect("valid").tracking.shard,
+        Shard::WHOLE
+    );
+    for bad in ["3/3", "0/0", "0/65", "1", "x/2", "-1/2", ""] {
+        assert_eq!(
+            check_toml(&format!("{external}shard = \"{bad}\"")).map(|_| ()),
+            Err("shard".to_owned()),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        check_toml("shard = \"0/2\"").map(|_| ()),
+        Err("shard".to_owned()),
+        "several shards in embedded mode"
+    );
+    let flags = RawConfig {
+        shard: Some("1/4".to_owned()),
+        ..RawConfig::default()
+    };
+    let file =
+        RawConfig::from_toml(&format!("{external}shard = \"0/4\""), "test.toml").expect("file");
+    let settings = Settings::resolve(file.merge(flags)).expect("valid");
+    assert_eq!(settings.tracking.shard, Shard::new(1, 4).expect("shard"));
+}

@@ -9,6 +9,7 @@ mod naive;
 mod outbox;
 mod raw;
 mod report;
+mod shards;
 mod spec;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +40,7 @@ pub use naive::{ITEMS_PER_FILTER, NaiveOutcome};
 pub use outbox::OutboxReport;
 pub use raw::RawIngest;
 pub use report::write_report;
+pub use shards::{ShardRow, ShardsReport, write_shards};
 pub use spec::{Preset, Profiles};
 
 use measure::{Mark, counts_since};
@@ -101,6 +103,9 @@ pub struct SimOptions {
     pub exe: Option<PathBuf>,
     /// Show a progress line while the daemon syncs (for an output that is a terminal).
     pub progress: bool,
+    /// Run this many external-mode daemons, one per shard, over one own relay instead of
+    /// one embedded daemon (without the baseline, the raw ingest and the idle daemon).
+    pub shards: Option<u16>,
 }
 
 impl Default for SimOptions {
@@ -129,6 +134,7 @@ impl Default for SimOptions {
             idle: None,
             exe: None,
             progress: false,
+            shards: None,
         }
     }
 }
@@ -162,6 +168,13 @@ impl TryFrom<&SimArgs> for SimOptions {
             args.outbox_relays != Some(0),
             "--outbox-relays must be at least 1"
         );
+        if let Some(shards) = args.shards {
+            anyhow::ensure!(
+                (1..=grasp_sync_model::MAX_SHARDS).contains(&shards),
+                "--shards must be from 1 to {}",
+                grasp_sync_model::MAX_SHARDS
+            );
+        }
         Ok(SimOptions {
             preset: args.preset,
             seed: args.seed,
@@ -190,6 +203,7 @@ impl TryFrom<&SimArgs> for SimOptions {
                 .transpose()?,
             exe: None,
             progress: false,
+            shards: args.shards,
         })
     }
 }
@@ -368,6 +382,9 @@ pub struct SimReport {
     pub idle: Option<IdleDaemon>,
     /// The design's targets.
     pub targets: Vec<TargetCheck>,
+    /// Per shard, when the run had several daemons (`--shards`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<ShardsReport>,
 }
 
 impl SimReport {
@@ -382,6 +399,9 @@ pub async fn run_sim(
     options: &SimOptions,
     out: &mut (dyn Write + Send),
 ) -> anyhow::Result<SimReport> {
+    if let Some(count) = options.shards {
+        return shards::run_sharded(options, count, out).await;
+    }
     let dir = tempfile::tempdir().context("creating a temporary data directory")?;
     let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
         .await
@@ -428,31 +448,8 @@ pub async fn run_sim(
         .iter()
         .map(|r| Mark::of(&r.strict_stats()))
         .collect();
-    let settings = Settings {
-        listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-        data_dir: dir.path().join("daemon"),
-        service_url: Some(service_url.clone()),
-        own_relay: None,
-        bootstrap_relays: vec![RelayUrl::parse(&urls[0]).context("bootstrap url")?],
-        address_policy: AddressPolicy::allow_all(),
-        batch_window: options.batch_window,
-        backoff_base: Duration::from_secs(1),
-        backoff_cap: Duration::from_secs(10),
-        metrics_listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-        max_future_created_at: grasp_sync_engine::store::DEFAULT_MAX_FUTURE_CREATED_AT,
-        lmdb_map_size: None,
-        tracking: grasp_sync_model::TrackingBounds::default(),
-        max_waiting_roots: grasp_sync_model::DEFAULT_MAX_WAITING_ROOTS,
-        max_recovery_ids_per_relay: grasp_sync_engine::RecoveryConfig::default()
-            .max_pending_per_relay,
-        learned_limits_max_age: grasp_sync_engine::config::DEFAULT_LEARNED_LIMITS_MAX_AGE,
-        first_sync_by_req: options.first_sync_by_req,
-        max_rejected_ids: grasp_sync_engine::store::DEFAULT_COLD_CAPACITY,
-        relay: crate::RelayLimits::default(),
-        git: crate::config::GitSettings::default(),
-        auth_key: None,
-        participants: grasp_sync_engine::OutboxConfig::default(),
-    };
+    let bootstrap = RelayUrl::parse(&urls[0]).context("bootstrap url")?;
+    let settings = daemon_settings(dir.path().join("daemon"), &service_url, bootstrap, options);
     let started = Instant::now();
     let daemon = Daemon::start_on(&settings, listener).await?;
     let expected = network.expected().clone();
@@ -660,10 +657,46 @@ pub async fn run_sim(
         process_memory: measure::own_memory(),
         idle,
         targets: Vec::new(),
+        shards: None,
     };
     report.targets = report::targets(&report);
     write_report(out, &report)?;
     Ok(report)
+}
+
+/// The settings of a sim daemon syncing into `service_url`'s store (embedded mode; set
+/// `own_relay` for external mode).
+fn daemon_settings(
+    data_dir: PathBuf,
+    service_url: &RelayUrl,
+    bootstrap: RelayUrl,
+    options: &SimOptions,
+) -> Settings {
+    Settings {
+        listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        data_dir,
+        service_url: Some(service_url.clone()),
+        own_relay: None,
+        bootstrap_relays: vec![bootstrap],
+        address_policy: AddressPolicy::allow_all(),
+        batch_window: options.batch_window,
+        backoff_base: Duration::from_secs(1),
+        backoff_cap: Duration::from_secs(10),
+        metrics_listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        max_future_created_at: grasp_sync_engine::store::DEFAULT_MAX_FUTURE_CREATED_AT,
+        lmdb_map_size: None,
+        tracking: grasp_sync_model::TrackingBounds::default(),
+        max_waiting_roots: grasp_sync_model::DEFAULT_MAX_WAITING_ROOTS,
+        max_recovery_ids_per_relay: grasp_sync_engine::RecoveryConfig::default()
+            .max_pending_per_relay,
+        learned_limits_max_age: grasp_sync_engine::config::DEFAULT_LEARNED_LIMITS_MAX_AGE,
+        first_sync_by_req: options.first_sync_by_req,
+        max_rejected_ids: grasp_sync_engine::store::DEFAULT_COLD_CAPACITY,
+        relay: crate::RelayLimits::default(),
+        git: crate::config::GitSettings::default(),
+        auth_key: None,
+        participants: grasp_sync_engine::OutboxConfig::default(),
+    }
 }
 
 fn shape(spec: &NetworkSpec, generated: &GeneratedNetwork) -> NetworkShape {

@@ -234,3 +234,14 @@ fn status_of_an_unreachable_daemon_fails_with_one_clear_line() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("invalid --url"), "{stderr}");
 }
+
+#[test]
+fn a_bad_shard_names_its_key_from_flag_or_environment() {
+    let stderr = config_error(&["run", "--shard", "4/4"], &[]);
+    assert!(stderr.contains("`shard`"), "{stderr}");
+    assert!(stderr.contains("numbered from 0 to 3"), "{stderr}");
+    // Several shards without an external own relay would each keep a store of their own.
+    let stderr = config_error(&["run"], &[("GRASP_SYNC_SHARD", "1/2")]);
+    assert!(stderr.contains("`shard`"), "{stderr}");
+    assert!(stderr.contains("own_relay"), "{stderr}");
+}

@@ -21,6 +21,7 @@ mod outbound;
 mod process;
 #[path = "../common/raw.rs"]
 mod raw;
+mod shards;
 mod sim;
 mod status_page;
 mod support;

@@ -93,3 +93,53 @@ async fn the_sim_reports_outbox_only_events_and_the_baseline_reads_outbox_relays
         outbox.expected_only_on_outbox
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shards_over_one_own_relay_converge_and_report_each_shard() {
+    let options = SimOptions {
+        preset: Preset::Small,
+        seed: 3,
+        relays: Some(3),
+        repos: Some(3),
+        roots: Some(3),
+        // A second-generation descendant is found only by the shard that fetched its parent
+        // (docs/deploy/shards.md): this network has none.
+        descendants_per_reply: Some(0),
+        profiles: Profiles::Mixed,
+        batch_window: Duration::from_millis(200),
+        timeout: Duration::from_secs(60),
+        first_sync_by_req: true,
+        shards: Some(2),
+        ..SimOptions::default()
+    };
+    let mut out = Vec::new();
+    let report = run_sim(&options, &mut out).await.expect("sim runs");
+    let text = String::from_utf8_lossy(&out);
+    assert!(report.converged(), "{text}");
+    assert!(report.naive.is_none() && report.raw.is_none(), "{text}");
+    let shards = report.shards.as_ref().expect("per-shard figures");
+    assert_eq!(shards.count, 2);
+    let names: Vec<&str> = shards.shards.iter().map(|s| s.shard.as_str()).collect();
+    assert_eq!(names, ["0/2", "1/2"]);
+    // Every relay is one shard's, and each shard tracked only its own.
+    assert_eq!(
+        shards.shards.iter().map(|s| s.relays_owned).sum::<usize>(),
+        report.relays.len()
+    );
+    for shard in &shards.shards {
+        assert!(shard.relays_tracked <= shard.relays_owned, "{text}");
+        assert_eq!(shard.connections as u64, shard.sessions, "{text}");
+    }
+    assert_eq!(
+        shards
+            .shards
+            .iter()
+            .map(|s| s.req_starts + s.neg_opens)
+            .sum::<usize>(),
+        report.own.starts(),
+        "{text}"
+    );
+    assert!(text.contains("busy (s)"), "{text}");
+    let json = serde_json::to_value(&report).expect("serializes");
+    assert_eq!(json["shards"]["count"], 2);
+}

@@ -82,7 +82,7 @@ impl Actor {
             self.config.tracking,
             &bootstrap,
         );
-        if report != self.tracking_report && report != Default::default() {
+        if report != self.tracking_report && report.leaves_out_any() {
             tracing::warn!(
                 over_cap = report.relays_over_cap,
                 max_tracked_relays = self.config.tracking.max_relays,
@@ -130,6 +130,12 @@ impl Actor {
                 if let Some(metrics) = &self.metrics {
                     metrics.record_address_refusal("discovery", refusal.label());
                 }
+            }
+            return;
+        }
+        if !self.config.tracking.shard.owns(relay) {
+            if bootstrap {
+                tracing::info!(%relay, shard = %self.config.tracking.shard, "bootstrap relay left to another shard");
             }
             return;
         }

@@ -111,6 +111,8 @@ impl Actor {
                 max_relay_hosts_per_author: self.config.tracking.max_hosts_per_author,
                 relays_over_cap: self.tracking_report.relays_over_cap,
                 author_relays_dropped: self.tracking_report.author_relays_dropped,
+                shard: self.config.tracking.shard.to_string(),
+                other_shards: self.tracking_report.relays_other_shards,
                 max_waiting_roots: self.repos.max_waiting_roots(),
                 waiting_roots: self.repos.waiting_roots_len(),
                 waiting_roots_dropped: self.repos.waiting_roots_dropped(),
@@ -178,6 +180,7 @@ impl Actor {
             self.tracking_report.relays_over_cap as u64,
             self.tracking_report.author_relays_dropped as u64,
         );
+        metrics.record_other_shards(self.tracking_report.relays_other_shards as u64);
         metrics.record_waiting_roots(
             self.repos.waiting_roots_len() as u64,
             self.repos.waiting_roots_dropped(),

@@ -142,3 +142,42 @@ async fn newer_announcement_moves_coverage_and_older_changes_nothing() {
     );
     engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_dials_only_the_bootstrap_relays_it_owns() {
+    use grasp_sync_model::{RelayUrl, Shard};
+
+    // Ports are the system's choice: start relays until each shard of two owns one.
+    let mut by_shard: [Option<(TestRelay, nostr::Event)>; 2] = [None, None];
+    for attempt in 0..32 {
+        if by_shard.iter().all(Option::is_some) {
+            break;
+        }
+        let relay = TestRelay::start(TestRelayConfig::default())
+            .await
+            .expect("relay");
+        let owner = Shard::owner_of(&RelayUrl::parse(&relay.url()).expect("url"), 2);
+        let slot = &mut by_shard[usize::from(owner)];
+        if slot.is_none() {
+            let fixture = RepoFixture::new(&format!("repo-{attempt}"));
+            let announcement = fixture.announcement(&[SERVICE_URL.to_owned()], 1_700_000_000);
+            relay.seed([announcement.clone()]).await.expect("seed");
+            *slot = Some((relay, announcement));
+        }
+    }
+    let [Some((mine, ours)), Some((theirs, their_announcement))] = by_shard else {
+        panic!("no relay of each shard in 32 tries");
+    };
+
+    let store = TestStore::open().await;
+    let mut config = test_config(&[theirs.url(), mine.url()]);
+    config.tracking.shard = Shard::new(0, 2).expect("shard");
+    let engine = start_engine(&store, config).await;
+    let status = wait_for_store(&store, &engine, &ids(&[ours]), Duration::from_secs(30)).await;
+    let tracked: Vec<&String> = status.relays.keys().collect();
+    assert_eq!(tracked, [&mine.url()], "{status:#?}");
+    assert_eq!(theirs.websocket_connections_accepted(), 0);
+    assert_eq!(store.count_stored(&ids(&[their_announcement])).await, 0);
+    assert_eq!(status.tracking.shard, "0/2");
+    engine.shutdown().await;
+}
