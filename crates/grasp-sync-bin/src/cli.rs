@@ -299,6 +299,11 @@ pub struct SimArgs {
     /// their outbox relays [default with outbox relays: 0.1].
     #[arg(long, value_name = "SHARE")]
     pub outbox_share: Option<f64>,
+    /// Interval between two probes of one participant mailbox relay in the daemon (the
+    /// daemon's `mailbox_probe_interval`; the sim compresses time as with `--batch-window`)
+    /// [default: the daemon's, 15m].
+    #[arg(long, value_name = "DURATION")]
+    pub mailbox_probe_interval: Option<String>,
     /// Relay limit profiles, taken in turn.
     #[arg(long, value_enum, default_value_t = Profiles::Mixed)]
     pub profiles: Profiles,

@@ -87,6 +87,8 @@ pub struct SimOptions {
     pub outbox_share: Option<f64>,
     /// Relay limit profiles.
     pub profiles: Profiles,
+    /// The daemon's interval between two probes of one participant mailbox relay.
+    pub mailbox_probe_interval: Duration,
     /// The daemon's self-feed batch window.
     pub batch_window: Duration,
     /// Give up waiting for convergence after this.
@@ -125,6 +127,8 @@ impl Default for SimOptions {
             outbox_relays: None,
             outbox_authors: None,
             outbox_share: None,
+            mailbox_probe_interval: grasp_sync_engine::OutboxConfig::default()
+                .mailbox_probe_interval,
             profiles: Profiles::Mixed,
             batch_window: Duration::from_secs(1),
             timeout: Duration::from_secs(600),
@@ -190,6 +194,10 @@ impl TryFrom<&SimArgs> for SimOptions {
             outbox_relays: args.outbox_relays,
             outbox_authors: args.outbox_authors,
             outbox_share: args.outbox_share,
+            mailbox_probe_interval: match &args.mailbox_probe_interval {
+                Some(text) => duration("mailbox-probe-interval", text)?,
+                None => grasp_sync_engine::OutboxConfig::default().mailbox_probe_interval,
+            },
             profiles: args.profiles,
             batch_window: duration("batch-window", &args.batch_window)?,
             timeout: duration("timeout", &args.timeout)?,
@@ -695,7 +703,10 @@ fn daemon_settings(
         relay: crate::RelayLimits::default(),
         git: crate::config::GitSettings::default(),
         auth_key: None,
-        participants: grasp_sync_engine::OutboxConfig::default(),
+        participants: grasp_sync_engine::OutboxConfig {
+            mailbox_probe_interval: options.mailbox_probe_interval,
+            ..grasp_sync_engine::OutboxConfig::default()
+        },
     }
 }
 

@@ -630,16 +630,7 @@ async fn run_over(
     };
     let engine = start_engine(store, config).await;
     wait_for_store(store, &engine, expected, Duration::from_secs(60)).await;
-    let key = RelayUrl::parse(&home.url()).expect("url").to_string();
-    let settled = wait_until(Duration::from_secs(30), || async {
-        engine.status().await.is_some_and(|s| {
-            s.relays
-                .get(&key)
-                .is_some_and(crate::support::history_settled)
-        })
-    })
-    .await;
-    assert!(settled, "{:#?}", engine.status().await);
+    settle(&engine, home).await;
     engine.shutdown().await;
     let after = home.strict_stats();
     (
