@@ -56,8 +56,8 @@ pub(crate) enum JobReport {
         subscription_id: SubscriptionId,
         have: Result<HaveSet, StoreError>,
     },
-    /// The events a new batch's filters match in the store, up to [`FIRST_SYNC_MAX_HELD`] (see [`EngineConfig::first_sync_by_req`](crate::EngineConfig)),
-    /// or the read failed.
+    /// The events a new batch's filters match in the store, up to [`FIRST_SYNC_MAX_HELD`]
+    /// (see [`EngineConfig::first_sync_by_req`](crate::EngineConfig)), or the read failed.
     CoverageHeld {
         key: SessionKey,
         batch: BatchId,
@@ -373,12 +373,13 @@ impl Actor {
     /// completed a historic sync yet and delivered none of them so far (so REQ+EOSE
     /// sends again at most that many events, which other relays delivered first, to save
     /// starts; the relay's own deliveries, such as replies that tag both a repository and a
-    /// root, would be pure repeats). It is none at all for a one-filter batch
-    /// (one round or one REQ: nothing to save), over a store that held events at start (a
-    /// restart over a complete store sends nothing again), and for a relay's reconciliations
-    /// (the daily one, after a long disconnect). Holding more,
-    /// or when the read failed, the batch's rounds go ahead. Ignored for a replaced session or
-    /// a batch that is gone.
+    /// root, would be pure repeats). It is none at all for a one-filter batch (one round or
+    /// one REQ: nothing to save), over a store that held events at start (a restart over a
+    /// complete store sends nothing again), and for a relay's reconciliations (the daily one,
+    /// after a long disconnect). A batch of several filters goes by REQ+EOSE only where the
+    /// relay's filter ceiling is known (advertised or taught by a refusal), since a REQ over
+    /// a guessed ceiling may be refused. Otherwise, or when the read failed, the batch's
+    /// rounds go ahead. Ignored for a replaced session or a batch that is gone.
     fn handle_held(
         &mut self,
         key: &SessionKey,
