@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use grasp_sync_health::HealthConfig;
-use grasp_sync_testkit::nip34::{RootKind, ThreadTag, reply, root};
+use grasp_sync_testkit::nip34::{RepoTag, RootKind, ThreadTag, reply, repo_comment, root};
 use grasp_sync_testkit::{Nip11Mode, StrictLimits, TestRelay, TestRelayConfig};
 use nostr::{Keys, Timestamp};
 
@@ -49,7 +49,7 @@ async fn events_published_after_startup_arrive_live() {
     let home = TestRelay::start(TestRelayConfig::default())
         .await
         .expect("home");
-    let (_fixture, thread) = seed_repo(&bootstrap, &home, "live").await;
+    let (fixture, thread) = seed_repo(&bootstrap, &home, "live").await;
     let store = TestStore::open().await;
     let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
     let history = ids(&thread);
@@ -78,15 +78,16 @@ async fn events_published_after_startup_arrive_live() {
     let historic_reqs =
         engine.status().await.expect("status").relays[&home_key].req_starts_historic;
 
-    let issue = thread.last().expect("issue").clone();
-    let late = reply(
+    // A comment on the repository: live coverage holds it, and it is nobody's direct member, so
+    // no descendant query follows it.
+    let late = repo_comment(
         &Keys::generate(),
-        &issue,
-        ThreadTag::UpperE,
+        &fixture.repo,
+        RepoTag::UpperA,
         "late",
         Timestamp::from_secs(1_700_001_000),
     )
-    .expect("reply");
+    .expect("comment");
     home.publish(late.clone()).await.expect("publish");
     let late_ids = ids(std::slice::from_ref(&late));
     assert!(
