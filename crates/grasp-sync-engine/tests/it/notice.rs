@@ -41,8 +41,9 @@ async fn a_filter_cap_refused_by_notice_is_learned_and_live_coverage_still_deliv
         .expect("seed strict relay");
     let store = TestStore::open().await;
     // History by NIP-77 (one filter per round): what is measured is the live groups' lesson.
-    // A first sync by REQ+EOSE may send a historic REQ of several filters before the NOTICE
-    // that teaches the cap arrives, which costs a second refusal and a failed batch.
+    // A NOTICE names no subscription, so the ceiling it teaches may be only the ladder's next
+    // step (5); a first sync by REQ+EOSE then packs a historic REQ above the real cap (2),
+    // which costs a second refusal and a failed batch.
     let config = grasp_sync_engine::EngineConfig {
         first_sync_by_req: false,
         ..test_config(&[bootstrap.url()])
