@@ -195,7 +195,7 @@ impl Actor {
             .collect();
         for key in lost {
             if let Some(OutboxBatch::Identity(authors)) = self.outbox.batches.remove(&key) {
-                self.outbox.lists.handle_query_failed(&authors, now);
+                self.outbox.lists.handle_query_done(&authors, false, now);
             }
         }
         self.outbox.mailboxes.handle_probe_lost(relay);
@@ -214,7 +214,10 @@ impl Actor {
             return;
         };
         let (pause, discovery) = match &kind {
-            OutboxBatch::Identity(_) => (PauseKind::Identity, DiscoveryKind::Identity),
+            OutboxBatch::Identity(authors) => {
+                self.outbox.lists.handle_query_done(authors, success, now);
+                (PauseKind::Identity, DiscoveryKind::Identity)
+            }
             OutboxBatch::Mailbox => {
                 self.outbox
                     .mailboxes
@@ -223,8 +226,7 @@ impl Actor {
             }
         };
         if !success {
-            if let OutboxBatch::Identity(authors) = &kind {
-                self.outbox.lists.handle_query_failed(authors, now);
+            if let OutboxBatch::Identity(_) = &kind {
                 self.outbox.stats.identity_failures += 1;
             } else {
                 self.outbox.stats.mailbox_failures += 1;
@@ -345,7 +347,9 @@ impl Actor {
         if sources.is_empty() {
             return;
         }
-        let due = self.outbox.lists.poll_due(now, usize::MAX);
+        // Only the authors a query names leave the due set: one whose sources are all busy or
+        // paused is asked as soon as one of them is free.
+        let due = self.outbox.lists.due(now);
         if due.is_empty() {
             return;
         }
@@ -387,6 +391,7 @@ impl Actor {
                     .iter()
                     .any(|b| b.batch_id == batch)
                 {
+                    self.outbox.lists.handle_asked(&authors, now);
                     self.outbox
                         .batches
                         .insert((source.clone(), batch), OutboxBatch::Identity(authors));

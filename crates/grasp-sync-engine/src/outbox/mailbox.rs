@@ -3,9 +3,11 @@
 //! part in. Each mailbox relay keeps a rotating cursor over its inventory: a probe covers the
 //! next `mailbox_probe_items` items from each item's last
 //! successful probe (minus an overlap), and the cursor moves past them whether the probe
-//! succeeds or fails, so one failing filter cannot monopolise the mailbox. One probe is in
-//! flight per relay; the next is due one probe interval after the last started. The pause
-//! after a failure is the relay's `PauseKind::Mailbox`, passed in by the caller.
+//! succeeds, fails or is lost, so one failing filter cannot monopolise the mailbox. Items no
+//! probe has covered yet (a new participant's repositories, a root found since) go first and
+//! at once, from full history; the rest are probed again one probe interval after the last
+//! probe started. One probe is in flight per relay. The pause after a failure is the relay's
+//! `PauseKind::Mailbox`, passed in by the caller, and holds back both.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -87,7 +89,7 @@ impl MailboxInventory {
                 .entry(relay)
                 .or_insert_with(|| MailboxRelay::new(now));
             let items: BTreeSet<Item> = coverage.items().into_iter().collect();
-            entry.since.retain(|item, _| items.contains(item));
+            entry.covered.retain(|item, _| items.contains(item));
             entry.coverage = coverage;
         }
         removed
@@ -103,8 +105,8 @@ impl MailboxInventory {
         self.relays.len()
     }
 
-    /// Whether a mailbox-only connection to `relay` is due: the probe deadline passed and the
-    /// relay's mailbox pause (`paused_until`) is over.
+    /// Whether a probe of `relay` is due: none is in flight, an item was never probed or the
+    /// probe deadline passed, and the relay's mailbox pause (`paused_until`) is over.
     pub(crate) fn dial_due(
         &self,
         relay: &RelayUrl,
@@ -112,13 +114,16 @@ impl MailboxInventory {
         paused_until: Option<Instant>,
     ) -> bool {
         self.relays.get(relay).is_some_and(|m| {
-            m.in_flight.is_none() && now >= m.next_probe_at && paused_until.is_none_or(|u| now >= u)
+            m.in_flight.is_none()
+                && (now >= m.next_probe_at || m.has_uncovered())
+                && paused_until.is_none_or(|u| now >= u)
         })
     }
 
     /// The next probe of `relay` if one is due at `now` (`unix` is the wall clock, the
-    /// probe's start): none in flight, the deadline passed and no mailbox pause. The cursor
-    /// moves past the items taken.
+    /// probe's start; see [`MailboxInventory::dial_due`]): the items never probed if there are
+    /// any, else the next items after the cursor, which moves past them. Either way the items
+    /// taken count as covered, and the next probe of covered items is one interval away.
     pub(crate) fn poll_probe(
         &mut self,
         relay: &RelayUrl,
@@ -136,24 +141,38 @@ impl MailboxInventory {
         if items.is_empty() {
             return None;
         }
-        let start = entry.position % items.len();
-        let taken: Vec<Item> = items
+        let uncovered: Vec<Item> = items
             .iter()
-            .cycle()
-            .skip(start)
-            .take(items_per_probe.min(items.len()))
+            .filter(|item| !entry.covered.contains_key(*item))
+            .take(items_per_probe)
             .cloned()
             .collect();
-        entry.position = (start + taken.len()) % items.len();
+        let taken = if uncovered.is_empty() {
+            let start = entry.position % items.len();
+            let taken: Vec<Item> = items
+                .iter()
+                .cycle()
+                .skip(start)
+                .take(items_per_probe.min(items.len()))
+                .cloned()
+                .collect();
+            entry.position = (start + taken.len()) % items.len();
+            taken
+        } else {
+            uncovered
+        };
         entry.next_probe_at = now + interval;
         let since = taken
             .iter()
-            .map(|item| entry.since.get(item).copied())
+            .map(|item| entry.covered.get(item).copied().flatten())
             .try_fold(None::<Timestamp>, |min, at| {
                 at.map(|at| Some(min.map_or(at, |m| m.min(at))))
             })
             .flatten()
             .map(|at| Timestamp::from_secs(at.as_secs().saturating_sub(PROBE_OVERLAP.as_secs())));
+        for item in &taken {
+            entry.covered.entry(item.clone()).or_insert(None);
+        }
         let mut chunk = ProbeChunk {
             repos: Vec::new(),
             roots: Vec::new(),
@@ -203,7 +222,9 @@ impl MailboxInventory {
         };
         if success {
             for item in flight.items {
-                entry.since.insert(item, flight.started);
+                if let Some(since) = entry.covered.get_mut(&item) {
+                    *since = Some(flight.started);
+                }
             }
         }
         true
@@ -235,7 +256,10 @@ struct InFlight {
 struct MailboxRelay {
     coverage: MailboxCoverage,
     position: usize,
-    since: BTreeMap<Item, Timestamp>,
+    /// Items a probe has covered, with the start of the last successful one (`None`: never
+    /// succeeded, so full history).
+    covered: BTreeMap<Item, Option<Timestamp>>,
+    /// When the covered items are probed again.
     next_probe_at: Instant,
     in_flight: Option<InFlight>,
 }
@@ -245,9 +269,17 @@ impl MailboxRelay {
         Self {
             coverage: MailboxCoverage::default(),
             position: 0,
-            since: BTreeMap::new(),
+            covered: BTreeMap::new(),
             next_probe_at: now,
             in_flight: None,
         }
+    }
+
+    /// Whether an item of the coverage was never in a probe.
+    fn has_uncovered(&self) -> bool {
+        self.coverage
+            .items()
+            .iter()
+            .any(|item| !self.covered.contains_key(item))
     }
 }

@@ -2,11 +2,15 @@
 //! events and never reach the store. The newest list of an author wins (the kind is
 //! replaceable), capped at `max_relays_per_participant` relays.
 //!
-//! Per-author query deadlines: an author is due when first seen; handing their name to a
-//! query moves the deadline one retry interval on (an author without a list is asked again on
-//! that cadence, and their events are still found on the repositories' own relays meanwhile);
-//! a list found moves it one refresh interval on; a failed query makes them due again at once
-//! (the failing source's own identity pause decides when it is asked again).
+//! Per-author query schedule ([`Schedule`]): an author is due when first seen. Only a query
+//! that names them moves them on ([`RelayLists::handle_asked`]); an author no available source
+//! can ask stays due. While queries naming them are out, they are not due (for one retry
+//! interval at most, should a query never end). A list found moves
+//! the next query one refresh interval on. When their last query ends without a list, they are
+//! due again one retry interval after they were asked if any of those queries succeeded (an
+//! author without a list: their events are still found on the repositories' own relays
+//! meanwhile), or at once if all failed (the failing sources' own identity pauses decide when
+//! they are asked again). A failure never undoes another source's answer.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -35,7 +39,31 @@ pub(crate) struct RelayLists {
     refresh: Duration,
     retry: Duration,
     lists: BTreeMap<PublicKey, RelayList>,
-    next_query: BTreeMap<PublicKey, Instant>,
+    schedule: BTreeMap<PublicKey, Schedule>,
+}
+
+/// When an author's relay list is asked for next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Schedule {
+    /// Due at this instant.
+    Due(Instant),
+    /// Named by `outstanding` queries not yet ended, the last of them sent at `asked_at`.
+    /// Due again one retry interval after that, should a query never end.
+    Asked {
+        outstanding: u32,
+        asked_at: Instant,
+        /// One of the ended queries succeeded.
+        answered: bool,
+    },
+}
+
+impl Schedule {
+    fn due_at(self, retry: Duration) -> Instant {
+        match self {
+            Schedule::Due(at) => at,
+            Schedule::Asked { asked_at, .. } => asked_at + retry,
+        }
+    }
 }
 
 impl RelayLists {
@@ -46,7 +74,7 @@ impl RelayLists {
             refresh,
             retry,
             lists: BTreeMap::new(),
-            next_query: BTreeMap::new(),
+            schedule: BTreeMap::new(),
         }
     }
 
@@ -58,35 +86,78 @@ impl RelayLists {
     ) {
         let mut next = BTreeMap::new();
         for author in authors {
-            let at = self.next_query.get(author).copied().unwrap_or(now);
+            let at = self
+                .schedule
+                .get(author)
+                .copied()
+                .unwrap_or(Schedule::Due(now));
             next.insert(*author, at);
         }
-        self.next_query = next;
-        let known = &self.next_query;
+        self.schedule = next;
+        let known = &self.schedule;
         self.lists.retain(|author, _| known.contains_key(author));
     }
 
-    /// Up to `limit` authors whose deadline passed; each moves one retry interval on.
-    pub(crate) fn poll_due(&mut self, now: Instant, limit: usize) -> Vec<PublicKey> {
-        let due: Vec<PublicKey> = self
-            .next_query
+    /// The authors due at `now`. Nothing moves until a query names them
+    /// ([`RelayLists::handle_asked`]).
+    pub(crate) fn due(&self, now: Instant) -> Vec<PublicKey> {
+        self.schedule
             .iter()
-            .filter(|(_, at)| **at <= now)
+            .filter(|(_, s)| s.due_at(self.retry) <= now)
             .map(|(author, _)| *author)
-            .take(limit)
-            .collect();
-        for author in &due {
-            self.next_query.insert(*author, now + self.retry);
-        }
-        due
+            .collect()
     }
 
-    /// A query naming `authors` failed: they are due again at once.
-    pub(crate) fn handle_query_failed(&mut self, authors: &[PublicKey], now: Instant) {
+    /// A query naming `authors` was sent at `now`: each is not due while it is out.
+    pub(crate) fn handle_asked(&mut self, authors: &[PublicKey], now: Instant) {
         for author in authors {
-            if let Some(at) = self.next_query.get_mut(author) {
-                *at = (*at).min(now);
-            }
+            let Some(schedule) = self.schedule.get_mut(author) else {
+                continue;
+            };
+            *schedule = match *schedule {
+                Schedule::Due(_) => Schedule::Asked {
+                    outstanding: 1,
+                    asked_at: now,
+                    answered: false,
+                },
+                Schedule::Asked {
+                    outstanding,
+                    answered,
+                    ..
+                } => Schedule::Asked {
+                    outstanding: outstanding.saturating_add(1),
+                    asked_at: now,
+                    answered,
+                },
+            };
+        }
+    }
+
+    /// A query naming `authors` ended at `now`, successfully or not.
+    pub(crate) fn handle_query_done(&mut self, authors: &[PublicKey], success: bool, now: Instant) {
+        let retry = self.retry;
+        for author in authors {
+            let Some(schedule) = self.schedule.get_mut(author) else {
+                continue;
+            };
+            let Schedule::Asked {
+                outstanding,
+                asked_at,
+                answered,
+            } = *schedule
+            else {
+                continue; // a list arrived meanwhile: its refresh deadline stands
+            };
+            let answered = answered || success;
+            *schedule = match outstanding.saturating_sub(1) {
+                0 if answered => Schedule::Due(asked_at + retry),
+                0 => Schedule::Due(now),
+                outstanding => Schedule::Asked {
+                    outstanding,
+                    asked_at,
+                    answered,
+                },
+            };
         }
     }
 
@@ -99,10 +170,10 @@ impl RelayLists {
         if event.kind != Kind::RelayList {
             return Err(RelayListError::WrongKind(event.kind.as_u16()));
         }
-        if !self.next_query.contains_key(&event.pubkey) {
+        let Some(schedule) = self.schedule.get_mut(&event.pubkey) else {
             return Err(RelayListError::NotAParticipant);
-        }
-        self.next_query.insert(event.pubkey, now + self.refresh);
+        };
+        *schedule = Schedule::Due(now + self.refresh);
         if self
             .lists
             .get(&event.pubkey)
@@ -127,7 +198,7 @@ impl RelayLists {
 
     /// The earliest author deadline.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.next_query.values().min().copied()
+        self.schedule.values().map(|s| s.due_at(self.retry)).min()
     }
 
     fn parse(&self, event: &Event) -> RelayList {

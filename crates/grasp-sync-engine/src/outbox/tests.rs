@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use grasp_sync_health::{DiscoveryKind, HealthConfig, PauseKind, RefusalAction, RelayHealth};
 use grasp_sync_model::{BatchId, RelayUrl, RepoCoordinate};
 use nostr::nips::nip65::RelayMetadata;
-use nostr::{Event, EventBuilder, EventId, Keys, Timestamp};
+use nostr::{Event, EventBuilder, EventId, Keys, PublicKey, Timestamp};
 
 use super::*;
 use crate::error::RelayListError;
@@ -59,6 +59,13 @@ fn lists() -> RelayLists {
     RelayLists::new(3, secs(6 * 3600), secs(3600))
 }
 
+/// One query names every due author at `now`.
+fn ask(lists: &mut RelayLists, now: Instant) -> Vec<PublicKey> {
+    let due = lists.due(now);
+    lists.handle_asked(&due, now);
+    due
+}
+
 // ---- identity discovery ----
 
 #[test]
@@ -69,12 +76,12 @@ fn identity_source_pause_holds_back_authors_added_during_it() {
     let first = Keys::generate().public_key();
     lists.handle_authors([&first], t0);
     assert!(identity_source_admits(&source, true, true, t0));
-    let asked = lists.poll_due(t0, usize::MAX);
+    let asked = ask(&mut lists, t0);
     assert_eq!(asked, vec![first]);
     // The query fails: the source is paused for five minutes and the author is due again.
     let length = pause_length(source.handle_failure(PauseKind::Identity, t0), t0);
     assert_eq!(length, secs(5 * MIN));
-    lists.handle_query_failed(&asked, t0);
+    lists.handle_query_done(&asked, false, t0);
     // An author added during the pause is due, but the source admits no query until it ends.
     let second = Keys::generate().public_key();
     lists.handle_authors([&first, &second], t0 + secs(MIN));
@@ -88,7 +95,7 @@ fn identity_source_pause_holds_back_authors_added_during_it() {
     let end = t0 + secs(5 * MIN);
     assert!(identity_source_admits(&source, true, true, end));
     assert_eq!(
-        lists.poll_due(end, usize::MAX),
+        lists.due(end),
         vec![first, second]
             .into_iter()
             .collect::<BTreeSet<_>>()
@@ -135,47 +142,74 @@ fn per_author_deadlines_follow_found_missing_and_failed_queries() {
     let missing = Keys::generate().public_key();
     let failed = Keys::generate().public_key();
     lists.handle_authors([&found.public_key(), &missing, &failed], t0);
-    assert_eq!(
-        lists.poll_due(t0, usize::MAX).len(),
-        3,
-        "new authors are due at once"
-    );
-    assert!(
-        lists.poll_due(t0, usize::MAX).is_empty(),
-        "asked authors are not due again"
-    );
+    let asked = ask(&mut lists, t0);
+    assert_eq!(asked.len(), 3, "new authors are due at once");
+    assert!(lists.due(t0).is_empty(), "asked authors are not due again");
     let list = relay_list(&found, &[(url(1), None)], 100);
     assert_eq!(lists.handle_relay_list(&list, t0 + secs(1)), Ok(true));
-    lists.handle_query_failed(&[failed], t0 + secs(1));
+    lists.handle_query_done(&[found.public_key(), missing], true, t0 + secs(1));
+    lists.handle_query_done(&[failed], false, t0 + secs(1));
     // The failed author is due again at once; the missing one on the retry cadence; the found
     // one on the refresh cadence.
-    assert_eq!(lists.poll_due(t0 + secs(1), usize::MAX), vec![failed]);
+    assert_eq!(lists.due(t0 + secs(1)), vec![failed]);
     let retry = t0 + secs(3600);
-    let due: BTreeSet<_> = lists.poll_due(retry, usize::MAX).into_iter().collect();
+    let due: BTreeSet<_> = lists.due(retry).into_iter().collect();
     assert!(due.contains(&missing) && !due.contains(&found.public_key()));
     let refresh = t0 + secs(1 + 6 * 3600);
-    assert!(
-        lists
-            .poll_due(refresh, usize::MAX)
-            .contains(&found.public_key())
-    );
+    assert!(lists.due(refresh).contains(&found.public_key()));
 }
 
 #[test]
-fn an_author_without_a_list_gets_nothing_extra_and_is_asked_again() {
+fn an_author_no_query_named_stays_due() {
+    let t0 = Instant::now();
+    let mut lists = lists();
+    let asked = Keys::generate().public_key();
+    let waiting = Keys::generate().public_key();
+    lists.handle_authors([&asked, &waiting], t0);
+    // Only one author's sources were free: the other is still due a minute later.
+    lists.handle_asked(&[asked], t0);
+    assert_eq!(lists.due(t0 + secs(MIN)), vec![waiting]);
+    assert_eq!(lists.poll_timeout(), Some(t0));
+}
+
+#[test]
+fn one_sources_failure_does_not_undo_anothers_answer() {
+    let t0 = Instant::now();
+    let mut lists = lists();
+    let listed = Keys::generate();
+    let unlisted = Keys::generate().public_key();
+    let authors = [listed.public_key(), unlisted];
+    lists.handle_authors(&authors, t0);
+    // Two sources are asked for both authors.
+    lists.handle_asked(&authors, t0);
+    lists.handle_asked(&authors, t0);
+    let list = relay_list(&listed, &[(url(1), None)], 100);
+    assert_eq!(lists.handle_relay_list(&list, t0 + secs(1)), Ok(true));
+    lists.handle_query_done(&authors, true, t0 + secs(1));
+    lists.handle_query_done(&authors, false, t0 + secs(2));
+    // The answered query stands: the list on its refresh cadence, the author without one on
+    // the retry cadence.
+    assert!(lists.due(t0 + secs(2)).is_empty());
+    assert_eq!(lists.due(t0 + secs(3600)), vec![unlisted]);
+    assert!(lists.get(&listed.public_key()).is_some());
+}
+
+#[test]
+fn an_author_whose_queries_all_failed_is_due_at_once_and_a_lost_query_expires() {
     let t0 = Instant::now();
     let mut lists = lists();
     let author = Keys::generate().public_key();
     lists.handle_authors([&author], t0);
-    for round in 0..3u64 {
-        let at = t0 + secs(round * 3600);
-        assert_eq!(
-            lists.poll_due(at, usize::MAX),
-            vec![author],
-            "round {round}"
-        );
-        assert!(lists.get(&author).is_none());
-    }
+    lists.handle_asked(&[author], t0);
+    lists.handle_asked(&[author], t0);
+    lists.handle_query_done(&[author], false, t0 + secs(1));
+    assert!(lists.due(t0 + secs(1)).is_empty(), "one query is still out");
+    lists.handle_query_done(&[author], false, t0 + secs(2));
+    assert_eq!(lists.due(t0 + secs(2)), vec![author]);
+    // A query that never ends holds the author back for one retry interval.
+    lists.handle_asked(&[author], t0 + secs(3));
+    assert!(lists.due(t0 + secs(3602)).is_empty());
+    assert_eq!(lists.due(t0 + secs(3603)), vec![author]);
 }
 
 #[test]
@@ -517,4 +551,63 @@ fn participants_of_untracked_repositories_are_dropped() {
     participants.retain(&[kept.clone()].into(), &std::collections::HashSet::new());
     assert!(participants.get(&a).is_some());
     assert!(participants.get(&b).is_none());
+}
+
+#[test]
+fn items_new_to_a_mailbox_are_probed_at_once_and_the_rest_after_the_interval() {
+    let t0 = Instant::now();
+    let mut inventory = MailboxInventory::new(secs(15 * MIN), ITEMS);
+    let relay = url(1);
+    let old = repo("old");
+    inventory.handle_inventory(
+        inventory_of(relay.clone(), coverage(std::slice::from_ref(&old), &[])),
+        t0,
+    );
+    let first = inventory
+        .poll_probe(&relay, t0, Timestamp::from_secs(1_000), None)
+        .expect("new relay: due at once");
+    assert_eq!(first.repos, vec![old.clone()]);
+    inventory.handle_probe_started(&relay, BatchId(1));
+    assert!(inventory.handle_batch_done(&relay, BatchId(1), true));
+    // A root found a minute later is probed at once, alone and from full history.
+    let at = t0 + secs(MIN);
+    let root = EventId::from_byte_array([7; 32]);
+    inventory.handle_inventory(
+        inventory_of(relay.clone(), coverage(std::slice::from_ref(&old), &[root])),
+        at,
+    );
+    let second = inventory
+        .poll_probe(&relay, at, Timestamp::from_secs(1_060), None)
+        .expect("an item never probed is due at once");
+    assert_eq!((second.repos.len(), second.roots.clone()), (0, vec![root]));
+    assert_eq!(second.since, None);
+    inventory.handle_probe_started(&relay, BatchId(2));
+    assert!(inventory.handle_batch_done(&relay, BatchId(2), true));
+    // Everything covered: the next probe waits one interval after the last one started.
+    assert!(!inventory.dial_due(&relay, at + secs(15 * MIN - 1), None));
+    let third = inventory
+        .poll_probe(
+            &relay,
+            at + secs(15 * MIN),
+            Timestamp::from_secs(2_000),
+            None,
+        )
+        .expect("the interval passed");
+    assert_eq!((third.repos, third.roots), (vec![old], vec![root]));
+    assert_eq!(
+        third.since,
+        Some(Timestamp::from_secs(
+            1_000 - mailbox::PROBE_OVERLAP.as_secs()
+        ))
+    );
+    // A mailbox pause holds new items back too.
+    let later = at + secs(16 * MIN);
+    let newer = EventId::from_byte_array([8; 32]);
+    inventory.handle_probe_lost(&relay);
+    inventory.handle_inventory(
+        inventory_of(relay.clone(), coverage(&[], &[root, newer])),
+        later,
+    );
+    assert!(!inventory.dial_due(&relay, later, Some(later + secs(1))));
+    assert!(inventory.dial_due(&relay, later, None));
 }
