@@ -295,8 +295,9 @@ pub struct SimArgs {
     /// [default with outbox relays: 0.25].
     #[arg(long, value_name = "SHARE")]
     pub outbox_authors: Option<f64>,
-    /// Share of those contributors' roots, replies and comments (0 to 1) published only on
-    /// their outbox relays [default with outbox relays: 0.1].
+    /// Share of those contributors' roots, replies and comments (0 to 1) drawn to go only to
+    /// their outbox relays, which they do where their author takes part in the repository or
+    /// thread through another event on its relays [default with outbox relays: 0.1].
     #[arg(long, value_name = "SHARE")]
     pub outbox_share: Option<f64>,
     /// Interval between two probes of one participant mailbox relay in the daemon (the

@@ -45,7 +45,9 @@ async fn the_sim_reports_outbox_only_events_and_the_baseline_reads_outbox_relays
         seed: 5,
         relays: Some(2),
         repos: Some(3),
-        roots: Some(6),
+        // Enough roots per repository that contributors take part in one more than once: only
+        // then may an event of theirs go only to their outbox relay.
+        roots: Some(60),
         outbox_relays: Some(1),
         outbox_authors: Some(1.0),
         outbox_share: Some(0.5),

@@ -11,7 +11,7 @@ use rand::seq::index;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::outbox::OutboxPlan;
+use super::outbox::{OutboxPlan, Part};
 use super::{GeneratedNetwork, GeneratedOutbox, GeneratedRepo, NetworkSpec, RootCount};
 use crate::TestkitError;
 use crate::nip34::{self, Announcement, RepoRef, RepoTag, RootKind, ThreadTag};
@@ -160,6 +160,7 @@ impl<'a> Generator<'a> {
         };
         for maintainer in &maintainers {
             self.outbox.joined(maintainer, &relay_indices);
+            self.outbox.maintains(maintainer, i);
         }
         let announced_at = self.at(0, spec.time_span_secs / 4);
         let announcement = nip34::announcement(
@@ -206,7 +207,7 @@ impl<'a> Generator<'a> {
                 &format!("comment {c} on {identifier}"),
                 Timestamp::from_secs(at),
             )?;
-            self.place(comment, &relay_indices, accepted, false);
+            self.place(comment, &relay_indices, accepted, Placing::comment(i));
         }
 
         for r in 0..roots {
@@ -243,11 +244,11 @@ impl<'a> Generator<'a> {
                         &format!("descendant {d} of {}", reply.id),
                         Timestamp::from_secs(at),
                     )?;
-                    self.place(descendant, &relay_indices, accepted, true);
+                    self.place(descendant, &relay_indices, accepted, Placing::DESCENDANT);
                 }
-                self.place(reply, &relay_indices, accepted, false);
+                self.place(reply, &relay_indices, accepted, Placing::reply(i, root.id));
             }
-            self.place(root, &relay_indices, accepted, false);
+            self.place(root, &relay_indices, accepted, Placing::root(i));
         }
         self.out.repos.push(generated);
         Ok(())
@@ -263,24 +264,26 @@ impl<'a> Generator<'a> {
 
     /// Puts an event on all listed relays (at the spec's share) or on one of them; a root,
     /// reply or comment by a participant with outbox relays may go only to those instead.
-    fn place(&mut self, event: Event, relays: &[usize], expected: bool, descendant: bool) {
+    fn place(&mut self, event: Event, relays: &[usize], expected: bool, placing: Placing) {
+        let routes = placing.routes();
+        let descendant = routes.is_empty();
         self.record(event.id, expected, descendant);
         self.outbox.joined(&event.pubkey, relays);
-        // The usual placement is drawn first, so routing to outbox relays leaves the main
-        // stream, and so every other event, as it was.
+        // The usual placement is drawn first, so routing to outbox relays (decided once the
+        // network is complete) leaves the main stream, and so every other event, as it was.
         let usual = if self.rng.random_bool(self.spec.share_on_several_relays) {
             relays.to_vec()
         } else {
             vec![relays[self.rng.random_range(0..relays.len())]]
         };
-        let targets = if descendant {
-            None
-        } else {
-            self.outbox.route(&event, expected)
-        };
-        for r in targets.unwrap_or(usual) {
+        for &r in &usual {
             self.out.relay_events[r].push(event.clone());
         }
+        if descendant {
+            return;
+        }
+        self.outbox
+            .placed(&event, expected, &usual, &routes, placing.takes);
     }
 
     fn record(&mut self, id: EventId, expected: bool, descendant: bool) {
@@ -389,5 +392,51 @@ fn derive_keys(seed: u64, stream: u64) -> Keys {
         if let Ok(secret) = SecretKey::from_slice(&bytes) {
             return Keys::new(secret);
         }
+    }
+}
+
+/// How an event may be routed to its author's outbox relays, and what placing it on listed
+/// relays makes its author take part in.
+#[derive(Debug, Clone, Copy)]
+struct Placing {
+    /// Routed only if the author takes part in one of these (none: never routed).
+    routes: [Option<Part>; 2],
+    /// What the author takes part in once it is on listed relays.
+    takes: Option<Part>,
+}
+
+impl Placing {
+    /// A second-generation descendant: never routed, and no part taken.
+    const DESCENDANT: Placing = Placing {
+        routes: [None, None],
+        takes: None,
+    };
+
+    /// A repository comment, by someone taking part in the repository.
+    fn comment(repo: usize) -> Placing {
+        Placing {
+            routes: [Some(Part::Repo(repo)), None],
+            takes: None,
+        }
+    }
+
+    /// A root: its author takes part in the repository.
+    fn root(repo: usize) -> Placing {
+        Placing {
+            routes: [Some(Part::Repo(repo)), None],
+            takes: Some(Part::Repo(repo)),
+        }
+    }
+
+    /// A direct reply: its author takes part in the root's thread.
+    fn reply(repo: usize, root: EventId) -> Placing {
+        Placing {
+            routes: [Some(Part::Repo(repo)), Some(Part::Root(root))],
+            takes: Some(Part::Root(root)),
+        }
+    }
+
+    fn routes(&self) -> Vec<Part> {
+        self.routes.iter().flatten().copied().collect()
     }
 }

@@ -4,14 +4,19 @@
 //! ones, that no announcement lists. The list is published on the listed relays of every
 //! repository they take part in (where a sync connected there finds it) and on their outbox
 //! relays. A seeded share of their roots, replies and repository comments is published only
-//! on their outbox relays.
+//! on their outbox relays, where they take part in the repository or thread on its listed
+//! relays through another event (see [`Part`]): a sync can only know whose outbox to ask for
+//! a repository from the people it has seen there, so an event by someone the repository's
+//! relays never show, published only to that person's own relays, is out of any sync's reach.
+//! Which drawn events qualify is decided once the whole network is generated
+//! ([`OutboxPlan::finish`]), in generation order, from the events that stay on listed relays.
 //!
 //! Every draw here comes from its own ChaCha stream, and an event routed to outbox relays has
 //! already taken the draws of its usual placement, so switching outbox participants on moves
 //! events and adds relay lists but leaves every event ID, and every other placement, as it
 //! was.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use nostr::nips::nip65::RelayMetadata;
 use nostr::{Event, EventId, Keys, PublicKey, RelayUrl, Timestamp};
@@ -31,8 +36,10 @@ pub struct OutboxSpec {
     /// Share of contributors who publish a kind-10002 list naming one or two outbox relays
     /// as write relays (rounded to an exact count).
     pub share_of_authors: f64,
-    /// Share of those contributors' roots, replies and repository comments published only on
-    /// their outbox relays, not on their repository's relays (a draw per event).
+    /// Share of those contributors' roots, replies and repository comments drawn to go only
+    /// to their outbox relays, not to their repository's relays (a draw per event). A drawn
+    /// event goes there only where its author takes part in its repository or thread through
+    /// an event on the listed relays; the others stay where they are.
     pub share_of_events: f64,
 }
 
@@ -106,13 +113,38 @@ const OUTBOX_STREAM: u64 = 3 << 32;
 const MAX_THREAD_DEPTH: usize = 8;
 
 /// Outbox participants while the network is generated.
+/// What an author takes part in on a repository's listed relays, the way a sync learns it: a
+/// repository they maintain or posted a root to, or a root they replied to directly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Part {
+    /// The repository of this index in generation order.
+    Repo(usize),
+    /// A root event.
+    Root(EventId),
+}
+
 pub(super) struct OutboxPlan {
     rng: ChaCha8Rng,
     share_of_events: f64,
     participants: Vec<Participant>,
     by_author: HashMap<PublicKey, usize>,
+    /// What participants with outbox relays take part in through events on listed relays.
+    parts: HashSet<(usize, Part)>,
+    /// Events drawn to go only to their author's outbox relays, in generation order.
+    drawn: Vec<Drawn>,
     only: BTreeSet<EventId>,
     expected_only: BTreeSet<EventId>,
+}
+
+/// An event drawn to go only to its author's outbox relays.
+struct Drawn {
+    participant: usize,
+    event: Event,
+    expected: bool,
+    /// Listed relays it was placed on.
+    usual: Vec<usize>,
+    routes: Vec<Part>,
+    takes: Option<Part>,
 }
 
 /// One contributor with outbox relays.
@@ -167,6 +199,8 @@ impl OutboxPlan {
             share_of_events: outbox.share_of_events,
             participants,
             by_author,
+            parts: HashSet::new(),
+            drawn: Vec::new(),
             only: BTreeSet::new(),
             expected_only: BTreeSet::new(),
         }
@@ -179,24 +213,69 @@ impl OutboxPlan {
         }
     }
 
-    /// For a root, reply or comment: its author's write relays when it is to be only there
-    /// (a draw at the spec's share), or `None` when it keeps its usual placement.
-    pub(super) fn route(&mut self, event: &Event, expected: bool) -> Option<Vec<usize>> {
-        let &p = self.by_author.get(&event.pubkey)?;
-        if !self.rng.random_bool(self.share_of_events) {
-            return None;
+    /// `author` maintains the repository of index `repo` (its announcement says so).
+    pub(super) fn maintains(&mut self, author: &PublicKey, repo: usize) {
+        if let Some(&p) = self.by_author.get(author) {
+            self.parts.insert((p, Part::Repo(repo)));
         }
-        self.only.insert(event.id);
-        if expected {
-            self.expected_only.insert(event.id);
+    }
+
+    /// A root, reply or comment was placed on `usual` listed relays. A participant's event
+    /// is drawn (at the spec's share) to go only to their outbox relays, if they take part in
+    /// one of `routes` through another event; otherwise it makes them take part in `takes`.
+    pub(super) fn placed(
+        &mut self,
+        event: &Event,
+        expected: bool,
+        usual: &[usize],
+        routes: &[Part],
+        takes: Option<Part>,
+    ) {
+        let Some(&p) = self.by_author.get(&event.pubkey) else {
+            return;
+        };
+        if self.rng.random_bool(self.share_of_events) {
+            self.drawn.push(Drawn {
+                participant: p,
+                event: event.clone(),
+                expected,
+                usual: usual.to_vec(),
+                routes: routes.to_vec(),
+                takes,
+            });
+        } else if let Some(part) = takes {
+            self.parts.insert((p, part));
         }
-        Some(
-            self.participants[p]
-                .writes
+    }
+
+    /// Moves each drawn event whose author takes part in one of its routes, through events
+    /// that stay on listed relays, from its listed relays to the author's write relays; a
+    /// drawn event that does not qualify stays where it is and counts as taking part.
+    fn route_drawn(&mut self, out: &mut GeneratedNetwork) {
+        for drawn in std::mem::take(&mut self.drawn) {
+            let p = drawn.participant;
+            let reachable = drawn
+                .routes
                 .iter()
-                .map(|&(r, _)| r)
-                .collect(),
-        )
+                .any(|part| self.parts.contains(&(p, *part)));
+            if !reachable {
+                if let Some(part) = drawn.takes {
+                    self.parts.insert((p, part));
+                }
+                continue;
+            }
+            let id = drawn.event.id;
+            for &r in &drawn.usual {
+                out.relay_events[r].retain(|e| e.id != id);
+            }
+            for &(r, _) in &self.participants[p].writes {
+                out.relay_events[r].push(drawn.event.clone());
+            }
+            self.only.insert(id);
+            if drawn.expected {
+                self.expected_only.insert(id);
+            }
+        }
     }
 
     /// Signs every relay list and places it, records it as excluded (the store does not
@@ -207,6 +286,7 @@ impl OutboxPlan {
         relay_urls: &[String],
         out: &mut GeneratedNetwork,
     ) -> Result<(), TestkitError> {
+        self.route_drawn(out);
         let url = |r: usize| {
             RelayUrl::parse(&relay_urls[r]).map_err(|_| {
                 TestkitError::InvalidSpec(format!("not a relay url: {}", relay_urls[r]))

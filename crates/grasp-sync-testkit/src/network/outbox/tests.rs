@@ -363,3 +363,45 @@ proptest! {
         prop_assert!(relay_list_ids(&first).is_disjoint(&relay_list_ids(&other)));
     }
 }
+
+#[test]
+fn outbox_only_events_are_by_authors_who_take_part_in_them_on_listed_relays() {
+    let network = network(&with_outbox(13));
+    let outbox = &network.outbox;
+    assert!(!outbox.only_on_outbox.is_empty());
+    let events = events(&network);
+    let on_listed = |id: &EventId| !outbox.only_on_outbox.contains(id);
+    let is_root = |e: &Event| matches!(e.kind.as_u16(), 1617 | 1618 | 1621);
+    let parent = |e: &Event| {
+        e.tags
+            .iter()
+            .filter(|t| matches!(t.kind().as_str(), "e" | "E"))
+            .find_map(|t| t.content().and_then(|v| EventId::from_hex(v).ok()))
+    };
+    for id in &outbox.only_on_outbox {
+        let event = &events[id];
+        let author = event.pubkey;
+        let repo = repo_of(id, &events, &network);
+        let announcement = &events[&network.repos[repo].announcement];
+        let maintains = announcement.tags.iter().any(|t| {
+            t.kind().as_str() == "maintainers" && t.as_slice()[1..].contains(&author.to_hex())
+        });
+        let posted_a_root = events.values().any(|e| {
+            e.pubkey == author
+                && is_root(e)
+                && on_listed(&e.id)
+                && repo_of(&e.id, &events, &network) == repo
+        });
+        let replied_to_its_root = parent(event).is_some_and(|root| {
+            events.get(&root).is_some_and(is_root)
+                && events.values().any(|e| {
+                    e.pubkey == author && e.id != *id && on_listed(&e.id) && parent(e) == Some(root)
+                })
+        });
+        assert!(
+            maintains || posted_a_root || replied_to_its_root,
+            "{id} (kind {}) is by an author the repository's relays never saw take part",
+            event.kind
+        );
+    }
+}
