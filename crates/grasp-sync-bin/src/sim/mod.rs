@@ -506,6 +506,9 @@ pub async fn run_sim(
         .map(|(r, m)| counts_since(&r.strict_stats(), m))
         .collect();
     let status = daemon.status().await.unwrap_or_default();
+    if let Some(outbox) = outbox.as_mut() {
+        outbox.discovery = Some(status.participants.clone());
+    }
     let mut excluded_present = 0;
     for id in &network.generated.excluded {
         if daemon.holds(id).await? {

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 
-use grasp_sync_engine::LmdbStore;
+use grasp_sync_engine::{LmdbStore, ParticipantStatus};
 use grasp_sync_testkit::{GeneratedNetwork, OutboxSpec};
 use nostr::EventId;
 use nostr_database::{DatabaseEventStatus, NostrDatabase};
@@ -49,6 +49,8 @@ pub struct OutboxReport {
     pub naive_only_on_outbox: Option<usize>,
     /// The naive baseline's store: behind-outbox expected events held, if it ran.
     pub naive_behind_outbox: Option<usize>,
+    /// The daemon's participant discovery at the end of its phase.
+    pub discovery: Option<ParticipantStatus>,
 }
 
 impl OutboxReport {
@@ -69,6 +71,7 @@ impl OutboxReport {
             own_behind_outbox: held(&outbox.expected_behind_outbox),
             naive_only_on_outbox: None,
             naive_behind_outbox: None,
+            discovery: None,
         })
     }
 
@@ -99,6 +102,19 @@ impl OutboxReport {
 
     /// The report's lines: what each side held of the outbox-only and behind-outbox events.
     pub(super) fn write_held(&self, out: &mut (dyn Write + Send)) -> std::io::Result<()> {
+        if let Some(d) = &self.discovery {
+            writeln!(
+                out,
+                "participant discovery: {} participants, {} relay lists, {} mailbox relays; {} identity queries ({} failed), {} mailbox probes ({} failed)",
+                d.participants,
+                d.relay_lists,
+                d.mailbox_relays,
+                d.identity_queries,
+                d.identity_failures,
+                d.mailbox_probes,
+                d.mailbox_failures
+            )?;
+        }
         let naive = |held: Option<usize>, of: usize| {
             held.map_or("-".to_owned(), |held| format!("{held}/{of}"))
         };
