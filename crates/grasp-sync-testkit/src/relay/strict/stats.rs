@@ -1,5 +1,6 @@
 //! What the strict relay counts for assertions: connections, query starts with their times,
-//! refusals by kind, peak open subscriptions and events sent, per connection and in total.
+//! refusals by kind, peak open subscriptions, events sent and the bytes of the text frames
+//! each way, per connection and in total.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -57,6 +58,11 @@ pub struct QueryStart {
 pub struct ConnectionStats {
     /// Text messages the client sent.
     pub client_messages: u64,
+    /// Bytes of the text frames the client sent (every message, refused or not).
+    pub bytes_received: u64,
+    /// Bytes of the text frames sent to the client (the relay's messages, the proxy's own
+    /// answers and its refusals; events withheld are not sent and not counted).
+    pub bytes_sent: u64,
     /// Most REQ subscriptions open at once.
     pub peak_subscriptions: usize,
     /// Most negentropy sessions open at once.
@@ -124,6 +130,16 @@ impl StrictStats {
         self.per_connection.iter().map(|c| c.events_sent).sum()
     }
 
+    /// Bytes of the text frames clients sent, over every connection.
+    pub fn bytes_received(&self) -> u64 {
+        self.per_connection.iter().map(|c| c.bytes_received).sum()
+    }
+
+    /// Bytes of the text frames sent to clients, over every connection.
+    pub fn bytes_sent(&self) -> u64 {
+        self.per_connection.iter().map(|c| c.bytes_sent).sum()
+    }
+
     /// EVENT messages that repeated an event already sent on the same connection, over every
     /// connection.
     pub fn duplicate_events(&self) -> u64 {
@@ -187,10 +203,11 @@ impl Recorder {
         stats.per_connection.len() - 1
     }
 
-    /// Records one client text message and what the gate made of it.
+    /// Records one client text message of `len` bytes and what the gate made of it.
     pub(crate) fn client_message(
         &self,
         connection: usize,
+        len: usize,
         start: Option<(StartKind, String, Vec<nostr::Filter>)>,
         at: Instant,
         refused: Option<RefusalKind>,
@@ -212,6 +229,7 @@ impl Recorder {
         }
         if let Some(c) = stats.per_connection.get_mut(connection) {
             c.client_messages += 1;
+            c.bytes_received += len as u64;
             c.peak_subscriptions = c.peak_subscriptions.max(open.0);
             c.peak_negentropy = c.peak_negentropy.max(open.1);
         }
@@ -231,6 +249,13 @@ impl Recorder {
             if repeated {
                 c.duplicate_events += 1;
             }
+        }
+    }
+
+    /// Records one text frame of `len` bytes sent to a client.
+    pub(crate) fn text_sent(&self, connection: usize, len: usize) {
+        if let Some(c) = self.lock().per_connection.get_mut(connection) {
+            c.bytes_sent += len as u64;
         }
     }
 
