@@ -406,7 +406,7 @@ async fn the_bytes_of_every_text_frame_are_counted_each_way_per_connection() {
         (first.bytes_received, first.bytes_sent),
         (
             len(req("a", 2)) + len(req("b", 1)),
-            len(eose("a")) + len(refusal)
+            len(eose("a")) + len(refusal.clone())
         ),
         "a refused REQ and the proxy's refusal count too"
     );
@@ -414,6 +414,14 @@ async fn the_bytes_of_every_text_frame_are_counted_each_way_per_connection() {
     assert_eq!(
         (second.bytes_received, second.bytes_sent),
         (len(req("c", 3)), len(eose("c")))
+    );
+    assert_eq!(
+        first.received_by_verb,
+        [("REQ", len(req("a", 2)) + len(req("b", 1)))].into()
+    );
+    assert_eq!(
+        first.sent_by_verb,
+        [("EOSE", len(eose("a"))), ("NOTICE", len(refusal))].into()
     );
     assert_eq!(
         stats.bytes_received(),

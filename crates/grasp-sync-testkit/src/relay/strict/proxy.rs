@@ -138,7 +138,7 @@ impl Link {
             };
             self.recorder.client_message(
                 self.connection,
-                text.len(),
+                text.as_str(),
                 outcome.start.clone(),
                 now,
                 outcome.refusal(),
@@ -259,15 +259,10 @@ impl Link {
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        let text = match &message {
-            Message::Text(text) => Some(text.len()),
-            _ => None,
-        };
-        client_tx.feed(message).await?;
-        if let Some(len) = text {
-            self.recorder.text_sent(self.connection, len);
+        if let Message::Text(text) = &message {
+            self.recorder.text_sent(self.connection, text.as_str());
         }
-        Ok(())
+        client_tx.feed(message).await
     }
 
     /// What to do with one item of the relay's stream.

@@ -63,6 +63,10 @@ pub struct ConnectionStats {
     /// Bytes of the text frames sent to the client (the relay's messages, the proxy's own
     /// answers and its refusals; events withheld are not sent and not counted).
     pub bytes_sent: u64,
+    /// [`bytes_received`](Self::bytes_received) by message verb ([`frame_verb`]).
+    pub received_by_verb: BTreeMap<&'static str, u64>,
+    /// [`bytes_sent`](Self::bytes_sent) by message verb ([`frame_verb`]).
+    pub sent_by_verb: BTreeMap<&'static str, u64>,
     /// Most REQ subscriptions open at once.
     pub peak_subscriptions: usize,
     /// Most negentropy sessions open at once.
@@ -73,6 +77,35 @@ pub struct ConnectionStats {
     pub duplicate_events: u64,
     /// Whether the proxy dropped the connection after its message budget.
     pub dropped: bool,
+}
+
+/// The verbs [`frame_verb`] tells apart, client and relay messages.
+pub const FRAME_VERBS: [&str; 13] = [
+    "REQ",
+    "CLOSE",
+    "EVENT",
+    "AUTH",
+    "COUNT",
+    "NEG-OPEN",
+    "NEG-MSG",
+    "NEG-CLOSE",
+    "NEG-ERR",
+    "EOSE",
+    "CLOSED",
+    "NOTICE",
+    "OK",
+];
+
+/// The verb of a Nostr message frame (`REQ` for `["REQ", ...]`), one of [`FRAME_VERBS`], or
+/// `other` for any other text, so a count by verb stays bounded whatever a client sends.
+pub fn frame_verb(frame: &str) -> &'static str {
+    let rest = frame.trim_start().strip_prefix('[').unwrap_or_default();
+    let rest = rest.trim_start().strip_prefix('"').unwrap_or_default();
+    let verb = rest.split('"').next().unwrap_or_default();
+    FRAME_VERBS
+        .into_iter()
+        .find(|known| *known == verb)
+        .unwrap_or("other")
 }
 
 /// A snapshot of everything the strict relay counted since it was created (restarts
@@ -203,11 +236,11 @@ impl Recorder {
         stats.per_connection.len() - 1
     }
 
-    /// Records one client text message of `len` bytes and what the gate made of it.
+    /// Records one client text message and what the gate made of it.
     pub(crate) fn client_message(
         &self,
         connection: usize,
-        len: usize,
+        text: &str,
         start: Option<(StartKind, String, Vec<nostr::Filter>)>,
         at: Instant,
         refused: Option<RefusalKind>,
@@ -229,7 +262,8 @@ impl Recorder {
         }
         if let Some(c) = stats.per_connection.get_mut(connection) {
             c.client_messages += 1;
-            c.bytes_received += len as u64;
+            c.bytes_received += text.len() as u64;
+            *c.received_by_verb.entry(frame_verb(text)).or_insert(0) += text.len() as u64;
             c.peak_subscriptions = c.peak_subscriptions.max(open.0);
             c.peak_negentropy = c.peak_negentropy.max(open.1);
         }
@@ -252,10 +286,11 @@ impl Recorder {
         }
     }
 
-    /// Records one text frame of `len` bytes sent to a client.
-    pub(crate) fn text_sent(&self, connection: usize, len: usize) {
+    /// Records one text frame sent to a client.
+    pub(crate) fn text_sent(&self, connection: usize, text: &str) {
         if let Some(c) = self.lock().per_connection.get_mut(connection) {
-            c.bytes_sent += len as u64;
+            c.bytes_sent += text.len() as u64;
+            *c.sent_by_verb.entry(frame_verb(text)).or_insert(0) += text.len() as u64;
         }
     }
 
