@@ -64,6 +64,7 @@ const SIMS: &[SimRun] = &[
             "b20",
             "--timeout",
             "300s",
+            "--reconcile",
         ],
     },
     SimRun {

@@ -71,6 +71,10 @@ mod tests {
                     connected: 3,
                     status: 1,
                     failures: 0,
+                    wire: grasp_sync_engine::WireBytes {
+                        sent: 120,
+                        received: 4_096,
+                    },
                 };
                 ((*relay).to_owned(), reading)
             })
@@ -89,6 +93,18 @@ mod tests {
         );
         assert!(
             first.contains(r#"grasp_sync_relay_failures{relay="wss://a.example"} 0"#),
+            "{first}"
+        );
+        assert!(
+            first.contains(
+                r#"grasp_sync_relay_bytes_total{direction="received",relay="wss://a.example"} 4096"#
+            ),
+            "{first}"
+        );
+        assert!(
+            first.contains(
+                r#"grasp_sync_relay_bytes_total{direction="sent",relay="wss://b.example"} 120"#
+            ),
             "{first}"
         );
         metrics.record_relays(readings(&["wss://a.example"]));

@@ -13,7 +13,7 @@ use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::status_view::{RelayRow, Sort, Summary, rows};
+use crate::status_view::{RelayRow, Sort, Summary, format_bytes, rows};
 
 /// The endpoints' default address, as `metrics_listen` defaults to.
 pub const DEFAULT_STATUS_URL: &str = "http://127.0.0.1:9477";
@@ -208,17 +208,27 @@ pub fn render_text(status: &EngineStatus) -> String {
     out.push('\n');
     let rows = rows(status, |_, _| None, Sort::default());
     let header = [
-        "RELAY", "STATE", "HEALTH", "USED/B", "LIVE/TR", "STARTS", "REFUSALS", "RECEIVED",
-        "SYNCED", "REJECTED", "LAG",
+        "RELAY",
+        "STATE",
+        "HEALTH",
+        "USED/B",
+        "LIVE/TR",
+        "STARTS",
+        "REFUSALS",
+        "RECEIVED",
+        "SYNCED",
+        "REJECTED",
+        "SENT/RECEIVED",
+        "LAG",
     ];
-    let cells: Vec<[String; 11]> = rows.iter().map(cells_of).collect();
+    let cells: Vec<[String; 12]> = rows.iter().map(cells_of).collect();
     let mut widths = header.map(str::len);
     for row in &cells {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
-    let line = |out: &mut String, cells: [&str; 11]| {
+    let line = |out: &mut String, cells: [&str; 12]| {
         let mut text = String::new();
         for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
             let pad = width.saturating_sub(cell.chars().count());
@@ -268,7 +278,7 @@ pub fn render_text(status: &EngineStatus) -> String {
     out
 }
 
-fn cells_of(row: &RelayRow) -> [String; 11] {
+fn cells_of(row: &RelayRow) -> [String; 12] {
     let url: String = row.url.chars().filter(|c| !c.is_control()).collect();
     let url = if row.bootstrap {
         format!("{url} (bootstrap)")
@@ -286,6 +296,11 @@ fn cells_of(row: &RelayRow) -> [String; 11] {
         row.received.to_string(),
         row.synced.to_string(),
         row.rejected.to_string(),
+        format!(
+            "{}/{}",
+            format_bytes(row.bytes_sent),
+            format_bytes(row.bytes_received)
+        ),
         row.lag.to_string(),
     ]
 }

@@ -72,6 +72,10 @@ pub(crate) struct RelayRow {
     pub(crate) synced: u64,
     /// Of those, refused by the store.
     pub(crate) rejected: u64,
+    /// Bytes of the messages sent to the relay (WebSocket text frames).
+    pub(crate) bytes_sent: u64,
+    /// Bytes of the messages received from the relay (WebSocket text frames).
+    pub(crate) bytes_received: u64,
     /// Historic batches in flight plus starts waiting.
     pub(crate) lag: u64,
     /// The last error or refusal text.
@@ -99,13 +103,15 @@ pub(crate) enum SortKey {
     Synced,
     /// Events rejected.
     Rejected,
+    /// Bytes sent and received.
+    Bytes,
     /// Lag.
     Lag,
 }
 
 impl SortKey {
     /// Every key, in table order.
-    pub(crate) const ALL: [SortKey; 10] = [
+    pub(crate) const ALL: [SortKey; 11] = [
         SortKey::Relay,
         SortKey::State,
         SortKey::Health,
@@ -115,6 +121,7 @@ impl SortKey {
         SortKey::Received,
         SortKey::Synced,
         SortKey::Rejected,
+        SortKey::Bytes,
         SortKey::Lag,
     ];
 
@@ -130,6 +137,7 @@ impl SortKey {
             SortKey::Received => "received",
             SortKey::Synced => "synced",
             SortKey::Rejected => "rejected",
+            SortKey::Bytes => "bytes",
             SortKey::Lag => "lag",
         }
     }
@@ -242,6 +250,8 @@ impl RelayRow {
             received: relay.events_received,
             synced: relay.events_saved,
             rejected: relay.events_rejected,
+            bytes_sent: relay.bytes_sent,
+            bytes_received: relay.bytes_received,
             lag: relay_lag(relay),
             last_error: relay.last_error.clone(),
         }
@@ -250,6 +260,11 @@ impl RelayRow {
     /// Total refusals.
     pub(crate) fn refusal_total(&self) -> u64 {
         self.refusals.values().sum()
+    }
+
+    /// Bytes sent and received together.
+    pub(crate) fn bytes_total(&self) -> u64 {
+        self.bytes_sent.saturating_add(self.bytes_received)
     }
 
     /// Budget use as a share of B (0 when B is 0).
@@ -277,8 +292,24 @@ fn compare(a: &RelayRow, b: &RelayRow, key: SortKey) -> Ordering {
         SortKey::Received => a.received.cmp(&b.received),
         SortKey::Synced => a.synced.cmp(&b.synced),
         SortKey::Rejected => a.rejected.cmp(&b.rejected),
+        SortKey::Bytes => a.bytes_total().cmp(&b.bytes_total()),
         SortKey::Lag => a.lag.cmp(&b.lag),
     }
+}
+
+/// A byte count for people: `512 B`, `1.5 KiB`, `12.0 MiB`, `3.2 GiB`.
+pub(crate) fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
 }
 
 /// `1h 2m 3s`, `4m 5s`, `6s`, or with days.

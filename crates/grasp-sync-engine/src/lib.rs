@@ -60,5 +60,5 @@ pub use store::{
 pub use transport::{
     NEGENTROPY_DEADLINE, NEGENTROPY_PROBE_DEADLINE, NegentropyDiff, NegentropyError, NipListing,
     RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession, RoundLimits,
-    SdkConnector,
+    SdkConnector, WireBytes,
 };

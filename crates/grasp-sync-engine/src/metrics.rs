@@ -1,15 +1,16 @@
 //! The engine's metrics, recorded through opentelemetry with the `grasp_sync_` prefix.
 //!
-//! The per-relay gauges carry a `relay` label (the normalised URL). They are observed: each
-//! collection reports the relays of the engine's last health tick, so a retired relay's series
-//! disappear with it, and the series are bounded by the tracked relays (`max_tracked_relays`).
+//! The per-relay gauges and the per-relay byte counter carry a `relay` label (the normalised
+//! URL). They are observed: each collection reports the relays of the engine's last health
+//! tick, so a retired relay's series disappear with it, and the series are bounded by the
+//! tracked relays (`max_tracked_relays`).
 //! Every other metric is labelled by class, category, stage or reason only.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Gauge, Meter, ObservableGauge};
+use opentelemetry::metrics::{Counter, Gauge, Meter, ObservableCounter, ObservableGauge};
 
 /// One relay's gauges at the last health tick.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,6 +21,9 @@ pub struct RelayReading {
     pub status: u64,
     /// Consecutive connection failures (`grasp_sync_relay_failures`).
     pub failures: u64,
+    /// Text-frame bytes sent and received since the relay was first tracked
+    /// (`grasp_sync_relay_bytes_total`).
+    pub wire: crate::transport::WireBytes,
 }
 
 /// The tracked relays' readings, read by the observed gauges at each collection.
@@ -30,6 +34,7 @@ type Readings = Arc<Mutex<BTreeMap<String, RelayReading>>>;
 pub struct SyncMetrics {
     readings: Readings,
     _relay_gauges: Arc<[ObservableGauge<u64>; 3]>,
+    _relay_bytes: Arc<ObservableCounter<u64>>,
     connection_attempts: Counter<u64>,
     events_synced: Counter<u64>,
     relays_tracked: Gauge<u64>,
@@ -94,9 +99,33 @@ impl SyncMetrics {
                 |reading| reading.failures,
             ),
         ];
+        let relay_bytes = {
+            let readings = Arc::clone(&readings);
+            meter
+                .u64_observable_counter("grasp_sync_relay_bytes_total")
+                .with_description("bytes of WebSocket text frames (the client and relay messages) per relay since it was first tracked, by direction (sent, received)")
+                .with_callback(move |observer| {
+                    let readings = readings.lock().unwrap_or_else(PoisonError::into_inner);
+                    for (relay, reading) in readings.iter() {
+                        for (direction, bytes) in
+                            [("sent", reading.wire.sent), ("received", reading.wire.received)]
+                        {
+                            observer.observe(
+                                bytes,
+                                &[
+                                    KeyValue::new("relay", relay.clone()),
+                                    KeyValue::new("direction", direction),
+                                ],
+                            );
+                        }
+                    }
+                })
+                .build()
+        };
         Self {
             readings,
             _relay_gauges: Arc::new(relay_gauges),
+            _relay_bytes: Arc::new(relay_bytes),
             connection_attempts: meter
                 .u64_counter("grasp_sync_connection_attempts_total")
                 .with_description("connection attempts by result")

@@ -130,6 +130,11 @@ impl SessionHandle {
         self.outbound.send(request).is_ok()
     }
 
+    /// Text-frame bytes the session's connection has moved so far.
+    pub(crate) fn wire_bytes(&self) -> crate::transport::WireBytes {
+        self.session.wire_bytes()
+    }
+
     /// The session, for background jobs that talk to the relay themselves (negentropy rounds).
     pub(crate) fn session(&self) -> Arc<dyn RelaySession> {
         Arc::clone(&self.session)

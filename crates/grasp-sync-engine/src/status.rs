@@ -1,6 +1,6 @@
 //! A snapshot of the engine for operators (`/status`), tests and the demo: per relay, the
-//! connection and health state, ledger use, pending batches, traffic and refusals. It reads
-//! back from its JSON form, for clients of `/status`.
+//! connection and health state, ledger use, pending batches, traffic (requests, events and
+//! bytes) and refusals. It reads back from its JSON form, for clients of `/status`.
 
 use std::collections::BTreeMap;
 
@@ -145,6 +145,18 @@ impl EngineStatus {
             .sum()
     }
 
+    /// Text-frame bytes sent to and received from every relay tracked now.
+    pub fn total_wire_bytes(&self) -> crate::transport::WireBytes {
+        self.relays
+            .values()
+            .fold(crate::transport::WireBytes::default(), |sum, r| {
+                sum + crate::transport::WireBytes {
+                    sent: r.bytes_sent,
+                    received: r.bytes_received,
+                }
+            })
+    }
+
     /// Sum of refusals over every relay.
     pub fn total_refusals(&self) -> u64 {
         self.relays.values().flat_map(|r| r.refusals.values()).sum()
@@ -192,6 +204,13 @@ pub struct RelayStatus {
     pub req_starts_historic: u64,
     /// Events delivered by this relay (raw, before dedup).
     pub events_received: u64,
+    /// Bytes of the client messages sent to this relay since it was first tracked: the
+    /// WebSocket text frames (REQ, CLOSE, NEG-*, AUTH, EVENT) of every session, not the
+    /// NIP-11 fetch nor control frames.
+    pub bytes_sent: u64,
+    /// Bytes of the relay messages received from this relay since it was first tracked (the
+    /// text frames of every session: EVENT, EOSE, CLOSED, NOTICE, OK, AUTH, NEG-*).
+    pub bytes_received: u64,
     /// Events from this relay newly saved.
     pub events_saved: u64,
     /// Events from this relay already stored.

@@ -1,5 +1,5 @@
 //! What the sim reads off the relays and the process: per-relay counters from the strict
-//! proxy (the ground truth for starts, refusals and open subscriptions) split by phase, and
+//! proxy (the ground truth for starts, refusals, open subscriptions and bytes) split by phase, and
 //! memory figures from `/proc/<pid>/status`.
 
 use std::collections::BTreeMap;
@@ -22,6 +22,14 @@ pub struct RelayCounts {
     pub events_sent: u64,
     /// WebSocket connections.
     pub connections: usize,
+    /// Bytes of the text frames the client sent the relay.
+    pub bytes_received: u64,
+    /// Bytes of the text frames the relay sent the client.
+    pub bytes_sent: u64,
+    /// `bytes_received` by message verb (`REQ`, `NEG-OPEN`, ...).
+    pub received_by_verb: BTreeMap<String, u64>,
+    /// `bytes_sent` by message verb (`EVENT`, `EOSE`, `NEG-MSG`, ...).
+    pub sent_by_verb: BTreeMap<String, u64>,
 }
 
 impl RelayCounts {
@@ -33,6 +41,11 @@ impl RelayCounts {
     /// Refusals of every kind.
     pub fn total_refusals(&self) -> u64 {
         self.refusals.values().sum()
+    }
+
+    /// Bytes moved both ways.
+    pub fn bytes(&self) -> u64 {
+        self.bytes_received + self.bytes_sent
     }
 }
 
@@ -84,7 +97,24 @@ pub(super) fn counts_since(stats: &StrictStats, mark: &Mark) -> RelayCounts {
             .unwrap_or(0),
         events_sent: connections.iter().map(|c| c.events_sent).sum(),
         connections: connections.len(),
+        bytes_received: connections.iter().map(|c| c.bytes_received).sum(),
+        bytes_sent: connections.iter().map(|c| c.bytes_sent).sum(),
+        received_by_verb: by_verb(connections.iter().map(|c| &c.received_by_verb)),
+        sent_by_verb: by_verb(connections.iter().map(|c| &c.sent_by_verb)),
     }
+}
+
+/// Byte counts by verb, summed over connections.
+fn by_verb<'a>(
+    counts: impl Iterator<Item = &'a BTreeMap<&'static str, u64>>,
+) -> BTreeMap<String, u64> {
+    let mut sum = BTreeMap::new();
+    for count in counts {
+        for (verb, bytes) in count {
+            *sum.entry((*verb).to_owned()).or_insert(0) += bytes;
+        }
+    }
+    sum
 }
 
 /// A refusal kind's name in reports.

@@ -8,6 +8,7 @@ mod measure;
 mod naive;
 mod outbox;
 mod raw;
+mod reconcile;
 mod report;
 mod shards;
 mod spec;
@@ -39,6 +40,7 @@ pub use measure::{Memory, RelayCounts, parse_memory};
 pub use naive::{ITEMS_PER_FILTER, NaiveOutcome};
 pub use outbox::OutboxReport;
 pub use raw::RawIngest;
+pub use reconcile::ReconcileReport;
 pub use report::write_report;
 pub use shards::{ShardRow, ShardsReport, write_shards};
 pub use spec::{Preset, Profiles};
@@ -108,6 +110,9 @@ pub struct SimOptions {
     /// Run this many external-mode daemons, one per shard, over one own relay instead of
     /// one embedded daemon (without the baseline, the raw ingest and the idle daemon).
     pub shards: Option<u16>,
+    /// Once the daemon converged, measure a reconciliation of the complete store (a restart
+    /// over it).
+    pub reconcile: bool,
 }
 
 impl Default for SimOptions {
@@ -139,6 +144,7 @@ impl Default for SimOptions {
             exe: None,
             progress: false,
             shards: None,
+            reconcile: false,
         }
     }
 }
@@ -212,6 +218,7 @@ impl TryFrom<&SimArgs> for SimOptions {
             exe: None,
             progress: false,
             shards: args.shards,
+            reconcile: args.reconcile,
         })
     }
 }
@@ -287,6 +294,10 @@ pub struct EngineCounts {
     pub peak_subscriptions: usize,
     /// Events delivered.
     pub events_received: u64,
+    /// Bytes the engine counted sent to the relay (text frames).
+    pub bytes_sent: u64,
+    /// Bytes the engine counted received from the relay (text frames).
+    pub bytes_received: u64,
 }
 
 /// One relay of the run.
@@ -329,9 +340,18 @@ pub struct SideTotals {
     pub refusals: BTreeMap<String, u64>,
     /// Expected events stored per second of wall time.
     pub events_per_sec: f64,
+    /// Bytes of the text frames the client sent the relays (relay-side count).
+    pub bytes_sent: u64,
+    /// Bytes of the text frames the relays sent the client.
+    pub bytes_received: u64,
 }
 
 impl SideTotals {
+    /// Bytes moved both ways.
+    pub fn bytes(&self) -> u64 {
+        self.bytes_sent + self.bytes_received
+    }
+
     /// REQ and NEG starts.
     pub fn starts(&self) -> usize {
         self.req_starts + self.neg_opens
@@ -384,6 +404,8 @@ pub struct SimReport {
     pub outbox: Option<OutboxReport>,
     /// Raw ingest into a fresh store, if measured.
     pub raw: Option<RawIngest>,
+    /// A reconciliation of the complete store, if measured (`--reconcile`).
+    pub reconcile: Option<ReconcileReport>,
     /// Memory of the sim process (relays, daemon and baseline together).
     pub process_memory: Memory,
     /// The idle daemon process, if measured.
@@ -515,6 +537,20 @@ pub async fn run_sim(
             excluded_present += 1;
         }
     }
+    // With `--reconcile`, the first sync runs on until it settled: what it moved by then is
+    // the full sync the reconciliation is compared with.
+    let full_sync = if options.reconcile {
+        let (settled, first) = reconcile::wait_settled(&daemon, deadline).await;
+        let bytes: u64 = network
+            .relays
+            .iter()
+            .zip(&marks)
+            .map(|(r, m)| counts_since(&r.strict_stats(), m).bytes())
+            .sum();
+        Some((settled, first, bytes))
+    } else {
+        None
+    };
     daemon.shutdown().await;
     let own = totals(
         &own_counts,
@@ -537,6 +573,27 @@ pub async fn run_sim(
         excluded_present
     )?;
     out.flush()?;
+
+    // A reconciliation of the complete store: the daemon again, over the same store.
+    let mut reconcile = if let Some((settled, first, bytes)) = &full_sync {
+        let mut report =
+            reconcile::run_reconcile(&settings, &network, first, *bytes, options.timeout).await?;
+        report.full_sync_settled = *settled;
+        writeln!(
+            out,
+            "reconciliation: {} after {:.1}s",
+            if report.settled {
+                "settled"
+            } else {
+                "NOT settled"
+            },
+            report.wall_ms as f64 / 1000.0
+        )?;
+        out.flush()?;
+        Some(report)
+    } else {
+        None
+    };
 
     // The naive baseline on the same network.
     let domain = service_url.host().to_owned();
@@ -588,6 +645,9 @@ pub async fn run_sim(
     } else {
         (None, None, None)
     };
+    if let (Some(report), Some(naive)) = (&mut reconcile, &naive) {
+        report.naive_bytes = Some(naive.bytes());
+    }
 
     // The store's raw ingest rate.
     let raw = if options.raw_ingest {
@@ -665,6 +725,7 @@ pub async fn run_sim(
         naive_client,
         outbox,
         raw,
+        reconcile,
         process_memory: measure::own_memory(),
         idle,
         targets: Vec::new(),
@@ -748,6 +809,8 @@ fn totals(
         neg_opens: counts.iter().map(|c| c.neg_opens).sum(),
         refusals,
         events_per_sec: raw::rate(expected_present, elapsed),
+        bytes_sent: counts.iter().map(|c| c.bytes_received).sum(),
+        bytes_received: counts.iter().map(|c| c.bytes_sent).sum(),
     }
 }
 
@@ -807,6 +870,8 @@ fn relay_rows(
                     peak_live_subscriptions: peak_live.get(key).copied().unwrap_or(0),
                     peak_subscriptions: r.peak_subscriptions,
                     events_received: r.events_received,
+                    bytes_sent: r.bytes_sent,
+                    bytes_received: r.bytes_received,
                 })
                 .unwrap_or_default();
             let live = usize::try_from(engine.req_starts_live).unwrap_or(usize::MAX);

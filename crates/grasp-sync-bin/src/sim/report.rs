@@ -13,6 +13,8 @@ pub(super) const INGEST_SHARE_TARGET: f64 = 0.70;
 pub(super) const STARTS_RATIO_TARGET: f64 = 5.0;
 /// Convergence within this multiple of the pacing bound.
 pub(super) const PACING_SLACK: f64 = 1.2;
+/// Largest share of a full REQ re-sync's bytes the reconciliation of a complete store may move.
+pub(super) const RECONCILE_BYTES_TARGET: f64 = 0.01;
 
 fn check(name: &str, target: &str, actual: String, met: Option<bool>) -> TargetCheck {
     TargetCheck {
@@ -114,6 +116,38 @@ pub(super) fn targets(report: &SimReport) -> Vec<TargetCheck> {
         ">= 70 %",
         share.map_or("not measured".to_owned(), |s| format!("{:.1} %", s * 100.0)),
         share.map(|s| s >= INGEST_SHARE_TARGET),
+    ));
+    let reconcile = report.reconcile.as_ref();
+    let ratio = reconcile.and_then(|r| r.worst_ratio());
+    out.push(check(
+        "reconciliation of the complete store vs a full REQ re-sync",
+        "<= 1 % of the bytes of the cheaper full sync",
+        match (reconcile, ratio) {
+            (Some(r), Some(ratio)) => format!(
+                "{:.2} % ({} of {} bytes){}",
+                ratio * 100.0,
+                r.bytes(),
+                r.naive_bytes
+                    .map_or(r.full_sync_bytes, |naive| naive.min(r.full_sync_bytes)),
+                match (r.full_sync_settled, r.settled) {
+                    (true, true) => "",
+                    (false, _) => ", first sync not settled",
+                    (true, false) => ", not settled",
+                }
+            ),
+            _ => "not measured".to_owned(),
+        },
+        reconcile
+            .zip(ratio)
+            .map(|(r, ratio)| r.settled && r.full_sync_settled && ratio <= RECONCILE_BYTES_TARGET),
+    ));
+    out.push(check(
+        "events downloaded again by the reconciliation",
+        "0",
+        reconcile.map_or("not measured".to_owned(), |r| {
+            r.events_downloaded.to_string()
+        }),
+        reconcile.map(|r| r.settled && r.events_downloaded == 0),
     ));
     let idle = report.idle.as_ref();
     out.push(check(
@@ -235,6 +269,22 @@ pub fn write_report(out: &mut (dyn Write + Send), report: &SimReport) -> std::io
     }
     row(
         out,
+        "bytes moved (KiB)",
+        (report.own.bytes() / 1024).to_string(),
+        naive.map(|n| (n.bytes() / 1024).to_string()),
+    )?;
+    row(
+        out,
+        "  sent / received (KiB)",
+        format!(
+            "{}/{}",
+            report.own.bytes_sent / 1024,
+            report.own.bytes_received / 1024
+        ),
+        naive.map(|n| format!("{}/{}", n.bytes_sent / 1024, n.bytes_received / 1024)),
+    )?;
+    row(
+        out,
         "events stored per second",
         format!("{:.0}", report.own.events_per_sec),
         naive.map(|n| format!("{:.0}", n.events_per_sec)),
@@ -255,6 +305,9 @@ pub fn write_report(out: &mut (dyn Write + Send), report: &SimReport) -> std::io
             raw.wall_ms as f64 / 1000.0,
             raw.events_per_sec
         )?;
+    }
+    if let Some(reconcile) = &report.reconcile {
+        reconcile.write(out)?;
     }
     writeln!(
         out,

@@ -267,6 +267,7 @@ pub(super) async fn run_sharded(
         naive: None,
         naive_client: None,
         raw: None,
+        reconcile: None,
         process_memory: measure::own_memory(),
         idle: None,
         targets: Vec::new(),

@@ -18,7 +18,7 @@ use std::time::Duration;
 use grasp_sync_engine::EngineStatus;
 
 use crate::history::{Sample, StatusHistory};
-use crate::status_view::{RelayRow, Sort, SortKey, Summary, format_uptime, rows};
+use crate::status_view::{RelayRow, Sort, SortKey, Summary, format_bytes, format_uptime, rows};
 
 use html::escape;
 
@@ -163,7 +163,7 @@ fn render_summary(out: &mut String, summary: &Summary) {
 }
 
 /// Column headers: (key, text, numeric).
-const HEADERS: [(Option<SortKey>, &str, bool); 12] = [
+const HEADERS: [(Option<SortKey>, &str, bool); 13] = [
     (Some(SortKey::Relay), "Relay", false),
     (Some(SortKey::State), "State", false),
     (Some(SortKey::Health), "Health", false),
@@ -175,6 +175,7 @@ const HEADERS: [(Option<SortKey>, &str, bool); 12] = [
     (Some(SortKey::Received), "Received", true),
     (Some(SortKey::Synced), "Synced", true),
     (Some(SortKey::Rejected), "Rejected", true),
+    (Some(SortKey::Bytes), "Bytes sent / received", true),
     (Some(SortKey::Lag), "Lag", true),
 ];
 
@@ -213,7 +214,7 @@ fn render_table(out: &mut String, rows: &[RelayRow], sort: Sort) {
         render_row(out, row);
     }
     if rows.is_empty() {
-        out.push_str(r#"<tr><td colspan="12" class="empty">no relay tracked yet</td></tr>"#);
+        out.push_str(r#"<tr><td colspan="13" class="empty">no relay tracked yet</td></tr>"#);
     }
     out.push_str("</tbody></table></div></section>");
 }
@@ -222,7 +223,7 @@ fn render_row(out: &mut String, row: &RelayRow) {
     let url = escape(&row.url);
     let _ = write!(
         out,
-        r#"<tr data-relay="{url}" data-state="{}" data-health="{}" data-used="{}" data-budget="{}" data-live="{}" data-transient="{}" data-starts="{}" data-refusals="{}" data-received="{}" data-synced="{}" data-rejected="{}" data-lag="{}">"#,
+        r#"<tr data-relay="{url}" data-state="{}" data-health="{}" data-used="{}" data-budget="{}" data-live="{}" data-transient="{}" data-starts="{}" data-refusals="{}" data-received="{}" data-synced="{}" data-rejected="{}" data-bytes-sent="{}" data-bytes-received="{}" data-lag="{}">"#,
         escape(&row.state),
         escape(&row.health),
         row.used,
@@ -234,6 +235,8 @@ fn render_row(out: &mut String, row: &RelayRow) {
         row.received,
         row.synced,
         row.rejected,
+        row.bytes_sent,
+        row.bytes_received,
         row.lag
     );
     let bootstrap = if row.bootstrap {
@@ -293,8 +296,13 @@ fn render_row(out: &mut String, row: &RelayRow) {
     }
     let _ = write!(
         out,
-        r#"</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
-        row.received, row.synced, row.rejected, row.lag
+        r#"</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{} / {}</td><td class="num">{}</td></tr>"#,
+        row.received,
+        row.synced,
+        row.rejected,
+        format_bytes(row.bytes_sent),
+        format_bytes(row.bytes_received),
+        row.lag
     );
 }
 

@@ -1,4 +1,4 @@
-//! Tests of the summary, the rows' sort orders and the uptime text.
+//! Tests of the summary, the rows' sort orders and the uptime and byte texts.
 
 use std::time::Duration;
 
@@ -18,12 +18,14 @@ fn status() -> EngineStatus {
         },
         ..EngineStatus::default()
     };
-    let relay = |connection: &str, health: &str, saved, used, budget| RelayStatus {
+    let relay = |connection: &str, health: &str, saved: u64, used, budget| RelayStatus {
         connection: connection.into(),
         health: health.into(),
         events_saved: saved,
         live_subscriptions: used,
         subscription_budget: budget,
+        bytes_sent: 100 * saved,
+        bytes_received: 1000 * (10 - saved),
         ..RelayStatus::default()
     };
     status
@@ -79,6 +81,7 @@ fn rows_sort_by_any_column_either_way() {
     check_order("synced", true, &["ws://b/", "ws://a/", "ws://c/"]);
     check_order("budget", true, &["ws://b/", "ws://a/", "ws://c/"]);
     check_order("health", false, &["ws://c/", "ws://a/", "ws://b/"]);
+    check_order("bytes", true, &["ws://c/", "ws://a/", "ws://b/"]);
     assert_eq!(SortKey::parse("nonsense"), None);
     for key in SortKey::ALL {
         assert_eq!(SortKey::parse(key.name()), Some(key));
@@ -91,4 +94,13 @@ fn uptime_reads_at_a_glance() {
     assert_eq!(format_uptime(Duration::from_secs(245)), "4m 5s");
     assert_eq!(format_uptime(Duration::from_secs(3723)), "1h 2m");
     assert_eq!(format_uptime(Duration::from_secs(90_000)), "1d 1h");
+}
+
+#[test]
+fn bytes_read_at_a_glance() {
+    assert_eq!(format_bytes(0), "0 B");
+    assert_eq!(format_bytes(1023), "1023 B");
+    assert_eq!(format_bytes(1536), "1.5 KiB");
+    assert_eq!(format_bytes(12 * 1024 * 1024), "12.0 MiB");
+    assert_eq!(format_bytes(3 * 1024 * 1024 * 1024), "3.0 GiB");
 }

@@ -32,10 +32,60 @@ async fn the_sim_converges_and_compares_with_the_naive_baseline() {
             .as_ref()
             .is_some_and(|raw| raw.saved == report.network.expected)
     );
-    assert_eq!(report.targets.len(), 7, "{text}");
+    assert_eq!(report.targets.len(), 9, "{text}");
+    assert!(report.reconcile.is_none(), "not asked for");
+    assert!(report.own.bytes() > 0, "{text}");
+    assert!(naive.bytes() > 0, "{text}");
+    let engine_sent: u64 = report.relays.iter().map(|r| r.engine.bytes_sent).sum();
+    assert!(
+        engine_sent > 0 && engine_sent >= report.own.bytes_sent,
+        "the engine counts every frame the relays counted before convergence, and the rest: {text}"
+    );
     assert!(text.contains("targets:"), "{text}");
     let json = serde_json::to_value(&report).expect("serializes");
     assert_eq!(json["network"]["expected"], report.network.expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sim_measures_a_reconciliation_of_the_complete_store() {
+    let options = SimOptions {
+        preset: Preset::Small,
+        seed: 4,
+        relays: Some(1),
+        repos: Some(2),
+        roots: Some(6),
+        replies_per_root: Some(4),
+        profiles: Profiles::B20,
+        timeout: Duration::from_secs(60),
+        baseline: false,
+        raw_ingest: false,
+        reconcile: true,
+        ..SimOptions::default()
+    };
+    let mut out = Vec::new();
+    let report = run_sim(&options, &mut out).await.expect("sim runs");
+    let text = String::from_utf8_lossy(&out);
+    assert!(report.converged(), "{text}");
+    let reconcile = report.reconcile.as_ref().expect("measured");
+    assert!(reconcile.settled, "{text}");
+    assert_eq!(reconcile.events_downloaded, 0, "{text}");
+    assert_eq!(reconcile.events_saved, 0, "{text}");
+    assert!(reconcile.neg_opens > 0, "it reconciled by NIP-77: {text}");
+    assert!(reconcile.full_sync_settled, "{text}");
+    assert!(reconcile.full_sync_bytes >= report.own.bytes(), "{text}");
+    assert!(
+        reconcile.bytes() > 0 && reconcile.bytes() < reconcile.full_sync_bytes,
+        "{text}"
+    );
+    assert_eq!(
+        reconcile.sent_by_verb.values().sum::<u64>(),
+        reconcile.bytes_sent,
+        "{text}"
+    );
+    assert!(
+        text.contains("reconciliation of the complete store"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -197,6 +197,12 @@ async fn the_page_shows_the_figures_of_status() {
                 "{row}"
             );
             assert_eq!(number("data-synced"), Some(relay.events_saved), "{row}");
+            assert_eq!(number("data-bytes-sent"), Some(relay.bytes_sent), "{row}");
+            assert_eq!(
+                number("data-bytes-received"),
+                Some(relay.bytes_received),
+                "{row}"
+            );
             assert_eq!(
                 number("data-rejected"),
                 Some(relay.events_rejected),

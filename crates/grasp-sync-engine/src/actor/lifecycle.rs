@@ -522,7 +522,7 @@ impl Actor {
             return;
         }
         runtime.neg_batches.clear();
-        runtime.session = None;
+        runtime.end_session();
         runtime.completion_check = None;
         runtime.announcements_batch = None;
         runtime.health.handle_disconnected(now);

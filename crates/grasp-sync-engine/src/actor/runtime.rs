@@ -67,6 +67,8 @@ pub(super) struct RelayRuntime {
     /// Batches in a row abandoned for failed saves, for their retry backoff; reset by a
     /// confirmed batch.
     pub(super) unsaved_streak: u32,
+    /// Text-frame bytes moved by this relay's sessions that have ended.
+    pub(super) ended_sessions_bytes: crate::transport::WireBytes,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
@@ -312,6 +314,25 @@ impl RelayRuntime {
             truncations: 0,
             unsaved_batches: BTreeMap::new(),
             unsaved_streak: 0,
+            ended_sessions_bytes: crate::transport::WireBytes::default(),
+        }
+    }
+
+    /// Text-frame bytes moved with this relay since it was first tracked: its ended sessions
+    /// and the current one. Monotonic.
+    pub(super) fn wire_bytes(&self) -> crate::transport::WireBytes {
+        let current = self
+            .session
+            .as_ref()
+            .map(|s| s.handle.wire_bytes())
+            .unwrap_or_default();
+        self.ended_sessions_bytes + current
+    }
+
+    /// Ends the current session, keeping what it moved in the relay's byte count.
+    pub(super) fn end_session(&mut self) {
+        if let Some(session) = self.session.take() {
+            self.ended_sessions_bytes += session.handle.wire_bytes();
         }
     }
 

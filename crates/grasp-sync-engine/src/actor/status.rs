@@ -31,6 +31,7 @@ impl Actor {
                 }
             }
             let health = runtime.health.snapshot(now);
+            let wire = runtime.wire_bytes();
             relays.insert(
                 url.to_string(),
                 RelayStatus {
@@ -66,6 +67,8 @@ impl Actor {
                     req_starts_live: runtime.stats.req_starts_live,
                     req_starts_historic: runtime.stats.req_starts_historic,
                     events_received: runtime.stats.events_received,
+                    bytes_sent: wire.sent,
+                    bytes_received: wire.received,
                     events_saved: totals.saved,
                     events_duplicate: totals.duplicate,
                     events_rejected: totals.rejected,
@@ -155,6 +158,7 @@ impl Actor {
                     connected: u64::from(status.metric_value()),
                     status: u64::from(health.status),
                     failures: u64::from(health.consecutive_failures),
+                    wire: runtime.wire_bytes(),
                 },
             );
             if let (Some(ledger), Some(_)) = (runtime.ledger.as_ref(), runtime.session.as_ref()) {

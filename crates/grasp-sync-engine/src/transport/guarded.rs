@@ -3,7 +3,8 @@
 //! connects only to an allowed one, so the address that was checked is the address that is
 //! dialled (no second resolution, no DNS rebinding in between). It sets `TCP_NODELAY`, so
 //! small frames (REQ, CLOSE) leave at once. Both the WebSocket dial ([`GuardedWebSocket`], the
-//! relay pool's transport) and the NIP-11 fetch go through it.
+//! relay pool's transport) and the NIP-11 fetch go through it. [`GuardedWebSocket`] also counts
+//! the text-frame bytes its connection writes and reads ([`WireBytes`]).
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -24,6 +25,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Message as WsMessage};
 
 use super::nip11::tls_connector;
+use super::wire::{WireBytes, WireCounter};
 use crate::address::AddressPolicy;
 use crate::error::TransportError;
 
@@ -120,11 +122,13 @@ pub(crate) async fn open_stream(
 
 /// The relay pool's WebSocket transport: every dial through [`connect_checked`]. The last
 /// refusal is kept, so the caller can tell it from other failures (the relay pool reports
-/// every failure as text).
+/// every failure as text). Clones share one byte counter: every text frame written or read
+/// on a connection it dialled adds its length ([`GuardedWebSocket::wire_bytes`]).
 #[derive(Clone)]
 pub struct GuardedWebSocket {
     policy: Arc<AddressPolicy>,
     refusal: Arc<Mutex<Option<TransportError>>>,
+    wire: Arc<WireCounter>,
 }
 
 impl fmt::Debug for GuardedWebSocket {
@@ -141,7 +145,14 @@ impl GuardedWebSocket {
         Self {
             policy,
             refusal: Arc::default(),
+            wire: Arc::default(),
         }
+    }
+
+    /// Text-frame bytes written and read on the connections this transport (or a clone)
+    /// dialled.
+    pub fn wire_bytes(&self) -> WireBytes {
+        self.wire.snapshot()
     }
 
     /// The address refusal of the last dial, if it was refused.
@@ -194,11 +205,18 @@ impl WebSocketTransport for GuardedWebSocket {
                 .map_err(|_| PoolError::backend(TransportError::Timeout))?
                 .map_err(PoolError::backend)?;
             let (tx, rx) = socket.split();
-            let sink: WebSocketSink = Box::new(Outgoing(tx));
-            let stream: WebSocketStream = Box::pin(rx.filter_map(|item| async move {
-                match item {
-                    Ok(message) => incoming(message).map(Ok),
-                    Err(error) => Some(Err(PoolError::backend(error))),
+            let sink: WebSocketSink = Box::new(Outgoing {
+                sink: tx,
+                wire: Arc::clone(&self.wire),
+            });
+            let wire = Arc::clone(&self.wire);
+            let stream: WebSocketStream = Box::pin(rx.filter_map(move |item| {
+                let wire = Arc::clone(&wire);
+                async move {
+                    match item {
+                        Ok(message) => incoming(message, &wire).map(Ok),
+                        Err(error) => Some(Err(PoolError::backend(error))),
+                    }
                 }
             }));
             Ok((sink, stream))
@@ -206,11 +224,15 @@ impl WebSocketTransport for GuardedWebSocket {
     }
 }
 
-/// A tungstenite message as the relay pool's message type; raw frames are never read.
-fn incoming(message: WsMessage) -> Option<async_wsocket::Message> {
+/// A tungstenite message as the relay pool's message type, a text frame counted on `wire`;
+/// raw frames are never read.
+fn incoming(message: WsMessage, wire: &WireCounter) -> Option<async_wsocket::Message> {
     use async_wsocket::Message;
     Some(match message {
-        WsMessage::Text(text) => Message::Text(text.to_string()),
+        WsMessage::Text(text) => {
+            wire.handle_received(text.len());
+            Message::Text(text.to_string())
+        }
         WsMessage::Binary(data) => Message::Binary(data.to_vec()),
         WsMessage::Ping(data) => Message::Ping(data.to_vec()),
         WsMessage::Pong(data) => Message::Pong(data.to_vec()),
@@ -219,26 +241,37 @@ fn incoming(message: WsMessage) -> Option<async_wsocket::Message> {
     })
 }
 
-/// The sending half, taking the relay pool's message type.
-struct Outgoing(SplitSink<tokio_tungstenite::WebSocketStream<Box<dyn ByteStream>>, WsMessage>);
+/// The sending half, taking the relay pool's message type and counting its text frames.
+struct Outgoing {
+    sink: SplitSink<tokio_tungstenite::WebSocketStream<Box<dyn ByteStream>>, WsMessage>,
+    wire: Arc<WireCounter>,
+}
 
 impl Sink<async_wsocket::Message> for Outgoing {
     type Error = PoolError;
 
     fn poll_ready(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), PoolError>> {
-        self.0.poll_ready_unpin(cx).map_err(backend)
+        self.sink.poll_ready_unpin(cx).map_err(backend)
     }
 
     fn start_send(mut self: Pin<&mut Self>, item: async_wsocket::Message) -> Result<(), PoolError> {
-        self.0.start_send_unpin(item.into()).map_err(backend)
+        let text = match &item {
+            async_wsocket::Message::Text(text) => Some(text.len()),
+            _ => None,
+        };
+        self.sink.start_send_unpin(item.into()).map_err(backend)?;
+        if let Some(len) = text {
+            self.wire.handle_sent(len);
+        }
+        Ok(())
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), PoolError>> {
-        self.0.poll_flush_unpin(cx).map_err(backend)
+        self.sink.poll_flush_unpin(cx).map_err(backend)
     }
 
     fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), PoolError>> {
-        self.0.poll_close_unpin(cx).map_err(backend)
+        self.sink.poll_close_unpin(cx).map_err(backend)
     }
 }
 

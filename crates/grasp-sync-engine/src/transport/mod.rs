@@ -3,7 +3,8 @@
 //! A [`RelaySession`] is one WebSocket connection. Nothing survives it: no subscription is
 //! replayed and no reconnect happens behind the engine's back; the engine owns retry, backoff and
 //! resubscription. Inbound messages arrive, in order, on the session's bounded channel. A
-//! session also runs NIP-77 dry-run diffs ([`RelaySession::negentropy_diff`]).
+//! session also runs NIP-77 dry-run diffs ([`RelaySession::negentropy_diff`]) and counts the
+//! bytes it moves ([`RelaySession::wire_bytes`]).
 
 mod guarded;
 mod negentropy;
@@ -11,6 +12,7 @@ mod nip11;
 mod sdk;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +29,7 @@ pub use self::negentropy::{
 };
 pub use self::nip11::{NipListing, RelayInfo, fetch_relay_info};
 pub use self::sdk::SdkConnector;
+pub use self::wire::WireBytes;
 use crate::error::TransportError;
 
 /// One message from a relay, or the end of the session.
@@ -122,6 +125,13 @@ pub trait RelaySession: Send + Sync + 'static {
     /// [`RelayInbound::Authenticated`], [`RelayInbound::AuthFailed`]).
     fn authenticates(&self) -> bool {
         false
+    }
+
+    /// Text-frame bytes this connection has sent and received so far (every client and relay
+    /// message, NIP-42 and NIP-77 included; not the NIP-11 fetch). A transport that does not
+    /// count reports zero.
+    fn wire_bytes(&self) -> WireBytes {
+        WireBytes::default()
     }
 
     /// Sends `["REQ", id, filters...]`. Returns once the message is handed to the connection.

@@ -34,7 +34,7 @@ use self::round::NegRounds;
 use super::negentropy::{NegentropyDiff, NegentropyError, RoundLimits};
 use super::{
     GuardedWebSocket, RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession,
-    fetch_relay_info,
+    WireBytes, fetch_relay_info,
 };
 use crate::address::AddressPolicy;
 use crate::error::TransportError;
@@ -149,6 +149,7 @@ impl RelayConnector for SdkConnector {
             pool,
             relay,
             rounds: NegRounds::default(),
+            transport,
         };
         Ok(RelayConnection {
             session: std::sync::Arc::new(session),
@@ -171,6 +172,8 @@ struct SdkSession {
     pool: RelayPool,
     relay: Relay,
     rounds: NegRounds,
+    /// The session's WebSocket transport, which counts its bytes.
+    transport: GuardedWebSocket,
 }
 
 impl SdkSession {
@@ -197,6 +200,10 @@ impl RelaySession for SdkSession {
 
     fn authenticates(&self) -> bool {
         self.authenticates
+    }
+
+    fn wire_bytes(&self) -> WireBytes {
+        self.transport.wire_bytes()
     }
 
     async fn subscribe(

@@ -1,6 +1,7 @@
 //! End-to-end tests of the engine against real relays on loopback and a real LMDB store.
 
 mod auth;
+mod bytes;
 mod conformance;
 mod coverage;
 mod delivery;

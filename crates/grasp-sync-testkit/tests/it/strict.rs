@@ -381,6 +381,56 @@ async fn the_connection_drops_when_the_message_after_its_budget_arrives() {
 }
 
 #[tokio::test]
+async fn the_bytes_of_every_text_frame_are_counted_each_way_per_connection() {
+    let relay = start(StrictLimits {
+        subscriptions: Some(SubscriptionLimit {
+            max: 1,
+            dialect: Dialect::Strfry,
+            counts_negentropy: false,
+            advertised: true,
+        }),
+        ..StrictLimits::default()
+    })
+    .await;
+    let refusal = json!(["NOTICE", "ERROR: too many concurrent REQs"]);
+    let mut client = Raw::connect(&relay.url()).await;
+    client.exchange(req("a", 2), eose("a")).await;
+    client.exchange(req("b", 1), refusal.clone()).await;
+    let mut other = Raw::connect(&relay.url()).await;
+    other.exchange(req("c", 3), eose("c")).await;
+
+    let len = |frame: Value| frame.to_string().len() as u64;
+    let stats = relay.strict_stats();
+    let first = &stats.per_connection[0];
+    assert_eq!(
+        (first.bytes_received, first.bytes_sent),
+        (
+            len(req("a", 2)) + len(req("b", 1)),
+            len(eose("a")) + len(refusal.clone())
+        ),
+        "a refused REQ and the proxy's refusal count too"
+    );
+    let second = &stats.per_connection[1];
+    assert_eq!(
+        (second.bytes_received, second.bytes_sent),
+        (len(req("c", 3)), len(eose("c")))
+    );
+    assert_eq!(
+        first.received_by_verb,
+        [("REQ", len(req("a", 2)) + len(req("b", 1)))].into()
+    );
+    assert_eq!(
+        first.sent_by_verb,
+        [("EOSE", len(eose("a"))), ("NOTICE", len(refusal))].into()
+    );
+    assert_eq!(
+        stats.bytes_received(),
+        first.bytes_received + second.bytes_received
+    );
+    assert_eq!(stats.bytes_sent(), first.bytes_sent + second.bytes_sent);
+}
+
+#[tokio::test]
 async fn a_nostr_sdk_client_subscribes_and_gets_eose_through_the_proxy() {
     let relay = TestRelay::start(TestRelayConfig::nos_lol_like())
         .await

@@ -32,3 +32,27 @@ fn counts_since_a_mark_leave_out_earlier_starts_and_refusals() {
     assert_eq!(counts.refusals["too_many_subscriptions"], 3);
     assert_eq!(counts.starts(), 0);
 }
+
+#[test]
+fn bytes_since_a_mark_count_only_the_connections_opened_after_it() {
+    let connection = |received: u64, sent: u64| grasp_sync_testkit::ConnectionStats {
+        bytes_received: received,
+        bytes_sent: sent,
+        received_by_verb: [("REQ", received)].into(),
+        sent_by_verb: [("EVENT", sent - 10), ("EOSE", 10)].into(),
+        ..Default::default()
+    };
+    let mut stats = StrictStats::default();
+    stats.per_connection.push(connection(100, 5_000));
+    let mark = Mark::of(&stats);
+    stats.per_connection.push(connection(40, 60));
+    stats.per_connection.push(connection(60, 20));
+    let counts = counts_since(&stats, &mark);
+    assert_eq!((counts.bytes_received, counts.bytes_sent), (100, 80));
+    assert_eq!(counts.bytes(), 180);
+    assert_eq!(counts.received_by_verb, [("REQ".to_owned(), 100)].into());
+    assert_eq!(
+        counts.sent_by_verb,
+        [("EOSE".to_owned(), 20), ("EVENT".to_owned(), 60)].into()
+    );
+}

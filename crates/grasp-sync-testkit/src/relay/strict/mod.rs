@@ -20,7 +20,9 @@ use std::time::Duration;
 use nostr::{Filter, Kind};
 
 pub use quirks::{FilterCaps, QueryQuirks};
-pub use stats::{ConnectionStats, QueryStart, RefusalKind, StartKind, StrictStats};
+pub use stats::{
+    ConnectionStats, FRAME_VERBS, QueryStart, RefusalKind, StartKind, StrictStats, frame_verb,
+};
 
 pub(crate) use stats::Recorder;
 

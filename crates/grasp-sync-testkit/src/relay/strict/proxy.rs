@@ -138,6 +138,7 @@ impl Link {
             };
             self.recorder.client_message(
                 self.connection,
+                text.as_str(),
                 outcome.start.clone(),
                 now,
                 outcome.refusal(),
@@ -217,7 +218,7 @@ impl Link {
             while let Some(step) = next.take() {
                 match step {
                     Next::Send(message) => {
-                        if client_tx.feed(message).await.is_err() {
+                        if self.feed(&mut client_tx, message).await.is_err() {
                             return;
                         }
                     }
@@ -227,7 +228,7 @@ impl Link {
                         filters,
                     } => {
                         for message in self.answer(subscription, &filters).await {
-                            if client_tx.feed(message).await.is_err() {
+                            if self.feed(&mut client_tx, message).await.is_err() {
                                 return;
                             }
                         }
@@ -247,6 +248,21 @@ impl Link {
                 return;
             }
         }
+    }
+
+    /// Feeds one message to the client, counting a text frame's bytes.
+    async fn feed<S>(
+        &self,
+        client_tx: &mut SplitSink<WebSocketStream<S>, Message>,
+        message: Message,
+    ) -> Result<(), WsError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        if let Message::Text(text) = &message {
+            self.recorder.text_sent(self.connection, text.as_str());
+        }
+        client_tx.feed(message).await
     }
 
     /// What to do with one item of the relay's stream.

@@ -1,5 +1,6 @@
 //! What the strict relay counts for assertions: connections, query starts with their times,
-//! refusals by kind, peak open subscriptions and events sent, per connection and in total.
+//! refusals by kind, peak open subscriptions, events sent and the bytes of the text frames
+//! each way, per connection and in total.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -57,6 +58,15 @@ pub struct QueryStart {
 pub struct ConnectionStats {
     /// Text messages the client sent.
     pub client_messages: u64,
+    /// Bytes of the text frames the client sent (every message, refused or not).
+    pub bytes_received: u64,
+    /// Bytes of the text frames sent to the client (the relay's messages, the proxy's own
+    /// answers and its refusals; events withheld are not sent and not counted).
+    pub bytes_sent: u64,
+    /// [`bytes_received`](Self::bytes_received) by message verb ([`frame_verb`]).
+    pub received_by_verb: BTreeMap<&'static str, u64>,
+    /// [`bytes_sent`](Self::bytes_sent) by message verb ([`frame_verb`]).
+    pub sent_by_verb: BTreeMap<&'static str, u64>,
     /// Most REQ subscriptions open at once.
     pub peak_subscriptions: usize,
     /// Most negentropy sessions open at once.
@@ -67,6 +77,35 @@ pub struct ConnectionStats {
     pub duplicate_events: u64,
     /// Whether the proxy dropped the connection after its message budget.
     pub dropped: bool,
+}
+
+/// The verbs [`frame_verb`] tells apart, client and relay messages.
+pub const FRAME_VERBS: [&str; 13] = [
+    "REQ",
+    "CLOSE",
+    "EVENT",
+    "AUTH",
+    "COUNT",
+    "NEG-OPEN",
+    "NEG-MSG",
+    "NEG-CLOSE",
+    "NEG-ERR",
+    "EOSE",
+    "CLOSED",
+    "NOTICE",
+    "OK",
+];
+
+/// The verb of a Nostr message frame (`REQ` for `["REQ", ...]`), one of [`FRAME_VERBS`], or
+/// `other` for any other text, so a count by verb stays bounded whatever a client sends.
+pub fn frame_verb(frame: &str) -> &'static str {
+    let rest = frame.trim_start().strip_prefix('[').unwrap_or_default();
+    let rest = rest.trim_start().strip_prefix('"').unwrap_or_default();
+    let verb = rest.split('"').next().unwrap_or_default();
+    FRAME_VERBS
+        .into_iter()
+        .find(|known| *known == verb)
+        .unwrap_or("other")
 }
 
 /// A snapshot of everything the strict relay counted since it was created (restarts
@@ -122,6 +161,16 @@ impl StrictStats {
     /// EVENT messages sent to all clients.
     pub fn events_sent(&self) -> u64 {
         self.per_connection.iter().map(|c| c.events_sent).sum()
+    }
+
+    /// Bytes of the text frames clients sent, over every connection.
+    pub fn bytes_received(&self) -> u64 {
+        self.per_connection.iter().map(|c| c.bytes_received).sum()
+    }
+
+    /// Bytes of the text frames sent to clients, over every connection.
+    pub fn bytes_sent(&self) -> u64 {
+        self.per_connection.iter().map(|c| c.bytes_sent).sum()
     }
 
     /// EVENT messages that repeated an event already sent on the same connection, over every
@@ -191,6 +240,7 @@ impl Recorder {
     pub(crate) fn client_message(
         &self,
         connection: usize,
+        text: &str,
         start: Option<(StartKind, String, Vec<nostr::Filter>)>,
         at: Instant,
         refused: Option<RefusalKind>,
@@ -212,6 +262,8 @@ impl Recorder {
         }
         if let Some(c) = stats.per_connection.get_mut(connection) {
             c.client_messages += 1;
+            c.bytes_received += text.len() as u64;
+            *c.received_by_verb.entry(frame_verb(text)).or_insert(0) += text.len() as u64;
             c.peak_subscriptions = c.peak_subscriptions.max(open.0);
             c.peak_negentropy = c.peak_negentropy.max(open.1);
         }
@@ -231,6 +283,14 @@ impl Recorder {
             if repeated {
                 c.duplicate_events += 1;
             }
+        }
+    }
+
+    /// Records one text frame sent to a client.
+    pub(crate) fn text_sent(&self, connection: usize, text: &str) {
+        if let Some(c) = self.lock().per_connection.get_mut(connection) {
+            c.bytes_sent += text.len() as u64;
+            *c.sent_by_verb.entry(frame_verb(text)).or_insert(0) += text.len() as u64;
         }
     }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{ConnectionStats, QueryStart, RefusalKind, StartKind, StrictStats};
+use super::{ConnectionStats, QueryStart, RefusalKind, StartKind, StrictStats, frame_verb};
 
 /// Stats with starts at `millis` after a common instant, on the given connections.
 fn stats(starts: &[(usize, u64, &str)]) -> StrictStats {
@@ -117,4 +117,20 @@ fn an_event_sent_twice_on_one_connection_is_a_duplicate_but_not_across_connectio
     assert_eq!(stats.events_sent(), 5);
     assert_eq!(stats.duplicate_events(), 1);
     assert_eq!(stats.per_connection[0].duplicate_events, 1);
+}
+
+#[test]
+fn a_frame_is_counted_under_its_verb_and_anything_else_under_other() {
+    for (frame, verb) in [
+        (r#"["REQ","a",{}]"#, "REQ"),
+        (r#" [ "NEG-OPEN","n",{},"61"]"#, "NEG-OPEN"),
+        (r#"["EOSE","a"]"#, "EOSE"),
+        (r#"["NEG-MSG","n","61"]"#, "NEG-MSG"),
+        (r#"["HELLO"]"#, "other"),
+        ("not json", "other"),
+        ("", "other"),
+        (r#"[1,"REQ"]"#, "other"),
+    ] {
+        assert_eq!(frame_verb(frame), verb, "{frame}");
+    }
 }
