@@ -114,11 +114,22 @@ pub(crate) fn decide(refusal: &Refusal, scope: RefusalScope) -> Decision {
     use RefusalCategory as C;
     let (filters, owned) = match scope {
         RefusalScope::Retired => return Decision::Ignore,
-        RefusalScope::Mailbox | RefusalScope::Identity if refusal.category == C::Duplicate => {
-            return Decision::Ignore;
+        RefusalScope::Mailbox | RefusalScope::Identity => {
+            let discovery = if scope == RefusalScope::Mailbox {
+                PauseKind::Mailbox
+            } else {
+                PauseKind::Identity
+            };
+            // What a refusal says about the connection's limits is learned whoever asked; every
+            // other refusal pauses only that discovery.
+            return match refusal.category {
+                C::Duplicate => Decision::Ignore,
+                C::RateLimited => Decision::Pause(PauseKind::RateLimit),
+                C::TooManyFilters if refusal.submitted_filters != Some(1) => Decision::Regroup,
+                C::RetainedBytesExceeded => Decision::ByteCap,
+                _ => Decision::Pause(discovery),
+            };
         }
-        RefusalScope::Mailbox => return Decision::Pause(PauseKind::Mailbox),
-        RefusalScope::Identity => return Decision::Pause(PauseKind::Identity),
         RefusalScope::Notice => (refusal.submitted_filters, false),
         RefusalScope::Request { filters } => (Some(filters), true),
         RefusalScope::Coverage { filters } => {

@@ -625,6 +625,40 @@ fn identity_pause_is_independent_of_mailbox_and_sync() {
 }
 
 #[test]
+fn a_discovery_refusal_teaches_the_connections_limits_and_pauses_only_its_discovery() {
+    let (mut h, t0) = relay();
+    connect(&mut h, t0);
+    for scope in [RefusalScope::Mailbox, RefusalScope::Identity] {
+        let filters = h.handle_refusal(t0, &classify("error: too many filters"), scope);
+        assert!(
+            matches!(filters, RefusalAction::Regroup { .. }),
+            "{scope:?}: {filters:?}"
+        );
+        let bytes = h.handle_refusal(
+            t0,
+            &classify("error: active subscriptions exceed max size 65536 bytes"),
+            scope,
+        );
+        assert!(
+            matches!(bytes, RefusalAction::ByteCap { bytes: Some(65536) }),
+            "{scope:?}: {bytes:?}"
+        );
+    }
+    assert!(!h.is_paused(PauseKind::Mailbox, t0) && !h.is_paused(PauseKind::Identity, t0));
+    // A rate limit is the connection's, whoever ran into it.
+    h.handle_refusal(
+        t0,
+        &classify("rate-limited: slow down"),
+        RefusalScope::Mailbox,
+    );
+    assert!(h.is_paused(PauseKind::RateLimit, t0));
+    // A policy refusal pauses only that discovery.
+    h.handle_refusal(t0, &classify("blocked: not here"), RefusalScope::Mailbox);
+    assert!(h.is_paused(PauseKind::Mailbox, t0));
+    assert!(!h.is_paused(PauseKind::Policy, t0) && !h.is_paused(PauseKind::Identity, t0));
+}
+
+#[test]
 fn retiring_a_discovery_kind_forgets_its_pause_and_escalation_only() {
     let (mut h, t0) = relay();
     h.handle_failure(PauseKind::Mailbox, t0);
