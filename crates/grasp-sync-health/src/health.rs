@@ -140,6 +140,22 @@ impl RelayHealth {
         self.dial_armed = false;
     }
 
+    /// We closed the connection at `now` because it had nothing to do (a relay used only for
+    /// participant discovery, between two probes): no failure is recorded, the failure streak
+    /// stays as it was, and the next dial may follow at once (subject to active pauses).
+    pub fn handle_closed_idle(&mut self, now: Instant) {
+        self.settle(now);
+        if matches!(self.transport, Transport::Idle) {
+            return;
+        }
+        if self.probe == ProbeState::Sent {
+            self.probe = ProbeState::Due;
+        }
+        self.transport = Transport::Idle;
+        self.dial_at = now;
+        self.dial_armed = false;
+    }
+
     /// The connection ended at `now`. Ending inside the stability period continues the failure
     /// streak; ending after it allows an immediate redial (subject to active pauses).
     pub fn handle_disconnected(&mut self, now: Instant) {

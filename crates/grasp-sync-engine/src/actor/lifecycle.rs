@@ -63,8 +63,12 @@ impl Actor {
                 continue;
             }
             // A relay wanted only for participant discovery is dialled when its work is due.
-            let dial_wanted =
-                self.wants_repo_connection(&relay) || self.outbox_dial_due(&relay, now);
+            let repo_work = self.wants_repo_connection(&relay);
+            let dial_wanted = repo_work || self.outbox_dial_due(&relay, now);
+            if !repo_work && self.discovery_session_idle(&relay, now) {
+                self.close_idle_discovery_session(&relay);
+                continue;
+            }
             let Some(runtime) = self.runtimes.get_mut(&relay) else {
                 continue;
             };

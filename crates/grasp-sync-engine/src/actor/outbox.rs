@@ -10,8 +10,8 @@
 //! paused source-wide (`PauseKind::Identity`, 5 min doubling to 1 h, reset only by a
 //! successful query), which also holds back authors added during the pause. A mailbox relay
 //! is probed for the repositories its participants take part in, history only; mailbox-only
-//! relays get no live subscription and are dialled only when a probe is due and their mailbox
-//! pause is over.
+//! relays get no live subscription, are dialled only when a probe is due and their mailbox
+//! pause is over, and are closed again once nothing is pending or due.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -170,6 +170,38 @@ impl Actor {
                 now,
             )
         })
+    }
+
+    /// Whether a connected relay used only for participant discovery has nothing to do until
+    /// its next deadline: no batch pending, no discovery due.
+    pub(super) fn discovery_session_idle(&self, relay: &RelayUrl, now: Instant) -> bool {
+        self.runtimes
+            .get(relay)
+            .is_some_and(|r| r.session.is_some() && r.dialing.is_none())
+            && !self.pending.has_pending(relay)
+            && !self.outbox.batches.keys().any(|(url, _)| url == relay)
+            && !self.outbox_dial_due(relay, now)
+    }
+
+    /// Closes an idle discovery-only session until its next probe or due author, as no
+    /// failure (`RelayHealth::handle_closed_idle`), so the next dial needs no backoff.
+    pub(super) fn close_idle_discovery_session(&mut self, relay: &RelayUrl) {
+        let now = self.now();
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let Some(session) = runtime.session.as_ref() else {
+            return;
+        };
+        let key = session.handle.key.clone();
+        session.handle.send(crate::session::Outbound::Disconnect);
+        runtime.health.handle_closed_idle(now);
+        let last_error = runtime.stats.last_error.clone();
+        tracing::info!(%relay, "closing a participant-discovery connection until its next probe");
+        self.handle_session_ended(&key, "closed until the next participant discovery");
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.stats.last_error = last_error;
+        }
     }
 
     /// A session opened on a relay wanted only for participant discovery: no live

@@ -194,3 +194,67 @@ async fn a_contributor_whose_relay_list_changes_is_followed_to_the_new_relay() {
     assert!(left, "the old home is no longer tracked");
     engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mailbox_only_relay_is_closed_between_probes_and_dialled_again_for_the_next() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let outbox = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("outbox");
+    let fixture = RepoFixture::new("closed-between-probes");
+    let announcement =
+        fixture.announcement(&[SERVICE_URL.to_owned(), bootstrap.url()], 1_700_000_000);
+    let list = relay_list(
+        &fixture.keys,
+        &[(outbox.url(), Some(RelayMetadata::Write))],
+        1_700_000_010,
+    );
+    bootstrap
+        .seed([announcement, list])
+        .await
+        .expect("seed bootstrap");
+    let first = issue(
+        &fixture.keys,
+        &fixture,
+        "first, only on my relay",
+        1_700_000_100,
+    );
+    outbox.seed([first.clone()]).await.expect("seed outbox");
+
+    let store = TestStore::open().await;
+    let mut config = outbox_config(&[bootstrap.url()], &[]);
+    config.outbox.mailbox_probe_interval = Duration::from_secs(3);
+    let engine = start_engine(&store, config).await;
+    let expected = [first.id].into_iter().collect();
+    wait_for_store(&store, &engine, &expected, Duration::from_secs(30)).await;
+    // Nothing left to do there until the next probe: the connection is closed.
+    let closed = wait_until(Duration::from_secs(10), || async {
+        outbox.open_websocket_connections() == 0
+    })
+    .await;
+    assert!(
+        closed,
+        "the mailbox-only connection stays open between probes"
+    );
+    let accepted = outbox.websocket_connections_accepted();
+    // The next probe dials again and finds what was published since.
+    // Probes after the first ask from the last one's start (minus an overlap): a new event.
+    let second = issue(
+        &fixture.keys,
+        &fixture,
+        "second, only on my relay",
+        Timestamp::now().as_secs(),
+    );
+    outbox.publish(second.clone()).await.expect("publish");
+    let expected = [first.id, second.id].into_iter().collect();
+    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(30)).await;
+    assert!(
+        outbox.websocket_connections_accepted() > accepted,
+        "{status:#?}"
+    );
+    let mailbox = &status.relays[&relay_key(&outbox.url())];
+    assert_eq!(mailbox.live_subscriptions, 0, "{status:#?}");
+    engine.shutdown().await;
+}

@@ -659,6 +659,27 @@ fn a_discovery_refusal_teaches_the_connections_limits_and_pauses_only_its_discov
 }
 
 #[test]
+fn closing_an_idle_connection_is_no_failure_and_allows_an_immediate_dial() {
+    let (mut h, t0) = relay();
+    let mut twin = h.clone();
+    connect(&mut h, t0);
+    connect(&mut twin, t0);
+    // Both close inside the stability period: a drop continues the failure streak, our own
+    // close of an idle connection does not.
+    let at = t0 + secs(1);
+    twin.handle_disconnected(at);
+    h.handle_closed_idle(at);
+    assert!(
+        !twin.can_dial(at),
+        "a short-lived drop waits for its backoff"
+    );
+    assert!(h.can_dial(at), "an idle close may dial again at once");
+    // The session's own end, reported afterwards, changes nothing.
+    h.handle_disconnected(at + secs(1));
+    assert!(h.can_dial(at + secs(1)));
+}
+
+#[test]
 fn retiring_a_discovery_kind_forgets_its_pause_and_escalation_only() {
     let (mut h, t0) = relay();
     h.handle_failure(PauseKind::Mailbox, t0);
