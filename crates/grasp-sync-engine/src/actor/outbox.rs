@@ -333,12 +333,21 @@ impl Actor {
             let ours = own.as_ref().is_some_and(|own| own.same_endpoint(relay));
             !empty && !ours
         });
-        // The tracking bound covers mailbox relays too: the ones most participants use first.
-        let room = self.config.tracking.max_relays.saturating_sub(
-            self.targets.len()
-                + self.config.bootstrap_relays.len()
-                + self.outbox.index_relays.len(),
-        );
+        // The tracking bound covers mailbox relays too: the ones most participants use first,
+        // in the room the repositories' relays (targets, bootstrap relays and relays kept for
+        // their confirmed coverage) and the index relays leave.
+        let taken: BTreeSet<&RelayUrl> = self
+            .targets
+            .keys()
+            .chain(&self.config.bootstrap_relays)
+            .chain(&self.outbox.index_relays)
+            .chain(
+                self.runtimes
+                    .keys()
+                    .filter(|relay| self.wants_repo_connection(relay)),
+            )
+            .collect();
+        let room = self.config.tracking.max_relays.saturating_sub(taken.len());
         let mut ranked: Vec<(RelayUrl, (usize, MailboxCoverage))> = inventory.into_iter().collect();
         ranked.sort_by(|a, b| b.1.0.cmp(&a.1.0).then_with(|| a.0.cmp(&b.0)));
         let mut kept = BTreeMap::new();
