@@ -2,6 +2,9 @@
 //! ledger's transient permits and both pacing gates, paged with per-filter `until` cursors, and
 //! confirmed only when every subscription of the batch reached EOSE. A CLOSED, a send failure or
 //! a watchdog expiry fails the whole batch: it is never confirmed and its items stay retryable.
+//! Groups are packed up to the learned filter ceiling, or up to the trusted one
+//! ([`FilterCeiling`]); every EOSE, live or historic, tells the learned limits that the relay
+//! took that REQ's filter count.
 
 use std::time::{Duration, Instant};
 
