@@ -2,7 +2,8 @@
 //! limit again.
 //!
 //! What is kept, per normalised relay URL: the subscription budget a refusal taught, the lowest
-//! filter-count ceiling a refusal taught, and the retained-REQ byte cap (advertised NIP-11 values
+//! filter-count ceiling a refusal taught (with whether it is known to be within the relay's cap
+//! or only a rung of the ladder), and the retained-REQ byte cap (advertised NIP-11 values
 //! are read again by every session and never kept). Each record carries when it was last
 //! learned; a record older than [`EngineConfig::learned_limits_max_age`](crate::EngineConfig)
 //! is not restored, so the limit is learned again. At most [`MAX_REMEMBERED_RELAYS`] records are

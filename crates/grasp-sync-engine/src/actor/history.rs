@@ -2,6 +2,9 @@
 //! ledger's transient permits and both pacing gates, paged with per-filter `until` cursors, and
 //! confirmed only when every subscription of the batch reached EOSE. A CLOSED, a send failure or
 //! a watchdog expiry fails the whole batch: it is never confirmed and its items stay retryable.
+//! Groups are packed up to the learned filter ceiling, or up to the trusted one
+//! ([`FilterCeiling`]); every EOSE, live or historic, tells the learned limits that the relay
+//! took that REQ's filter count.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +23,17 @@ use super::runtime::{QueuedStart, Transient};
 use crate::refused::Admission;
 use crate::session::Outbound;
 
+/// How many filters a historic REQ may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FilterCeiling {
+    /// The session's learned ceiling, known or a guess: a REQ above the relay's hidden cap is
+    /// refused and regrouped, the cost of finding the cap.
+    Learned,
+    /// What the relay stated or accepted (`LearnedLimits::trusted_filter_ceiling`): for a batch
+    /// sent by REQ+EOSE only to save starts, which must not cost a refusal.
+    Trusted,
+}
+
 /// Shortest wait before failed coverage is derived again.
 const RETRY_FLOOR: Duration = Duration::from_secs(1);
 
@@ -29,6 +43,16 @@ const TRUNCATION_RETRY: Duration = Duration::from_secs(60);
 
 /// The longest wait before a truncated batch's coverage is derived again.
 const TRUNCATION_RETRY_CAP: Duration = Duration::from_secs(6 * 60 * 60);
+
+/// A REQ of `filters` filters was accepted: the relay takes that many in this session.
+fn note_accepted(relay: &RelayUrl, learned: &mut grasp_sync_ledger::LearnedLimits, filters: usize) {
+    let proven = learned.proven_filters();
+    learned.handle_accepted_req(filters);
+    if learned.proven_filters() > proven {
+        tracing::debug!(%relay, filters, known = learned.ceiling_known(),
+            "an accepted REQ proved the relay takes this many filters per REQ");
+    }
+}
 
 /// The wait before the relay's `truncations`-th truncated batch is retried.
 fn truncation_backoff(truncations: u32) -> Duration {
@@ -103,7 +127,7 @@ impl Actor {
     ) -> Option<BatchId> {
         self.runtimes.get(relay)?.session.as_ref()?;
         let batch = self.pending.open_batch(relay, items, SyncMethod::ReqEose);
-        if !self.queue_req_groups(relay, batch, filters) {
+        if !self.queue_req_groups(relay, batch, filters, FilterCeiling::Learned) {
             self.confirm(relay, batch);
         }
         Some(batch)
@@ -117,7 +141,13 @@ impl Actor {
         let batch = self
             .pending
             .open_batch(relay, PendingItems::default(), SyncMethod::ReqEose);
-        if self.queue_packed(relay, batch, Vec::new(), vec![filter]) {
+        if self.queue_packed(
+            relay,
+            batch,
+            Vec::new(),
+            vec![filter],
+            FilterCeiling::Learned,
+        ) {
             Some(batch)
         } else {
             self.confirm(relay, batch);
@@ -146,13 +176,14 @@ impl Actor {
         }
     }
 
-    /// Packs `filters` into REQ groups and queues them in `batch`, registering every
-    /// subscription first. Returns whether anything was queued.
+    /// Packs `filters` into REQ groups of at most `ceiling` filters and queues them in `batch`,
+    /// registering every subscription first. Returns whether anything was queued.
     pub(super) fn queue_req_groups(
         &mut self,
         relay: &RelayUrl,
         batch: BatchId,
         filters: Vec<Filter>,
+        ceiling: FilterCeiling,
     ) -> bool {
         let now = self.now();
         let Some(runtime) = self.runtimes.get_mut(relay) else {
@@ -167,31 +198,40 @@ impl Actor {
                 Admission::Alone(filter) => alone.push(filter),
             }
         }
-        self.queue_packed(relay, batch, together, alone)
+        self.queue_packed(relay, batch, together, alone, ceiling)
     }
 
-    /// How this session packs historic REQs: the learned limits, one filter per REQ on a relay
+    /// How this session packs historic REQs: at most `ceiling` filters per REQ, one on a relay
     /// that caps whole REQs. `None` without a session.
-    pub(super) fn history_pack_limits(&self, relay: &RelayUrl) -> Option<PackLimits> {
+    pub(super) fn history_pack_limits(
+        &self,
+        relay: &RelayUrl,
+        ceiling: FilterCeiling,
+    ) -> Option<PackLimits> {
         let runtime = self.runtimes.get(relay)?;
         let pages = &runtime.session.as_ref()?.pages;
-        let mut limits = runtime.learned.pack_limits(PackLimits::default());
+        let mut limits = match ceiling {
+            FilterCeiling::Learned => runtime.learned.pack_limits(PackLimits::default()),
+            FilterCeiling::Trusted => runtime.learned.trusted_pack_limits(PackLimits::default()),
+        };
         if let Some(most) = pages.filters_per_request() {
             limits.max_filters_per_req = limits.max_filters_per_req.min(most);
         }
         Some(limits)
     }
 
-    /// Queues `together` packed into REQ groups and each of `alone` in a REQ of its own, in
-    /// `batch`, registering every subscription first. Returns whether anything was queued.
+    /// Queues `together` packed into REQ groups of at most `ceiling` filters and each of
+    /// `alone` in a REQ of its own, in `batch`, registering every subscription first. Returns
+    /// whether anything was queued.
     fn queue_packed(
         &mut self,
         relay: &RelayUrl,
         batch: BatchId,
         together: Vec<Filter>,
         alone: Vec<Filter>,
+        ceiling: FilterCeiling,
     ) -> bool {
-        let Some(limits) = self.history_pack_limits(relay) else {
+        let Some(limits) = self.history_pack_limits(relay, ceiling) else {
             return false;
         };
         // History ignores live tiers: one tier lets every family share REQs.
@@ -372,7 +412,10 @@ impl Actor {
         self.drive_negentropy(relay);
     }
 
-    /// EOSE on a transient subscription: close it, release its slot, page or finish.
+    /// EOSE on a subscription held: the relay took its REQ's filter count (taught to the
+    /// learned limits). A live one stays open; a transient one is closed, its slot released,
+    /// and it pages or finishes. An EOSE for a subscription no longer held (refused, retired)
+    /// proves nothing.
     pub(super) fn handle_eose(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId) {
         let now = self.now();
         let Some(runtime) = self.runtimes.get_mut(relay) else {
@@ -382,9 +425,18 @@ impl Actor {
         else {
             return;
         };
+        if let Some(group) = session.live.get(subscription_id) {
+            note_accepted(relay, &mut runtime.learned, group.group.filters.len());
+            return; // live subscriptions stay open
+        }
         let Some(mut transient) = session.transients.remove(subscription_id) else {
-            return; // live subscriptions see EOSE at once; nothing to do
+            return;
         };
+        note_accepted(
+            relay,
+            &mut runtime.learned,
+            transient.pagination.current_filters().len(),
+        );
         session
             .handle
             .send(Outbound::Close(subscription_id.clone()));

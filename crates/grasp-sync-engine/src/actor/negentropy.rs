@@ -23,6 +23,7 @@ use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::Actor;
+use super::history::FilterCeiling;
 use super::runtime::{QueuedStart, Session};
 use crate::boundary::EventStore;
 use crate::error::StoreError;
@@ -365,21 +366,24 @@ impl Actor {
     }
 
     /// The store said how much of a new batch's coverage it holds. A batch the store barely
-    /// holds is a first sync of that coverage: REQ+EOSE does it in fewer starts (up to the
-    /// filter ceiling per REQ, where NIP-77 spends one round per filter), so the whole batch
-    /// goes by REQ+EOSE and NIP-77 stays for reconciling coverage the store holds. "Barely" is
-    /// fewer than [`FIRST_SYNC_MAX_HELD`] events for a batch of several filters during the
-    /// first sync of a store that was empty when the engine started, on a relay that has not
-    /// completed a historic sync yet and delivered none of them so far (so REQ+EOSE
-    /// sends again at most that many events, which other relays delivered first, to save
-    /// starts; the relay's own deliveries, such as replies that tag both a repository and a
-    /// root, would be pure repeats). It is none at all for a one-filter batch (one round or
-    /// one REQ: nothing to save), over a store that held events at start (a restart over a
+    /// holds is a first sync of that coverage: REQ+EOSE does it in fewer starts (several
+    /// filters per REQ, where NIP-77 spends one round per filter), so the whole batch goes by
+    /// REQ+EOSE and NIP-77 stays for reconciling coverage the store holds. "Barely" is fewer
+    /// than [`FIRST_SYNC_MAX_HELD`] events for a batch of several filters during the first
+    /// sync of a store that was empty when the engine started, on a relay that has not
+    /// completed a historic sync yet and delivered none of them so far (so REQ+EOSE sends
+    /// again at most that many events, which other relays delivered first, to save starts;
+    /// the relay's own deliveries, such as replies that tag both a repository and a root,
+    /// would be pure repeats). It is none at all for a one-filter batch (one round or one
+    /// REQ: nothing to save), over a store that held events at start (a restart over a
     /// complete store sends nothing again), and for a relay's reconciliations (the daily one,
     /// after a long disconnect). A batch of several filters goes by REQ+EOSE only where the
-    /// relay's filter ceiling is known (advertised or taught by a refusal), since a REQ over
-    /// a guessed ceiling may be refused. Otherwise, or when the read failed, the batch's
-    /// rounds go ahead. Ignored for a replaced session or a batch that is gone.
+    /// relay is known to take several filters per REQ, and then packs at most what it is
+    /// known to take ([`FilterCeiling::Trusted`]): the filter ceiling where that is known
+    /// (advertised, stated by a refusal, or proven), else the largest REQ the relay accepted
+    /// in this session; a REQ over a guessed ceiling may be refused. Otherwise, or when the
+    /// read failed, the batch's rounds go ahead. Ignored for a replaced session or a batch
+    /// that is gone.
     fn handle_held(
         &mut self,
         key: &SessionKey,
@@ -387,15 +391,11 @@ impl Actor {
         held: Result<Vec<EventId>, StoreError>,
     ) {
         let relay = key.relay.clone();
-        // REQ+EOSE saves starts only where one REQ carries several filters, and risks a refusal
-        // where the relay's ceiling is a guess.
+        // REQ+EOSE saves starts only where one REQ carries several filters; it packs no more
+        // than the relay is known to take, so it risks no refusal.
         let several_per_req = self
-            .history_pack_limits(&relay)
-            .is_some_and(|limits| limits.max_filters_per_req > 1)
-            && self
-                .runtimes
-                .get(&relay)
-                .is_some_and(|r| r.learned.ceiling_known());
+            .history_pack_limits(&relay, FilterCeiling::Trusted)
+            .is_some_and(|limits| limits.max_filters_per_req > 1);
         let reconciling = !self.new_store
             || self
                 .relays
@@ -444,7 +444,7 @@ impl Actor {
         tracing::debug!(%relay, %batch, filters = dropped.len(),
             held = held.map(|ids| ids.len()).unwrap_or_default(),
             "the store barely holds this coverage: first sync by REQ+EOSE");
-        self.fall_back_to_req(&relay, batch);
+        self.fall_back_to_req(&relay, batch, FilterCeiling::Trusted);
     }
 
     /// A queued round's "have" set was read. Ignored when the round is no longer queued in
@@ -581,7 +581,7 @@ impl Actor {
             return;
         };
         if neg.fell_back {
-            self.fall_back_to_req(relay, batch);
+            self.fall_back_to_req(relay, batch, FilterCeiling::Learned);
             return;
         }
         if neg.missing.is_empty() {
@@ -674,7 +674,7 @@ impl Actor {
                             ..neg_shell(neg.filters)
                         },
                     );
-                    self.fall_back_to_req(relay, batch);
+                    self.fall_back_to_req(relay, batch, FilterCeiling::Learned);
                 }
                 HydrationOutcome::RetryResidual(ids) => {
                     // The retry is a pass of its own over the residual: no progress in it
@@ -709,8 +709,9 @@ impl Actor {
         }
     }
 
-    /// Turns a negentropy batch into grouped REQ+EOSE over its semantic filters.
-    fn fall_back_to_req(&mut self, relay: &RelayUrl, batch: BatchId) {
+    /// Turns a negentropy batch into grouped REQ+EOSE over its semantic filters, at most
+    /// `ceiling` filters per REQ.
+    fn fall_back_to_req(&mut self, relay: &RelayUrl, batch: BatchId, ceiling: FilterCeiling) {
         let Some(neg) = self
             .runtimes
             .get_mut(relay)
@@ -718,7 +719,7 @@ impl Actor {
         else {
             return;
         };
-        if !self.queue_req_groups(relay, batch, neg.filters) {
+        if !self.queue_req_groups(relay, batch, neg.filters, ceiling) {
             // Nothing to send: the batch confirms as is.
             if self
                 .pending
@@ -771,7 +772,7 @@ impl Actor {
             }
         }
         if complete {
-            self.fall_back_to_req(relay, batch);
+            self.fall_back_to_req(relay, batch, FilterCeiling::Learned);
         }
     }
 

@@ -273,7 +273,13 @@ impl Actor {
         });
         for (batch, subscription_id, filters) in readmit {
             let _ = self.pending.resolve_subscription(relay, &subscription_id);
-            let queued = self.queue_req_groups(relay, batch, filters);
+            // Regrouping one start's filters cannot make a REQ larger than the start was.
+            let queued = self.queue_req_groups(
+                relay,
+                batch,
+                filters,
+                super::history::FilterCeiling::Learned,
+            );
             let drained = self
                 .pending
                 .batches(relay)

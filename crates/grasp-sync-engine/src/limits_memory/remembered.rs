@@ -19,6 +19,12 @@ pub struct RelayLimitsRecord {
     /// Filters per REQ a refusal brought the ceiling down to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter_ceiling: Option<usize>,
+    /// Whether `filter_ceiling` is known to be within the relay's cap (the refusal named the
+    /// size one above it, or a REQ that large was accepted later); otherwise it is a rung of
+    /// the ceiling ladder, which later runs start at but treat as a guess until a REQ that
+    /// large is accepted. Absent in records written before it was kept: a guess.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub filter_ceiling_known: bool,
     /// Bytes of REQs the relay lets open subscriptions retain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retained_byte_cap: Option<usize>,
@@ -31,6 +37,7 @@ impl RelayLimitsRecord {
     pub fn ledger_limits(&self) -> RememberedLimits {
         RememberedLimits {
             filter_ceiling: self.filter_ceiling,
+            filter_ceiling_known: self.filter_ceiling_known,
             retained_byte_cap: self.retained_byte_cap,
         }
     }
@@ -39,10 +46,12 @@ impl RelayLimitsRecord {
         (
             self.subscription_slots,
             self.filter_ceiling,
+            self.filter_ceiling_known,
             self.retained_byte_cap,
         ) == (
             other.subscription_slots,
             other.filter_ceiling,
+            other.filter_ceiling_known,
             other.retained_byte_cap,
         )
     }
@@ -107,6 +116,7 @@ impl RememberedRelays {
         let record = RelayLimitsRecord {
             subscription_slots,
             filter_ceiling: ledger.filter_ceiling,
+            filter_ceiling_known: ledger.filter_ceiling_known,
             retained_byte_cap: ledger.retained_byte_cap,
             learned_at: now_unix,
         };

@@ -16,9 +16,8 @@ fn relay(n: usize) -> RelayUrl {
 fn record(slots: usize, at: u64) -> RelayLimitsRecord {
     RelayLimitsRecord {
         subscription_slots: Some(slots),
-        filter_ceiling: None,
-        retained_byte_cap: None,
         learned_at: at,
+        ..RelayLimitsRecord::default()
     }
 }
 
@@ -69,6 +68,7 @@ fn only_a_change_in_what_was_learned_is_written() {
     assert_eq!(kept.take_changes(), None);
     let ledger = RememberedLimits {
         filter_ceiling: Some(3),
+        filter_ceiling_known: false,
         retained_byte_cap: Some(9_000),
     };
     kept.observe(&relay(1), None, RememberedLimits::default(), 10);
@@ -95,6 +95,20 @@ fn only_a_change_in_what_was_learned_is_written() {
     let changes = kept.take_changes().expect("changed");
     assert_eq!(changes[0].1.filter_ceiling, Some(2));
     assert_eq!(changes[0].1.learned_at, 30);
+    // The same ceiling proven since: written, known now.
+    kept.observe(
+        &relay(1),
+        Some(6),
+        RememberedLimits {
+            filter_ceiling: Some(2),
+            filter_ceiling_known: true,
+            ..ledger
+        },
+        40,
+    );
+    let changes = kept.take_changes().expect("changed");
+    assert!(changes[0].1.filter_ceiling_known);
+    assert_eq!(changes[0].1.learned_at, 40);
 }
 
 #[test]
@@ -119,8 +133,17 @@ fn the_file_round_trips_and_a_missing_file_holds_nothing() {
             RelayLimitsRecord {
                 subscription_slots: None,
                 filter_ceiling: Some(3),
+                filter_ceiling_known: true,
                 retained_byte_cap: Some(9_000),
                 learned_at: 11,
+            },
+        ),
+        (
+            relay(3),
+            RelayLimitsRecord {
+                filter_ceiling: Some(5),
+                learned_at: 12,
+                ..RelayLimitsRecord::default()
             },
         ),
     ];
@@ -147,4 +170,24 @@ fn a_damaged_file_is_a_typed_error_and_foreign_urls_are_skipped() {
     let loaded = memory.load().expect("load");
     assert_eq!(loaded.len(), 1);
     assert_eq!(loaded[0].0.as_str(), "wss://ok.example");
+}
+
+#[test]
+fn a_ceiling_kept_before_its_knowledge_was_kept_is_a_guess() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("learned-limits.json");
+    std::fs::write(
+        &path,
+        br#"{"version":1,"relays":{"wss://old.example":{"learned_at":2,"filter_ceiling":5}}}"#,
+    )
+    .expect("write");
+    let loaded = FileLimitsMemory::new(&path).load().expect("load");
+    assert_eq!(
+        loaded[0].1.ledger_limits(),
+        RememberedLimits {
+            filter_ceiling: Some(5),
+            filter_ceiling_known: false,
+            retained_byte_cap: None,
+        }
+    );
 }

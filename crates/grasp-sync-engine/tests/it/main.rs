@@ -12,6 +12,7 @@ mod memory;
 mod negentropy;
 mod notice;
 mod participants;
+mod proven_ceiling;
 mod rate_limit;
 mod reconnect;
 mod support;

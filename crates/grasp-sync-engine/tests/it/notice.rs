@@ -40,14 +40,11 @@ async fn a_filter_cap_refused_by_notice_is_learned_and_live_coverage_still_deliv
         .await
         .expect("seed strict relay");
     let store = TestStore::open().await;
-    // History by NIP-77 (one filter per round): what is measured is the live groups' lesson.
-    // A NOTICE names no subscription, so the ceiling it teaches may be only the ladder's next
-    // step (5); a first sync by REQ+EOSE then packs a historic REQ above the real cap (2),
-    // which costs a second refusal and a failed batch.
-    let config = grasp_sync_engine::EngineConfig {
-        first_sync_by_req: false,
-        ..test_config(&[bootstrap.url()])
-    };
+    // The default first sync by REQ+EOSE. A NOTICE names no subscription, so the ceiling it
+    // teaches is only the ladder's next step (5), a guess that may be above the real cap (2):
+    // a first-sync REQ packs no more filters than a REQ the relay accepted, so history is
+    // refused nothing. (The live groups find the cap by the ladder, a refusal per step.)
+    let config = test_config(&[bootstrap.url()]);
     let engine = start_engine(&store, config).await;
     wait_for_store(&store, &engine, &ids(&thread), Duration::from_secs(60)).await;
     let key = RelayUrl::parse(&strict.url()).expect("url").to_string();
@@ -82,6 +79,16 @@ async fn a_filter_cap_refused_by_notice_is_learned_and_live_coverage_still_deliv
     .await;
     let status = engine.status().await.expect("status");
     let stats = strict.strict_stats();
+    let refused: Vec<_> = stats
+        .starts
+        .iter()
+        .filter(|s| s.refused.is_some())
+        .map(|s| (s.subscription_id.as_str(), s.filters.len()))
+        .collect();
+    assert!(
+        refused.iter().all(|(id, _)| id.starts_with("gs-live-")),
+        "a historic request was refused: {refused:?}"
+    );
     assert!(
         arrived,
         "{} of {} live events arrived; refusals {:?}; {:#?}",

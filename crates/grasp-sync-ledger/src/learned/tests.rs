@@ -159,6 +159,7 @@ fn remembered_limits_keep_the_lowest_refused_ceiling_and_the_byte_cap() {
         limits.to_remember(),
         RememberedLimits {
             filter_ceiling: Some(3),
+            filter_ceiling_known: true,
             retained_byte_cap: Some(9_000),
         }
     );
@@ -169,6 +170,7 @@ fn limits_restored_from_memory_start_every_session_where_the_refusals_left_them(
     let now = Instant::now();
     let remembered = RememberedLimits {
         filter_ceiling: Some(3),
+        filter_ceiling_known: true,
         retained_byte_cap: Some(9_000),
     };
     let mut limits = LearnedLimits::remembered(remembered);
@@ -187,12 +189,12 @@ fn limits_restored_from_memory_start_every_session_where_the_refusals_left_them(
     // Nonsense from a damaged record stays within the ladder.
     let odd = LearnedLimits::remembered(RememberedLimits {
         filter_ceiling: Some(0),
-        retained_byte_cap: None,
+        ..RememberedLimits::default()
     });
     assert_eq!(odd.filter_ceiling(), 1);
     let high = LearnedLimits::remembered(RememberedLimits {
         filter_ceiling: Some(50),
-        retained_byte_cap: None,
+        ..RememberedLimits::default()
     });
     assert_eq!(high.filter_ceiling(), INITIAL_FILTER_CEILING);
     assert_eq!(
@@ -202,7 +204,7 @@ fn limits_restored_from_memory_start_every_session_where_the_refusals_left_them(
 }
 
 #[test]
-fn the_ceiling_is_known_once_advertised_in_the_session_or_taught_by_a_refusal() {
+fn the_ceiling_is_known_once_advertised_in_the_session_or_stated_by_a_refusal() {
     let now = Instant::now();
     let mut limits = LearnedLimits::new();
     assert!(!limits.ceiling_known(), "the initial ceiling is a guess");
@@ -211,11 +213,167 @@ fn the_ceiling_is_known_once_advertised_in_the_session_or_taught_by_a_refusal() 
     limits.new_session(now);
     assert!(!limits.ceiling_known(), "every session reads NIP-11 again");
     let _ = limits.handle_filter_count_refusal(now, Some(4));
-    limits.new_session(now);
+    assert_eq!(limits.filter_ceiling(), 3);
     assert!(
         limits.ceiling_known(),
-        "a refusal's lesson outlives the session"
+        "one below the size the refusal named"
+    );
+    limits.new_session(now);
+    assert!(
+        !limits.ceiling_known(),
+        "the session starts at the initial ceiling again, a guess"
     );
     let restored = LearnedLimits::remembered(limits.to_remember());
-    assert!(restored.ceiling_known(), "and the process");
+    assert_eq!(restored.filter_ceiling(), 3);
+    assert!(
+        restored.ceiling_known(),
+        "a later process starts at it, known"
+    );
+}
+
+/// What one step does to fresh limits, in order.
+enum Step {
+    Refused(Option<usize>),
+    Accepted(usize),
+    NewSession,
+}
+
+/// Feeds `steps` to fresh limits; after each, the ceiling, whether it is known, and the
+/// trusted ceiling.
+fn check_known(steps: &[Step], expected: &[(usize, bool, Option<usize>)]) {
+    let now = Instant::now();
+    let mut limits = LearnedLimits::new();
+    let seen: Vec<_> = steps
+        .iter()
+        .map(|step| {
+            match step {
+                Step::Refused(size) => {
+                    let _ = limits.handle_filter_count_refusal(now, *size);
+                }
+                Step::Accepted(filters) => limits.handle_accepted_req(*filters),
+                Step::NewSession => limits.new_session(now),
+            }
+            (
+                limits.filter_ceiling(),
+                limits.ceiling_known(),
+                limits.trusted_filter_ceiling(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, expected);
+}
+
+#[test]
+fn an_accepted_req_proves_its_filter_count_for_the_session() {
+    use Step::*;
+    check_known(
+        &[
+            Accepted(1),
+            Accepted(4),
+            Accepted(3),
+            NewSession,
+            Accepted(2),
+        ],
+        &[
+            (10, false, Some(1)),
+            (10, false, Some(4)),
+            (10, false, Some(4)),
+            (10, false, None),
+            (10, false, Some(2)),
+        ],
+    );
+    check_known(&[Accepted(10)], &[(10, true, Some(10))]);
+}
+
+#[test]
+fn a_ladder_step_is_a_guess_until_a_req_that_large_is_accepted() {
+    use Step::*;
+    // A NOTICE that names no size: 10 → 5, which may be above a hidden cap of 2.
+    check_known(
+        &[Refused(None), Accepted(2), Accepted(5)],
+        &[(5, false, None), (5, false, Some(2)), (5, true, Some(5))],
+    );
+    // A named size below the next rung sets the ceiling from it; a rung below it is a guess.
+    check_known(&[Refused(Some(4))], &[(3, true, Some(3))]);
+    check_known(
+        &[Refused(Some(10)), Refused(Some(5))],
+        &[(5, false, None), (2, false, None)],
+    );
+    check_known(&[Refused(Some(6))], &[(5, true, Some(5))]);
+}
+
+#[test]
+fn the_trusted_ceiling_never_exceeds_the_ceiling() {
+    use Step::*;
+    // A REQ of 8 was accepted before one was refused for its count: the ceiling is below
+    // what was accepted, so it is known, and the trusted ceiling is the ceiling.
+    check_known(
+        &[Accepted(8), Refused(None)],
+        &[(10, false, Some(8)), (5, true, Some(5))],
+    );
+}
+
+#[test]
+fn trusted_pack_limits_pack_at_most_the_trusted_ceiling() {
+    let base = PackLimits::default();
+    let mut limits = LearnedLimits::new();
+    assert_eq!(limits.trusted_pack_limits(base).max_filters_per_req, 1);
+    limits.handle_accepted_req(3);
+    assert_eq!(limits.trusted_pack_limits(base).max_filters_per_req, 3);
+    assert_eq!(
+        limits.pack_limits(base).max_filters_per_req,
+        INITIAL_FILTER_CEILING.min(base.max_filters_per_req)
+    );
+    limits.handle_advertised_filter_limit(6);
+    assert_eq!(limits.trusted_pack_limits(base).max_filters_per_req, 6);
+}
+
+#[test]
+fn a_remembered_guess_stays_a_guess_until_proven_and_a_known_ceiling_is_kept_known() {
+    let now = Instant::now();
+    let mut limits = LearnedLimits::new();
+    let _ = limits.handle_filter_count_refusal(now, None);
+    assert_eq!(
+        limits.to_remember(),
+        RememberedLimits {
+            filter_ceiling: Some(5),
+            filter_ceiling_known: false,
+            retained_byte_cap: None,
+        }
+    );
+    let mut restored = LearnedLimits::remembered(limits.to_remember());
+    assert_eq!(restored.filter_ceiling(), 5);
+    assert!(
+        !restored.ceiling_known(),
+        "a remembered rung is still a guess"
+    );
+    assert_eq!(restored.trusted_filter_ceiling(), None);
+    restored.handle_accepted_req(5);
+    assert!(restored.ceiling_known());
+    assert!(restored.to_remember().filter_ceiling_known);
+    let mut again = LearnedLimits::remembered(restored.to_remember());
+    assert!(
+        again.ceiling_known(),
+        "proven once, known in later processes"
+    );
+    again.new_session(now);
+    assert!(again.ceiling_known(), "and in each of their sessions");
+
+    // A proof in a later session of the same process makes the lesson known, too.
+    limits.new_session(now);
+    limits.handle_accepted_req(5);
+    assert!(limits.to_remember().filter_ceiling_known);
+    // A lower guess, in a session that proved nothing, replaces a known ceiling, and is a guess.
+    limits.new_session(now);
+    let _ = limits.handle_filter_count_refusal(now, None);
+    let _ = limits.handle_filter_count_refusal(now, None);
+    assert_eq!(limits.filter_ceiling(), 2);
+    assert_eq!(
+        limits.to_remember(),
+        RememberedLimits {
+            filter_ceiling: Some(2),
+            filter_ceiling_known: false,
+            retained_byte_cap: None,
+        }
+    );
 }

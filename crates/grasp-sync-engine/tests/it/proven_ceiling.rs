@@ -1,0 +1,156 @@
+//! A relay that advertises no `max_filters` and keeps a filter cap hidden: a REQ of several
+//! filters it accepted proves it takes that many, so a new store's first sync there goes by
+//! REQ+EOSE packing no more than that, refused nothing, in fewer starts than NIP-77.
+
+use std::time::Duration;
+
+use grasp_sync_model::RelayUrl;
+use grasp_sync_testkit::{
+    Dialect, FilterLimit, QueryStart, StartKind, StrictLimits, TestRelay, TestRelayConfig,
+};
+
+use crate::support::{
+    RepoFixture, SERVICE_URL, TestStore, history_settled, ids, start_engine, test_config,
+    wait_for_store, wait_until,
+};
+
+/// Filters per REQ the relay takes; it says so to nobody.
+/// Filters per REQ the relay takes, said to nobody: the live groups of one repository fit,
+/// the ceiling the engine starts at (10) does not.
+const HIDDEN_CAP: usize = 8;
+
+/// A strict relay with NIP-77 and a hidden filter cap, refused in the rust-nostr relay
+/// builder's words (no number).
+fn hidden_cap() -> TestRelayConfig {
+    TestRelayConfig::strict(StrictLimits {
+        negentropy_enabled: true,
+        filters_per_req: Some(FilterLimit {
+            max: HIDDEN_CAP,
+            dialect: Dialect::RustNostr,
+            advertised: false,
+        }),
+        ..StrictLimits::default()
+    })
+}
+
+/// Waits until `relay`'s history is settled in the engine's status.
+async fn settle(engine: &grasp_sync_engine::EngineHandle, relay: &TestRelay) {
+    let key = RelayUrl::parse(&relay.url()).expect("url").to_string();
+    let settled = wait_until(Duration::from_secs(30), || async {
+        engine
+            .status()
+            .await
+            .is_some_and(|s| s.relays.get(&key).is_some_and(history_settled))
+    })
+    .await;
+    assert!(settled, "{:#?}", engine.status().await);
+}
+
+/// What the hidden-cap relay saw of one run.
+#[derive(Debug)]
+struct Run {
+    /// Refusals of any kind.
+    refusals: u64,
+    /// NEG-OPENs after the second repository was listed.
+    later_neg_opens: usize,
+    /// Historic REQs of semantic coverage after the second repository was listed.
+    later_history_reqs: usize,
+    /// Historic REQs that carried more filters than any REQ the relay had accepted before
+    /// (more than one filter with none accepted).
+    unproven_history_reqs: Vec<(String, usize)>,
+}
+
+/// A new store syncs one repository from the hidden-cap relay; once that settled (its live
+/// REQs accepted), a second repository on the same relay is listed, and its first sync runs.
+async fn run(first_sync_by_req: bool) -> Run {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let home = TestRelay::start(hidden_cap()).await.expect("home");
+    let first = RepoFixture::new("proven-first");
+    let second = RepoFixture::new("proven-second");
+    let listing = [SERVICE_URL.to_owned(), home.url()];
+    bootstrap
+        .seed([first.announcement(&listing, 1_700_000_000)])
+        .await
+        .expect("seed bootstrap");
+    let first_thread = first.thread(1_700_000_100);
+    let second_thread = second.thread(1_700_000_200);
+    home.seed(first_thread.iter().chain(&second_thread).cloned())
+        .await
+        .expect("seed home");
+    let store = TestStore::open().await;
+    let config = grasp_sync_engine::EngineConfig {
+        first_sync_by_req,
+        ..test_config(&[bootstrap.url()])
+    };
+    let engine = start_engine(&store, config).await;
+    wait_for_store(
+        &store,
+        &engine,
+        &ids(&first_thread),
+        Duration::from_secs(60),
+    )
+    .await;
+    settle(&engine, &home).await;
+    let before = home.strict_stats().starts.len();
+
+    bootstrap
+        .publish(second.announcement(&listing, 1_700_000_050))
+        .await
+        .expect("publish");
+    wait_for_store(
+        &store,
+        &engine,
+        &ids(&second_thread),
+        Duration::from_secs(60),
+    )
+    .await;
+    settle(&engine, &home).await;
+    engine.shutdown().await;
+
+    let stats = home.strict_stats();
+    // Historic REQs of semantic coverage (not live groups, not exact-ID fetches).
+    let history =
+        |s: &QueryStart| s.kind == StartKind::Req && s.subscription_id.starts_with("gs-hist-");
+    let mut accepted = 0;
+    let mut unproven = Vec::new();
+    for start in stats.starts.iter().filter(|s| s.kind == StartKind::Req) {
+        if history(start) && start.filters.len() > accepted.max(1) {
+            unproven.push((start.subscription_id.clone(), start.filters.len()));
+        }
+        if start.refused.is_none() {
+            accepted = accepted.max(start.filters.len());
+        }
+    }
+    let later = &stats.starts[before..];
+    Run {
+        refusals: stats.total_refusals(),
+        later_neg_opens: later
+            .iter()
+            .filter(|s| s.kind == StartKind::NegOpen)
+            .count(),
+        later_history_reqs: later.iter().filter(|s| history(s)).count(),
+        unproven_history_reqs: unproven,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_sync_goes_by_req_on_a_hidden_filter_cap_proven_by_an_accepted_req() {
+    let (with_rule, without) = tokio::join!(run(true), run(false));
+    // The second repository's first sync: several filters per REQ, each no larger than a REQ
+    // the relay had accepted, so its hidden cap refused nothing.
+    assert_eq!(with_rule.refusals, 0, "{with_rule:?}");
+    assert!(
+        with_rule.unproven_history_reqs.is_empty(),
+        "historic REQs above the proven count: {with_rule:?}"
+    );
+    assert!(with_rule.later_history_reqs >= 1, "{with_rule:?}");
+    assert!(
+        with_rule.later_neg_opens < without.later_neg_opens,
+        "NIP-77 rounds for the second repository: {} with the rule, {} without",
+        with_rule.later_neg_opens,
+        without.later_neg_opens
+    );
+    eprintln!("with the rule: {with_rule:?}\nwithout: {without:?}");
+}
