@@ -27,8 +27,8 @@ pub use network::{
     RootCount, TestNetwork, generate,
 };
 pub use relay::strict::{
-    ConnectionStats, Dialect, FilterCaps, FilterFn, FilterLimit, FilterPredicate, PolicyRule,
-    QueryQuirks, QueryStart, RefusalKind, ServeById, StartKind, StrictLimits, StrictStats,
-    SubscriptionLimit,
+    AuthAccepts, AuthRefusal, ConnectionStats, Dialect, FilterCaps, FilterFn, FilterLimit,
+    FilterPredicate, PolicyRule, QueryQuirks, QueryStart, RefusalKind, ServeById, StartKind,
+    StrictAuth, StrictLimits, StrictStats, SubscriptionLimit,
 };
 pub use relay::{Nip11Mode, RelayAuth, StoreKind, TestRelay, TestRelayConfig};
