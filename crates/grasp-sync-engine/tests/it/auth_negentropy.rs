@@ -65,7 +65,7 @@ fn fallback_reqs(stats: &StrictStats) -> Vec<String> {
         .collect()
 }
 
-/// A bootstrap relay listing two repositories whose threads are on `home`.
+/// A bootstrap relay listing one repository whose thread is on `home`.
 async fn network() -> (TestRelay, TestRelay, Vec<Event>) {
     let bootstrap = TestRelay::start(TestRelayConfig::default())
         .await
@@ -75,7 +75,7 @@ async fn network() -> (TestRelay, TestRelay, Vec<Event>) {
         .expect("home");
     let mut events = Vec::new();
     let mut announcements = Vec::new();
-    for n in 0..2u64 {
+    for n in 0..1u64 {
         let fixture = RepoFixture::new(&format!("reconciled-{n}"));
         let announcement =
             fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);

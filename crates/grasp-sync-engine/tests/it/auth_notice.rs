@@ -19,18 +19,22 @@ use crate::support::{
 };
 
 /// A relay that reads only to authenticated clients and refuses a REQ from any other with
-/// `refusal` (a NOTICE alone, or nostrcheck-server's NOTICE then CLOSED).
+/// `refusal` (a NOTICE alone, or nostrcheck-server's NOTICE then CLOSED). It advertises its
+/// filter ceiling, so a first sync goes by REQ+EOSE: REQs are what such a NOTICE refuses.
 fn notice_refusing(refusal: AuthRefusal) -> TestRelayConfig {
-    TestRelayConfig::strict(StrictLimits {
-        auth: Some(StrictAuth {
-            refusal,
-            ..StrictAuth::new(FilterPredicate::custom(|_| true))
-        }),
-        ..StrictLimits::default()
-    })
+    TestRelayConfig {
+        max_filters: Some(20),
+        ..TestRelayConfig::strict(StrictLimits {
+            auth: Some(StrictAuth {
+                refusal,
+                ..StrictAuth::new(FilterPredicate::custom(|_| true))
+            }),
+            ..StrictLimits::default()
+        })
+    }
 }
 
-/// A bootstrap relay listing two repositories whose threads are on `home`.
+/// A bootstrap relay listing one repository whose thread is on `home`.
 async fn network(home: TestRelayConfig) -> (TestRelay, TestRelay, Vec<Event>) {
     let bootstrap = TestRelay::start(TestRelayConfig::default())
         .await
@@ -38,7 +42,7 @@ async fn network(home: TestRelayConfig) -> (TestRelay, TestRelay, Vec<Event>) {
     let home = TestRelay::start(home).await.expect("home");
     let mut events = Vec::new();
     let mut announcements = Vec::new();
-    for n in 0..2u64 {
+    for n in 0..1u64 {
         let fixture = RepoFixture::new(&format!("noticed-{n}"));
         let announcement =
             fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
