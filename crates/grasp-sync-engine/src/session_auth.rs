@@ -1,17 +1,16 @@
 //! `SessionAuth`: what one session knows about NIP-42 authentication, and the coverage a relay
 //! refused with `auth-required:` while the session's AUTH was still to come.
 //!
-//! Pure bookkeeping, time passed in. A session that holds no key refuses nothing here: its
-//! `auth-required:` refusals are policy refusals at once. A session with a key parks refused
-//! coverage until the relay accepts its AUTH (then the coverage is derived and sent again, once,
+//! Pure bookkeeping, time passed in, generic over what is parked (the actor parks repository
+//! coverage, NIP-77 rounds and participant-discovery requests). A session that holds no key
+//! refuses nothing here: its `auth-required:` refusals are policy refusals at once. A session
+//! with a key parks refused work until the relay accepts its AUTH (then the coverage is derived and sent again, once,
 //! through the ledger like any other work), until the AUTH fails, or until [`AUTH_WAIT`] has
 //! passed without an outcome (then the parked coverage is refused by policy). Once the session
 //! has authenticated, or failed to, every later `auth-required:` refusal is a policy refusal, so
 //! no coverage is retried twice.
 
 use std::time::{Duration, Instant};
-
-use nostr::Filter;
 
 /// How long refused coverage waits for the session's AUTH to succeed: the client library
 /// waits up to 10 s for the relay's `OK`, and a relay may send its challenge only with a
@@ -53,20 +52,23 @@ pub(crate) enum AuthVerdict {
     /// Parked: release the refused work without a pause; it is sent again once the session
     /// authenticated.
     Park,
+    /// Refused for want of an AUTH the relay has accepted since the request was sent: send it
+    /// again now, once.
+    Resend,
     /// A policy refusal of the refused coverage.
     Refuse,
 }
 
-/// One session's NIP-42 state and parked coverage.
+/// One session's NIP-42 state and the work `W` parked for it.
 #[derive(Debug)]
-pub(crate) struct SessionAuth {
+pub(crate) struct SessionAuth<W> {
     answers: bool,
     state: AuthState,
-    parked: Vec<Vec<Filter>>,
+    parked: Vec<W>,
     deadline: Option<Instant>,
 }
 
-impl SessionAuth {
+impl<W> SessionAuth<W> {
     /// A fresh session; `answers` when it holds a key and answers challenges.
     pub(crate) fn new(answers: bool) -> Self {
         Self {
@@ -82,8 +84,8 @@ impl SessionAuth {
         self.state
     }
 
-    /// The relay refused a request carrying `filters` with `auth-required:` at `now`.
-    pub(crate) fn handle_refusal(&mut self, now: Instant, filters: Vec<Filter>) -> AuthVerdict {
+    /// The relay refused the request doing `work` with `auth-required:` at `now`.
+    pub(crate) fn handle_refusal(&mut self, now: Instant, work: W) -> AuthVerdict {
         let waiting = matches!(
             self.state,
             AuthState::Unchallenged | AuthState::Authenticating
@@ -91,9 +93,20 @@ impl SessionAuth {
         if !self.answers || !waiting || self.parked.len() >= MAX_PARKED {
             return AuthVerdict::Refuse;
         }
-        self.parked.push(filters);
+        self.parked.push(work);
         self.deadline.get_or_insert(now + AUTH_WAIT);
         AuthVerdict::Park
+    }
+
+    /// Like [`SessionAuth::handle_refusal`], for a request sent before the session
+    /// authenticated whose refusal is read only now (a NIP-77 round reports on its own
+    /// channel, so its refusal may come after the relay's `OK` to the AUTH): once the session
+    /// has authenticated, the request is sent again rather than refused.
+    pub(crate) fn handle_refusal_sent_before(&mut self, now: Instant, work: W) -> AuthVerdict {
+        if self.answers && self.state == AuthState::Authenticated {
+            return AuthVerdict::Resend;
+        }
+        self.handle_refusal(now, work)
     }
 
     /// The relay sent a challenge the session answers.
@@ -105,7 +118,7 @@ impl SessionAuth {
 
     /// The relay accepted the AUTH: returns the parked coverage, to be sent again. A session
     /// that already failed stays failed.
-    pub(crate) fn handle_authenticated(&mut self) -> Vec<Vec<Filter>> {
+    pub(crate) fn handle_authenticated(&mut self) -> Vec<W> {
         if self.state == AuthState::Failed {
             return Vec::new();
         }
@@ -115,7 +128,7 @@ impl SessionAuth {
     }
 
     /// The AUTH failed: returns the parked coverage, to be refused by policy.
-    pub(crate) fn handle_failed(&mut self) -> Vec<Vec<Filter>> {
+    pub(crate) fn handle_failed(&mut self) -> Vec<W> {
         if self.state == AuthState::Authenticated {
             return Vec::new();
         }
@@ -126,7 +139,7 @@ impl SessionAuth {
 
     /// Past the deadline without an outcome: the session counts as failed; returns the parked
     /// coverage, to be refused by policy.
-    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Vec<Vec<Filter>> {
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Vec<W> {
         match self.deadline {
             Some(deadline) if now >= deadline => self.handle_failed(),
             _ => Vec::new(),

@@ -27,8 +27,8 @@ pub use network::{
     RootCount, TestNetwork, generate,
 };
 pub use relay::strict::{
-    ConnectionStats, Dialect, FRAME_VERBS, FilterCaps, FilterFn, FilterLimit, FilterPredicate,
-    PolicyRule, QueryQuirks, QueryStart, RefusalKind, ServeById, StartKind, StrictLimits,
-    StrictStats, SubscriptionLimit, frame_verb,
+    AuthAccepts, AuthRefusal, ConnectionStats, Dialect, FRAME_VERBS, FilterCaps, FilterFn,
+    FilterLimit, FilterPredicate, PolicyRule, QueryQuirks, QueryStart, RefusalKind, ServeById,
+    StartKind, StrictAuth, StrictLimits, StrictStats, SubscriptionLimit, frame_verb,
 };
 pub use relay::{Nip11Mode, RelayAuth, StoreKind, TestRelay, TestRelayConfig};

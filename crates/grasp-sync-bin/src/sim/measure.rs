@@ -127,6 +127,7 @@ pub(super) fn refusal_name(kind: RefusalKind) -> &'static str {
         RefusalKind::TooManyConcurrentNeg => "too_many_concurrent_neg",
         RefusalKind::NegentropyDisabled => "negentropy_disabled",
         RefusalKind::Policy => "policy",
+        RefusalKind::AuthRequired => "auth_required",
     }
 }
 

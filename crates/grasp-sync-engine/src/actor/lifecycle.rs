@@ -313,6 +313,7 @@ impl Actor {
             rebuild_pending: false,
             neg_queue: VecDeque::new(),
             neg_in_flight: BTreeMap::new(),
+            rounds_before_auth: std::collections::BTreeSet::new(),
         });
         runtime.stats.connections += 1;
         runtime.completion_check = None;

@@ -97,6 +97,9 @@ pub(super) struct NegBatch {
     filters: Vec<Filter>,
     missing: BTreeSet<EventId>,
     fell_back: bool,
+    /// A round stayed refused by policy (its filter is paused): once every round ended the
+    /// batch fails instead of confirming or hydrating.
+    refused: bool,
     phase: NegPhase,
     /// While the store is asked whether it holds any of the batch's coverage, its rounds wait.
     checking_held: bool,
@@ -172,6 +175,7 @@ impl Actor {
                 filters,
                 missing: BTreeSet::new(),
                 fell_back: false,
+                refused: false,
                 phase: NegPhase::Rounds,
                 checking_held: check,
             },
@@ -341,6 +345,9 @@ impl Actor {
                 slot,
                 jobs.clone(),
             ));
+            if session.auth.state() != crate::session_auth::AuthState::Authenticated {
+                session.rounds_before_auth.insert(subscription_id.clone());
+            }
             session
                 .neg_in_flight
                 .insert(subscription_id, (batch, permit));
@@ -493,7 +500,8 @@ impl Actor {
         }
     }
 
-    /// A round job reported: release its permit and record its outcome.
+    /// A round job reported: release its permit and record its outcome; an `auth-required:`
+    /// refusal goes to `auth.rs`.
     fn handle_round_report(
         &mut self,
         key: &SessionKey,
@@ -517,10 +525,17 @@ impl Actor {
         runtime
             .nip77
             .handle_round_ended(now, subscription_id, &result);
+        let before_auth = session.rounds_before_auth.remove(subscription_id);
         let Some((batch, permit)) = session.neg_in_flight.remove(subscription_id) else {
             return;
         };
         let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
+        if let Err(NegentropyError::AuthRequired(text)) = &result {
+            // Reconciled again by NIP-77 after the session's AUTH, or paused: never a REQ.
+            self.handle_round_auth_refusal(&relay, batch, subscription_id, text, before_auth);
+            self.drive_queue(&relay);
+            return;
+        }
         self.round_ended(&relay, batch, subscription_id, result);
     }
 
@@ -580,6 +595,11 @@ impl Actor {
         else {
             return;
         };
+        if neg.refused {
+            // What was refused stays paused; the rest is derived again.
+            self.fail_batch(relay, batch, "a negentropy round was refused by policy");
+            return;
+        }
         if neg.fell_back {
             self.fall_back_to_req(relay, batch, FilterCeiling::Learned);
             return;
@@ -706,6 +726,29 @@ impl Actor {
                     self.confirm(relay, batch);
                 }
             },
+        }
+    }
+
+    /// A round of `batch` stays refused by policy (the caller paused its filter): the batch's
+    /// other rounds go on by NIP-77, where a REQ for them might be refused the same way, and
+    /// once they all ended the batch fails, so nothing it covers is confirmed.
+    pub(super) fn hold_refused_round(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        subscription_id: &SubscriptionId,
+    ) {
+        if let Some(neg) = self
+            .runtimes
+            .get_mut(relay)
+            .and_then(|r| r.neg_batches.get_mut(&batch))
+        {
+            neg.refused = true;
+        }
+        if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id) {
+            if resolved.batch_complete {
+                self.negentropy_rounds_done(relay, batch);
+            }
         }
     }
 
@@ -913,6 +956,7 @@ impl Actor {
                 (runtime.session.as_mut(), runtime.ledger.as_mut())
             {
                 session.neg_queue.clear();
+                session.rounds_before_auth.clear();
                 for (_, (_, permit)) in std::mem::take(&mut session.neg_in_flight) {
                     let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
                 }
@@ -936,6 +980,7 @@ fn neg_shell(filters: Vec<Filter>) -> NegBatch {
         filters,
         missing: BTreeSet::new(),
         fell_back: false,
+        refused: false,
         phase: NegPhase::Rounds,
         checking_held: false,
     }

@@ -323,7 +323,10 @@ impl Actor {
             return;
         }
         // A NOTICE names no subscription: one that refuses a REQ answers the newest REQ not
-        // answered yet, and is handled as that REQ's CLOSED, which frees its slot.
+        // answered yet, and is handled as that REQ's CLOSED, which frees its slot. An
+        // `auth-required:` NOTICE so becomes that REQ's `auth-required:` CLOSED: parked for
+        // the session's AUTH with a key, its coverage paused by policy without one; never a
+        // pause of the whole relay.
         if refuses_a_req(refusal.category) {
             let refused = self
                 .runtimes
@@ -338,6 +341,14 @@ impl Actor {
             }
         }
         self.count_refusal(relay, &refusal, text);
+        if refusal.category == RefusalCategory::AuthRequired {
+            // No request of ours is waiting for an answer, so nothing was refused: a relay
+            // that sends this beside a CLOSED (nostrcheck-server) names the request there, and
+            // one that sends it on its own (an AUTH timeout, before closing) ends the
+            // connection itself. With a key, the challenge is answered by the transport.
+            tracing::debug!(%relay, notice = %text, "an auth-required NOTICE that refuses no request of ours");
+            return;
+        }
         if refusal.category == RefusalCategory::TooManySubscriptions
             && self.learn_subscription_budget(relay, None)
         {
@@ -363,7 +374,7 @@ impl Actor {
         self.apply_learned_limits(relay, &refusal, action);
     }
 
-    fn count_refusal(&mut self, relay: &RelayUrl, refusal: &Refusal, text: &str) {
+    pub(super) fn count_refusal(&mut self, relay: &RelayUrl, refusal: &Refusal, text: &str) {
         let label = refusal.category.metric_label();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             *runtime.stats.refusals.entry(label).or_default() += 1;
@@ -460,7 +471,8 @@ impl Actor {
 fn refuses_a_req(category: RefusalCategory) -> bool {
     matches!(
         category,
-        RefusalCategory::TooManySubscriptions
+        RefusalCategory::AuthRequired
+            | RefusalCategory::TooManySubscriptions
             | RefusalCategory::TooManyFilters
             | RefusalCategory::InvalidFilter
             | RefusalCategory::RetainedBytesExceeded

@@ -121,8 +121,11 @@ pub(super) struct Session {
     pub(super) neg_queue: VecDeque<super::negentropy::NegRound>,
     /// Negentropy rounds running as background jobs, with their batch and permit.
     pub(super) neg_in_flight: BTreeMap<SubscriptionId, (BatchId, Permit)>,
+    /// Rounds in flight that started before the session authenticated: their refusal, read
+    /// on the round's own channel, may come after the relay accepted the AUTH.
+    pub(super) rounds_before_auth: std::collections::BTreeSet<SubscriptionId>,
     /// NIP-42 on this connection and the coverage parked until its AUTH succeeds.
-    pub(super) auth: crate::session_auth::SessionAuth,
+    pub(super) auth: crate::session_auth::SessionAuth<super::auth::ParkedWork>,
 }
 
 impl Session {

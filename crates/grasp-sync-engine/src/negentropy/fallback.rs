@@ -49,7 +49,9 @@ impl FallbackReason {
             NegentropyError::RateLimited(_) => FallbackReason::RateLimited,
             NegentropyError::Refused(_) => FallbackReason::Refused,
             NegentropyError::Protocol(_) => FallbackReason::Protocol,
-            NegentropyError::NotConnected => return None,
+            // Sent again by NIP-77 after the session's AUTH, or its coverage paused: a REQ
+            // would be refused the same way.
+            NegentropyError::NotConnected | NegentropyError::AuthRequired(_) => return None,
         })
     }
 

@@ -77,3 +77,34 @@ fn parked_coverage_is_bounded() {
     }
     assert_eq!(auth.handle_refusal(now, filters(1)), AuthVerdict::Refuse);
 }
+
+#[test]
+fn a_refusal_read_after_authenticating_of_a_request_sent_before_is_sent_again() {
+    let now = Instant::now();
+    let mut auth = SessionAuth::new(true);
+    auth.handle_challenge();
+    // Before the outcome, it is parked like any other.
+    assert_eq!(
+        auth.handle_refusal_sent_before(now, filters(1)),
+        AuthVerdict::Park
+    );
+    assert_eq!(auth.handle_authenticated(), vec![filters(1)]);
+    assert_eq!(
+        auth.handle_refusal_sent_before(now, filters(2)),
+        AuthVerdict::Resend
+    );
+    // Sent after authenticating, it stays refused.
+    assert_eq!(auth.handle_refusal(now, filters(2)), AuthVerdict::Refuse);
+    // Without a key, or after a failed AUTH, a policy refusal.
+    let mut keyless = SessionAuth::new(false);
+    assert_eq!(
+        keyless.handle_refusal_sent_before(now, filters(1)),
+        AuthVerdict::Refuse
+    );
+    let mut failed = SessionAuth::new(true);
+    assert!(failed.handle_failed().is_empty());
+    assert_eq!(
+        failed.handle_refusal_sent_before(now, filters(1)),
+        AuthVerdict::Refuse
+    );
+}

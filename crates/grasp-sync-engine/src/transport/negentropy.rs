@@ -89,6 +89,11 @@ pub enum NegentropyError {
     /// The relay refused because of its query rate.
     #[error("negentropy rate limited: {0}")]
     RateLimited(String),
+    /// The relay refused the round until the client authenticates (NIP-42): a NEG-ERR or
+    /// CLOSED `auth-required:` (text verbatim), as strfry and khatru answer a NEG-OPEN for
+    /// filters they serve to authenticated clients only.
+    #[error("negentropy needs authentication: {0}")]
+    AuthRequired(String),
     /// The relay refused the round for another reason (NEG-ERR text, verbatim).
     #[error("negentropy refused: {0}")]
     Refused(String),
@@ -104,14 +109,15 @@ pub enum NegentropyError {
 ///
 /// It answers the round itself, so any text saying a verb is unknown, unsupported, turned off
 /// or could not be parsed is [`NegentropyError::Unsupported`] (unless it names another verb);
-/// query-rate refusals are [`NegentropyError::RateLimited`]; anything else is
-/// [`NegentropyError::Refused`].
+/// query-rate refusals are [`NegentropyError::RateLimited`]; `auth-required:` refusals are
+/// [`NegentropyError::AuthRequired`]; anything else is [`NegentropyError::Refused`].
 pub fn classify_refusal(text: &str) -> NegentropyError {
     if reads_unsupported(text) != Unsupported::No {
         return NegentropyError::Unsupported;
     }
     match classify(text).category {
         RefusalCategory::RateLimited => NegentropyError::RateLimited(text.to_owned()),
+        RefusalCategory::AuthRequired => NegentropyError::AuthRequired(text.to_owned()),
         _ => NegentropyError::Refused(text.to_owned()),
     }
 }

@@ -1,6 +1,9 @@
 //! End-to-end tests of the engine against real relays on loopback and a real LMDB store.
 
 mod auth;
+mod auth_discovery;
+mod auth_negentropy;
+mod auth_notice;
 mod bytes;
 mod conformance;
 mod coverage;

@@ -18,7 +18,7 @@ fn check_reason(error: NegentropyError, expected: Option<FallbackReason>) {
 }
 
 #[test]
-fn every_round_failure_but_a_lost_session_has_a_fallback_reason() {
+fn every_round_failure_but_a_lost_session_or_an_auth_refusal_has_a_fallback_reason() {
     check_reason(
         NegentropyError::Unsupported,
         Some(FallbackReason::Unsupported),
@@ -38,6 +38,11 @@ fn every_round_failure_but_a_lost_session_has_a_fallback_reason() {
         Some(FallbackReason::Protocol),
     );
     check_reason(NegentropyError::NotConnected, None);
+    // Sent again by NIP-77 after AUTH, or paused: a REQ would be refused the same way.
+    check_reason(
+        NegentropyError::AuthRequired("auth-required: members only".to_owned()),
+        None,
+    );
 }
 
 #[test]

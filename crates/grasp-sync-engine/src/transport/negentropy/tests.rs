@@ -10,6 +10,8 @@ enum Reads {
     Unsupported,
     /// A query-rate refusal.
     RateLimited,
+    /// A refusal until the client authenticates (only as the round's own answer).
+    AuthRequired,
     /// Another refusal (only as the round's own answer).
     Refused,
     /// Nothing for the round (only as a NOTICE).
@@ -21,6 +23,7 @@ impl Reads {
         match self {
             Reads::Unsupported => Some(NegentropyError::Unsupported),
             Reads::RateLimited => Some(NegentropyError::RateLimited(text.to_owned())),
+            Reads::AuthRequired => Some(NegentropyError::AuthRequired(text.to_owned())),
             Reads::Refused => Some(NegentropyError::Refused(text.to_owned())),
             Reads::Ignored => None,
         }
@@ -127,4 +130,18 @@ fn other_texts_refuse_the_round_they_answer_and_leave_others_alone() {
     );
     check("blocked: spam", [Refused, Ignored, Ignored]);
     check("", [Refused, Ignored, Ignored]);
+}
+
+#[test]
+fn auth_required_refuses_the_round_it_answers_until_the_client_authenticates() {
+    use Reads::AuthRequired;
+    // strfry and khatru: NEG-ERR for a NEG-OPEN of filters served to authenticated clients.
+    check(
+        "auth-required: requested filter requires authentication",
+        [AuthRequired, Ignored, Ignored],
+    );
+    check(
+        "auth-required: this query requires you to be authenticated",
+        [AuthRequired, Ignored, Ignored],
+    );
 }

@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::ServeById;
+use super::auth::{self, AuthRefusal, ConnectionAuth};
 use super::texts::{self, Reply};
 use super::{RefusalKind, StartKind, StrictLimits};
 
@@ -19,11 +20,11 @@ use super::{RefusalKind, StartKind, StrictLimits};
 pub(crate) enum Verdict {
     /// Pass it to the relay unchanged.
     Forward,
-    /// Answer the client with `frame` instead. When the refused REQ reused the ID of an open
-    /// subscription, that subscription is over too (a `CLOSED` ends the ID), and
+    /// Answer the client with `frames`, in order, instead. When the refused REQ reused the ID
+    /// of an open subscription, that subscription is over too (a `CLOSED` ends the ID), and
     /// `close_upstream` is the `CLOSE` that ends it at the relay.
     Refuse {
-        frame: String,
+        frames: Vec<String>,
         refusal: RefusalKind,
         close_upstream: Option<String>,
     },
@@ -31,6 +32,8 @@ pub(crate) enum Verdict {
     Disconnect,
     /// Drop the message: neither forwarded nor answered.
     Ignore,
+    /// Answer the message here (an `AUTH` the proxy checks) without forwarding it.
+    Answer(String),
 }
 
 /// The verdict on one client message and the query start it was, if any.
@@ -76,18 +79,21 @@ pub(crate) struct Gate {
     messages: u64,
     /// Open subscriptions asking only for exact IDs (see `serve_by_id_percent`).
     by_id: HashSet<String>,
+    /// NIP-42, when the proxy enforces it.
+    auth: Option<ConnectionAuth>,
 }
 
 impl Gate {
     pub(crate) fn new(limits: Arc<StrictLimits>) -> Self {
         Self {
-            limits,
             subscriptions: HashMap::new(),
             negentropy: HashSet::new(),
             retained_bytes: 0,
             window: VecDeque::new(),
             messages: 0,
             by_id: HashSet::new(),
+            auth: limits.auth.as_ref().map(|_| ConnectionAuth::new()),
+            limits,
         }
     }
 
@@ -147,6 +153,14 @@ impl Gate {
             ClientMessage::NegClose { subscription_id } => {
                 self.negentropy_message(subscription_id.as_str(), true)
             }
+            ClientMessage::Auth(event) => match (&self.limits.auth, self.auth.as_mut()) {
+                (Some(rules), Some(state)) => ClientOutcome {
+                    verdict: Verdict::Answer(state.handle_auth(rules, &event)),
+                    start: None,
+                    closes: None,
+                },
+                _ => ClientOutcome::forward(None),
+            },
             _ => ClientOutcome::forward(None),
         }
     }
@@ -214,7 +228,7 @@ impl Gate {
             };
             ClientOutcome {
                 verdict: Verdict::Refuse {
-                    frame: reply.frame(&id),
+                    frames: vec![reply.frame(&id)],
                     refusal,
                     close_upstream,
                 },
@@ -246,6 +260,32 @@ impl Gate {
                 return refuse(self, reply, RefusalKind::RetainedBytesExceeded);
             }
         }
+        if let Some(answer) = self.auth_refusal(filters) {
+            let text = auth::AUTH_REQUIRED.to_owned();
+            let mut frames = self.pending_frames();
+            if answer != AuthRefusal::Closed {
+                frames.push(Reply::Notice(text.clone()).frame(&id));
+            }
+            let mut close_upstream = None;
+            if answer != AuthRefusal::Notice {
+                frames.push(Reply::Closed(text).frame(&id));
+                if replacing.is_some() {
+                    self.end_subscription(&id);
+                    close_upstream =
+                        Some(ClientMessage::close(nostr::SubscriptionId::new(&id)).as_json());
+                }
+            }
+            // With a NOTICE alone the subscription is never opened, and nothing names it.
+            return ClientOutcome {
+                verdict: Verdict::Refuse {
+                    frames,
+                    refusal: RefusalKind::AuthRequired,
+                    close_upstream,
+                },
+                start,
+                closes: None,
+            };
+        }
         if let Some(rule) = limits
             .policies
             .iter()
@@ -265,7 +305,7 @@ impl Gate {
         let start = Some((StartKind::NegOpen, id.clone(), vec![filter.clone()]));
         let refuse = |reply: Reply, refusal| ClientOutcome {
             verdict: Verdict::Refuse {
-                frame: reply.frame(&id),
+                frames: vec![reply.frame(&id)],
                 refusal,
                 close_upstream: None,
             },
@@ -298,6 +338,19 @@ impl Gate {
             let reply = Reply::Notice(texts::TOO_MANY_CONCURRENT_NEG.to_owned());
             return refuse(reply, RefusalKind::TooManyConcurrentNeg);
         }
+        if self.auth_refusal(std::slice::from_ref(filter)).is_some() {
+            let mut frames = self.pending_frames();
+            frames.push(Reply::NegErr(auth::AUTH_REQUIRED.to_owned()).frame(&id));
+            return ClientOutcome {
+                verdict: Verdict::Refuse {
+                    frames,
+                    refusal: RefusalKind::AuthRequired,
+                    close_upstream: None,
+                },
+                start,
+                closes: None,
+            };
+        }
         if let Some(rule) = limits.policies.iter().find(|r| r.matches.matches(filter)) {
             return refuse(Reply::NegErr(rule.reason.clone()), RefusalKind::Policy);
         }
@@ -318,7 +371,7 @@ impl Gate {
         if !self.limits.negentropy_enabled {
             return ClientOutcome {
                 verdict: Verdict::Refuse {
-                    frame: Reply::Notice(texts::NEGENTROPY_DISABLED.to_owned()).frame(id),
+                    frames: vec![Reply::Notice(texts::NEGENTROPY_DISABLED.to_owned()).frame(id)],
                     refusal: RefusalKind::NegentropyDisabled,
                     close_upstream: None,
                 },
@@ -330,6 +383,22 @@ impl Gate {
             self.negentropy.remove(id);
         }
         ClientOutcome::forward(None)
+    }
+
+    /// How a request with `filters` is refused for want of authentication, if it is.
+    fn auth_refusal(&self, filters: &[Filter]) -> Option<AuthRefusal> {
+        let rules = self.limits.auth.as_ref()?;
+        let state = self.auth.as_ref()?;
+        state.refuses(rules, filters).then_some(rules.refusal)
+    }
+
+    /// Frames due before a refusal: the NIP-42 challenge, the first time the connection is
+    /// refused for want of authentication.
+    fn pending_frames(&mut self) -> Vec<String> {
+        match (&self.limits.auth, self.auth.as_mut()) {
+            (Some(_), Some(state)) => state.challenge_frames(),
+            _ => Vec::new(),
+        }
     }
 
     /// Slots in use: REQ subscriptions, plus negentropy sessions when they share the budget.

@@ -6,6 +6,7 @@
 //! nostream or rnostr (see [`Dialect`]). [`QueryQuirks`] change how accepted REQs are
 //! answered, as relays that read NIP-01 differently answer them.
 
+mod auth;
 mod gate;
 pub(crate) mod proxy;
 mod quirks;
@@ -19,6 +20,7 @@ use std::time::Duration;
 
 use nostr::{Filter, Kind};
 
+pub use auth::{AuthAccepts, AuthRefusal, StrictAuth};
 pub use quirks::{FilterCaps, QueryQuirks};
 pub use stats::{
     ConnectionStats, FRAME_VERBS, QueryStart, RefusalKind, StartKind, StrictStats, frame_verb,
@@ -36,7 +38,7 @@ const DEFAULT_QUERY_WINDOW: Duration = Duration::from_secs(60);
 /// subscriptions, filters per REQ, retained REQ bytes, policies; a REQ that passes them all
 /// is answered with [`quirks`](Self::quirks). A NEG-OPEN is checked for being ignored, NIP-77
 /// support, query rate, concurrent negentropy sessions, the shared subscription budget, then
-/// policies.
+/// policies. [`auth`](Self::auth) is checked just before the policies, for both.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StrictLimits {
     /// Open REQ subscriptions per connection.
@@ -79,6 +81,11 @@ pub struct StrictLimits {
     pub ignore_neg_open: bool,
     /// REQs and NEG-OPENs with a filter matching a rule are refused with the rule's text.
     pub policies: Vec<PolicyRule>,
+    /// NIP-42 enforced by the proxy (strfry's read restriction; see [`StrictAuth`]): the
+    /// proxy issues the challenge, answers the client's `AUTH` itself and refuses restricted
+    /// requests until it accepted one. Leave the relay's own `RelayAuth` off with it. `None`
+    /// by default.
+    pub auth: Option<StrictAuth>,
     /// The connection is dropped, without a close frame, when client message number `n + 1`
     /// arrives; the first `n` are handled normally.
     pub disconnect_after_messages: Option<u64>,
@@ -111,6 +118,7 @@ impl Default for StrictLimits {
             negentropy_enabled: true,
             ignore_neg_open: false,
             policies: Vec::new(),
+            auth: None,
             disconnect_after_messages: None,
             serve_by_id: None,
             quirks: QueryQuirks::default(),

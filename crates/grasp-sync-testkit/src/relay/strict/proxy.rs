@@ -156,7 +156,7 @@ impl Link {
                     }
                 }
                 Verdict::Refuse {
-                    frame,
+                    frames,
                     close_upstream,
                     ..
                 } => {
@@ -170,6 +170,14 @@ impl Link {
                     {
                         return false;
                     }
+                    if frames
+                        .into_iter()
+                        .any(|frame| replies_tx.send(frame).is_err())
+                    {
+                        return false;
+                    }
+                }
+                Verdict::Answer(frame) => {
                     if replies_tx.send(frame).is_err() {
                         return false;
                     }

@@ -25,6 +25,8 @@ pub enum RefusalKind {
     NegentropyDisabled,
     /// A [`crate::PolicyRule`].
     Policy,
+    /// A restricted request from a connection not authenticated ([`crate::StrictAuth`]).
+    AuthRequired,
 }
 
 /// What kind of query a client started.

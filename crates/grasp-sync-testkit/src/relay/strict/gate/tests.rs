@@ -53,7 +53,8 @@ fn check(limits: StrictLimits, script: &[(u64, &str, &str)]) {
                 Verdict::Forward => "forward".to_owned(),
                 Verdict::Disconnect => "disconnect".to_owned(),
                 Verdict::Ignore => "ignore".to_owned(),
-                Verdict::Refuse { frame, .. } => frame,
+                Verdict::Refuse { frames, .. } => frames.join(" "),
+                Verdict::Answer(frame) => frame,
             }
         } else if let Some(frame) = input.strip_prefix("< ") {
             if gate.handle_relay(frame) {
@@ -522,4 +523,69 @@ fn events_asked_for_by_id_are_withheld_by_share_and_others_are_not() {
     );
     serve.set(100);
     assert!(!gate.withholds(&frame("ids")), "100 % served: delivered");
+}
+
+/// The gate's verdict on `frame`, as frames sent back (a forward is none).
+fn answers(gate: &mut Gate, frame: &str) -> Vec<serde_json::Value> {
+    let parse = |f: &str| serde_json::from_str::<serde_json::Value>(f).expect("json");
+    match gate.handle_client(Instant::now(), frame).verdict {
+        Verdict::Refuse { frames, .. } => frames.iter().map(|f| parse(f)).collect(),
+        Verdict::Answer(frame) => vec![parse(&frame)],
+        Verdict::Forward | Verdict::Disconnect | Verdict::Ignore => Vec::new(),
+    }
+}
+
+fn auth_frame(keys: &nostr::Keys, challenge: &str) -> String {
+    let relay = nostr::RelayUrl::parse("ws://127.0.0.1:1").expect("url");
+    let event = nostr::EventBuilder::auth(challenge, relay)
+        .sign_with_keys(keys)
+        .expect("auth event");
+    nostr::JsonUtil::as_json(&nostr::ClientMessage::auth(event))
+}
+
+#[test]
+fn restricted_reads_wait_for_an_accepted_auth() {
+    use crate::relay::strict::{AuthAccepts, AuthRefusal, StrictAuth};
+    let text = "auth-required: requested filter requires authentication";
+    for (refusal, accepts) in [
+        (AuthRefusal::Closed, AuthAccepts::Anyone),
+        (AuthRefusal::Notice, AuthAccepts::Anyone),
+        (AuthRefusal::NoticeThenClosed, AuthAccepts::Nobody),
+    ] {
+        let mut gate = Gate::new(Arc::new(StrictLimits {
+            auth: Some(StrictAuth {
+                refusal,
+                accepts,
+                ..StrictAuth::new(FilterPredicate::Kind(4))
+            }),
+            ..StrictLimits::default()
+        }));
+        let keys = nostr::Keys::generate();
+        // Before any challenge, an AUTH names none the connection was sent.
+        let early = answers(&mut gate, &auth_frame(&keys, "guess"));
+        assert_eq!(early[0][2], json!(false), "{refusal:?}: {early:?}");
+        assert!(answers(&mut gate, r#"["REQ","open",{"kinds":[1]}]"#).is_empty());
+        // The first restricted request brings the challenge, once.
+        let first = answers(&mut gate, r#"["REQ","dm",{"kinds":[4]}]"#);
+        assert_eq!(first[0][0], json!("AUTH"), "{refusal:?}: {first:?}");
+        let challenge = first[0][1].as_str().expect("challenge").to_owned();
+        let expected: Vec<serde_json::Value> = match refusal {
+            AuthRefusal::Closed => vec![json!(["CLOSED", "dm", text])],
+            AuthRefusal::Notice => vec![json!(["NOTICE", text])],
+            AuthRefusal::NoticeThenClosed => {
+                vec![json!(["NOTICE", text]), json!(["CLOSED", "dm", text])]
+            }
+        };
+        assert_eq!(first[1..], expected[..], "{refusal:?}");
+        let neg = answers(&mut gate, r#"["NEG-OPEN","n",{"kinds":[4]},"6100"]"#);
+        assert_eq!(neg, vec![json!(["NEG-ERR", "n", text])], "{refusal:?}");
+        // A wrong challenge is refused; the right one is accepted unless nobody is.
+        let wrong = answers(&mut gate, &auth_frame(&keys, "guess"));
+        assert_eq!(wrong[0][2], json!(false), "{refusal:?}: {wrong:?}");
+        let right = answers(&mut gate, &auth_frame(&keys, &challenge));
+        let accepted = accepts == AuthAccepts::Anyone;
+        assert_eq!(right[0][2], json!(accepted), "{refusal:?}: {right:?}");
+        let again = answers(&mut gate, r#"["REQ","dm2",{"kinds":[4]}]"#);
+        assert_eq!(again.is_empty(), accepted, "{refusal:?}: {again:?}");
+    }
 }
