@@ -14,7 +14,7 @@
 //! pause is over, and are closed again once nothing is pending or due.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use grasp_sync_filters::{FilterBudget, Window, repo_tag_filters, root_event_tag_filters};
 use grasp_sync_health::{DiscoveryKind, PauseKind, RefusalAction};
@@ -49,9 +49,17 @@ pub(super) struct Outbox {
     identity_scope: IdentityScope,
     /// Participants, relay lists or the repository index changed since the inventory was last derived.
     pub(super) dirty: bool,
+    /// Discovery-only sessions with nothing pending or due, since when (at most one per
+    /// tracked relay).
+    idle_since: BTreeMap<RelayUrl, Instant>,
+    /// How long a discovery-only session stays idle before it is closed.
+    idle_close_after: Duration,
     /// Counters for the status snapshot.
     pub(super) stats: OutboxStats,
 }
+
+/// Longest a discovery-only session stays open with nothing to do.
+const MAX_IDLE_DISCOVERY_SESSION: Duration = Duration::from_secs(30);
 
 /// Totals of identity discovery and mailbox probes.
 #[derive(Debug, Default, Clone, Copy)]
@@ -80,6 +88,9 @@ impl Outbox {
             batches: BTreeMap::new(),
             identity_scope: IdentityScope::default(),
             dirty: false,
+            idle_since: BTreeMap::new(),
+            // Half the probe interval, so a relay probed often is not redialled for each probe.
+            idle_close_after: (config.mailbox_probe_interval / 2).min(MAX_IDLE_DISCOVERY_SESSION),
             stats: OutboxStats::default(),
         }
     }
@@ -172,15 +183,24 @@ impl Actor {
         })
     }
 
-    /// Whether a connected relay used only for participant discovery has nothing to do until
-    /// its next deadline: no batch pending, no discovery due.
-    pub(super) fn discovery_session_idle(&self, relay: &RelayUrl, now: Instant) -> bool {
-        self.runtimes
+    /// Whether a connected relay used only for participant discovery has had nothing to do
+    /// (no batch pending, no discovery due) for a while: half the probe interval, at most
+    /// [`MAX_IDLE_DISCOVERY_SESSION`], so participants arriving one by one do not make it
+    /// reconnect for each.
+    pub(super) fn discovery_session_idle(&mut self, relay: &RelayUrl, now: Instant) -> bool {
+        let idle = self
+            .runtimes
             .get(relay)
             .is_some_and(|r| r.session.is_some() && r.dialing.is_none())
             && !self.pending.has_pending(relay)
             && !self.outbox.batches.keys().any(|(url, _)| url == relay)
-            && !self.outbox_dial_due(relay, now)
+            && !self.outbox_dial_due(relay, now);
+        if !idle {
+            self.outbox.idle_since.remove(relay);
+            return false;
+        }
+        let since = *self.outbox.idle_since.entry(relay.clone()).or_insert(now);
+        now.saturating_duration_since(since) >= self.outbox.idle_close_after
     }
 
     /// Closes an idle discovery-only session until its next probe or due author, as no
@@ -284,6 +304,10 @@ impl Actor {
 
     /// Rebuilds the mailbox inventory from the participants and their relay lists.
     fn derive_mailboxes(&mut self, now: Instant) {
+        let runtimes = &self.runtimes;
+        self.outbox
+            .idle_since
+            .retain(|relay, _| runtimes.contains_key(relay));
         if self.outbox.participants.len() > 0 {
             let index: Vec<RelayUrl> = self.outbox.index_relays.iter().cloned().collect();
             for relay in index {
