@@ -60,16 +60,22 @@ async fn events_published_after_startup_arrive_live() {
         .await,
         "history did not arrive"
     );
-    // Wait until historic sync is over, so what follows can only arrive through live coverage.
+    // Wait until historic sync is over and every root of the thread is tracked (no generation
+    // of coverage is still to come), so what follows can only arrive through live coverage.
     let home_key = grasp_sync_model::RelayUrl::parse(&home.url())
         .expect("url")
         .to_string();
+    let roots = thread
+        .iter()
+        .filter(|e| matches!(e.kind.as_u16(), 1617 | 1618 | 1621))
+        .count();
     assert!(
         wait_until(Duration::from_secs(30), || async {
             engine.status().await.is_some_and(|s| {
-                s.relays
-                    .get(&home_key)
-                    .is_some_and(|r| r.connection == "connected")
+                s.root_events_tracked == roots
+                    && s.relays
+                        .get(&home_key)
+                        .is_some_and(|r| r.connection == "connected" && r.pending_batches == 0)
             })
         })
         .await,
