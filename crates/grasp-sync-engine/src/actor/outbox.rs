@@ -44,6 +44,10 @@ pub(super) struct Outbox {
     pub(super) mailboxes: MailboxInventory,
     index_relays: BTreeSet<RelayUrl>,
     batches: BTreeMap<(RelayUrl, BatchId), OutboxBatch>,
+    /// Batches refused for a limit of the connection (filter ceiling, byte cap, rate limit),
+    /// which the relay's learned limits or its rate-limit pause now take care of: their
+    /// failure costs no discovery pause.
+    limit_refused: BTreeSet<(RelayUrl, BatchId)>,
     /// Sources that took part in identity discovery, to retire the backoff of those that
     /// leave its scope.
     identity_scope: IdentityScope,
@@ -86,12 +90,21 @@ impl Outbox {
             ),
             index_relays: config.index_relays.iter().cloned().collect(),
             batches: BTreeMap::new(),
+            limit_refused: BTreeSet::new(),
             identity_scope: IdentityScope::default(),
             dirty: false,
             idle_since: BTreeMap::new(),
             // Half the probe interval, so a relay probed often is not redialled for each probe.
             idle_close_after: (config.mailbox_probe_interval / 2).min(MAX_IDLE_DISCOVERY_SESSION),
             stats: OutboxStats::default(),
+        }
+    }
+
+    /// A discovery batch was refused for a limit of the connection, which is now learned (or
+    /// paused relay-wide): its failure is retried under it, with no discovery pause.
+    pub(super) fn handle_limit_refusal(&mut self, relay: &RelayUrl, batch: BatchId) {
+        if self.batches.contains_key(&(relay.clone(), batch)) {
+            self.limit_refused.insert((relay.clone(), batch));
         }
     }
 
@@ -246,6 +259,7 @@ impl Actor {
             .cloned()
             .collect();
         for key in lost {
+            self.outbox.limit_refused.remove(&key);
             if let Some(OutboxBatch::Identity(authors)) = self.outbox.batches.remove(&key) {
                 self.outbox.lists.handle_query_done(&authors, false, now);
             }
@@ -265,6 +279,21 @@ impl Actor {
         let Some(kind) = self.outbox.batches.remove(&(relay.clone(), batch)) else {
             return;
         };
+        // Work just ended: a discovery-only session's idle time starts again from here.
+        self.outbox.idle_since.remove(relay);
+        let limit_refused = self.outbox.limit_refused.remove(&(relay.clone(), batch));
+        if limit_refused && !success {
+            // Asked again under what the refusal taught: the authors are due at once, the
+            // probe's items not yet probed successfully are new again.
+            match &kind {
+                OutboxBatch::Identity(authors) => {
+                    self.outbox.lists.handle_query_done(authors, false, now);
+                }
+                OutboxBatch::Mailbox => self.outbox.mailboxes.handle_probe_retry(relay, batch),
+            }
+            tracing::info!(%relay, "participant discovery refused for a connection limit; asking again within it");
+            return;
+        }
         let (pause, discovery) = match &kind {
             OutboxBatch::Identity(authors) => {
                 self.outbox.lists.handle_query_done(authors, success, now);

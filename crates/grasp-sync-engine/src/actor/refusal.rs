@@ -166,7 +166,21 @@ impl Actor {
             .runtimes
             .get_mut(relay)
             .map(|r| r.health.handle_refusal(now, &refusal, scope));
+        let learned_before = self.runtimes.get(relay).map(|r| r.learned.clone());
         self.apply_learned_limits(relay, &refusal, action);
+        if let (Some((batch, _, _)), RefusalScope::Identity | RefusalScope::Mailbox) =
+            (transient, scope)
+        {
+            // Asked again at once only if the refusal taught a new limit (so a relay refusing
+            // the lowest ceiling again cannot make a loop of it), or under the relay-wide
+            // rate-limit pause.
+            let learned_now = self.runtimes.get(relay).map(|r| r.learned.clone());
+            let taught =
+                learned_now != learned_before || refusal.category == RefusalCategory::RateLimited;
+            if taught {
+                self.outbox.handle_limit_refusal(relay, batch);
+            }
+        }
         if let Some(RefusalAction::CoveragePaused { until }) = action {
             self.pause_refused_coverage(relay, &refused_filters, until, message);
         }

@@ -1,13 +1,13 @@
 //! Mailbox probes: a participant's write relays (and a maintainer's read relays) are asked,
 //! by REQ+EOSE only, for events tagging the repositories and root events the participant takes
 //! part in. Each mailbox relay keeps a rotating cursor over its inventory: a probe covers the
-//! next `mailbox_probe_items` items from each item's last
-//! successful probe (minus an overlap), and the cursor moves past them whether the probe
-//! succeeds, fails or is lost, so one failing filter cannot monopolise the mailbox. Items no
-//! probe has covered yet (a new participant's repositories, a root found since) go first and
-//! at once, from full history; the rest are probed again one probe interval after the last
-//! probe started. One probe is in flight per relay. The pause after a failure is the relay's
-//! `PauseKind::Mailbox`, passed in by the caller, and holds back both.
+//! next `mailbox_probe_items` items from each item's last successful probe (minus an overlap),
+//! and the cursor moves past them whether the probe succeeds, fails or is lost, so one failing
+//! filter cannot monopolise the mailbox. Items no probe has covered yet (a new participant's
+//! repositories, a root found since) go at once, from full history, unless the periodic probe
+//! is due, which goes first; covered items are probed again one probe interval after the last
+//! periodic probe (or the first). One probe is in flight per relay. The pause after a failure
+//! is the relay's `PauseKind::Mailbox`, passed in by the caller, and holds back both.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -122,8 +122,9 @@ impl MailboxInventory {
 
     /// The next probe of `relay` if one is due at `now` (`unix` is the wall clock, the
     /// probe's start; see [`MailboxInventory::dial_due`]): the items never probed if there are
-    /// any, else the next items after the cursor, which moves past them. Either way the items
-    /// taken count as covered, and the next probe of covered items is one interval away.
+    /// any and the periodic probe is not due, else the next items after the cursor. The
+    /// cursor moves past the items taken, which count as covered; the periodic probe is one
+    /// interval after the last periodic probe, or after the first probe.
     pub(crate) fn poll_probe(
         &mut self,
         relay: &RelayUrl,
@@ -141,27 +142,38 @@ impl MailboxInventory {
         if items.is_empty() {
             return None;
         }
-        let uncovered: Vec<Item> = items
+        // The periodic probe of covered items goes first when due, so new items arriving more
+        // often than the interval cannot hold it back; otherwise new items go at once.
+        let periodic_due = now >= entry.next_probe_at && !entry.covered.is_empty();
+        let uncovered: Vec<(usize, Item)> = items
             .iter()
-            .filter(|item| !entry.covered.contains_key(*item))
+            .enumerate()
+            .filter(|(_, item)| !entry.covered.contains_key(*item))
             .take(items_per_probe)
-            .cloned()
+            .map(|(i, item)| (i, item.clone()))
             .collect();
-        let taken = if uncovered.is_empty() {
-            let start = entry.position % items.len();
-            let taken: Vec<Item> = items
-                .iter()
-                .cycle()
-                .skip(start)
-                .take(items_per_probe.min(items.len()))
-                .cloned()
-                .collect();
-            entry.position = (start + taken.len()) % items.len();
-            taken
-        } else {
-            uncovered
+        let taken = match uncovered.last() {
+            Some(&(last, _)) if !periodic_due => {
+                if entry.covered.is_empty() {
+                    entry.next_probe_at = now + interval;
+                }
+                entry.position = (last + 1) % items.len();
+                uncovered.into_iter().map(|(_, item)| item).collect()
+            }
+            _ => {
+                let start = entry.position % items.len();
+                let taken: Vec<Item> = items
+                    .iter()
+                    .cycle()
+                    .skip(start)
+                    .take(items_per_probe.min(items.len()))
+                    .cloned()
+                    .collect();
+                entry.position = (start + taken.len()) % items.len();
+                entry.next_probe_at = now + interval;
+                taken
+            }
         };
-        entry.next_probe_at = now + interval;
         let since = taken
             .iter()
             .map(|item| entry.covered.get(item).copied().flatten())
@@ -228,6 +240,25 @@ impl MailboxInventory {
             }
         }
         true
+    }
+
+    /// The probe in flight as `batch` was refused for a limit of the connection that is now
+    /// learned: its items that no probe fetched successfully count as new again, so they are
+    /// probed at once under the learned limit.
+    pub(crate) fn handle_probe_retry(&mut self, relay: &RelayUrl, batch: BatchId) {
+        let Some(entry) = self.relays.get_mut(relay) else {
+            return;
+        };
+        if entry.in_flight.as_ref().and_then(|f| f.batch) != Some(batch) {
+            return;
+        }
+        if let Some(flight) = entry.in_flight.take() {
+            for item in flight.items {
+                if entry.covered.get(&item) == Some(&None) {
+                    entry.covered.remove(&item);
+                }
+            }
+        }
     }
 
     /// `relay`'s probe will never finish (its session ended or nothing could be sent).

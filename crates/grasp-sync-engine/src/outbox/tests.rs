@@ -583,12 +583,12 @@ fn items_new_to_a_mailbox_are_probed_at_once_and_the_rest_after_the_interval() {
     assert_eq!(second.since, None);
     inventory.handle_probe_started(&relay, BatchId(2));
     assert!(inventory.handle_batch_done(&relay, BatchId(2), true));
-    // Everything covered: the next probe waits one interval after the last one started.
-    assert!(!inventory.dial_due(&relay, at + secs(15 * MIN - 1), None));
+    // Everything covered: the next probe waits one interval after the first one.
+    assert!(!inventory.dial_due(&relay, t0 + secs(15 * MIN - 1), None));
     let third = inventory
         .poll_probe(
             &relay,
-            at + secs(15 * MIN),
+            t0 + secs(15 * MIN),
             Timestamp::from_secs(2_000),
             None,
         )
@@ -601,7 +601,7 @@ fn items_new_to_a_mailbox_are_probed_at_once_and_the_rest_after_the_interval() {
         ))
     );
     // A mailbox pause holds new items back too.
-    let later = at + secs(16 * MIN);
+    let later = t0 + secs(16 * MIN);
     let newer = EventId::from_byte_array([8; 32]);
     inventory.handle_probe_lost(&relay);
     inventory.handle_inventory(
@@ -610,4 +610,34 @@ fn items_new_to_a_mailbox_are_probed_at_once_and_the_rest_after_the_interval() {
     );
     assert!(!inventory.dial_due(&relay, later, Some(later + secs(1))));
     assert!(inventory.dial_due(&relay, later, None));
+}
+
+#[test]
+fn new_items_arriving_all_the_time_do_not_hold_back_the_periodic_probe() {
+    let t0 = Instant::now();
+    let mut inventory = MailboxInventory::new(secs(15 * MIN), ITEMS);
+    let relay = url(1);
+    let old = repo("old");
+    let mut roots = Vec::new();
+    let mut periodic = 0;
+    for minute in 0..=30u64 {
+        let at = t0 + secs(minute * MIN);
+        let n = u8::try_from(minute).expect("small") + 1;
+        roots.push(EventId::from_byte_array([n; 32]));
+        inventory.handle_inventory(
+            inventory_of(relay.clone(), coverage(std::slice::from_ref(&old), &roots)),
+            at,
+        );
+        let probe = inventory
+            .poll_probe(&relay, at, Timestamp::from_secs(1_000 + minute * MIN), None)
+            .expect("a new item every minute: a probe every minute");
+        inventory.handle_probe_started(&relay, BatchId(minute));
+        assert!(inventory.handle_batch_done(&relay, BatchId(minute), true));
+        if probe.repos.contains(&old) && minute > 0 {
+            periodic += 1;
+            assert!(probe.since.is_some(), "minute {minute}: {probe:?}");
+        }
+    }
+    // Minutes 15 and 30: the covered repository is asked again on its interval.
+    assert_eq!(periodic, 2);
 }

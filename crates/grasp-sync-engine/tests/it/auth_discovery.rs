@@ -90,7 +90,9 @@ impl Network {
         let mut config = test_config(&[self.bootstrap.url()]);
         config.outbox.index_relays =
             std::iter::once(RelayUrl::parse(&self.index.url()).expect("index")).collect();
-        config.outbox.mailbox_probe_interval = Duration::from_secs(1);
+        // Long enough that no discovery-only session is closed as idle (after half of it)
+        // while a test reads its AUTH state.
+        config.outbox.mailbox_probe_interval = Duration::from_secs(60);
         config.outbox.relay_list_refresh = Duration::from_secs(2);
         config.outbox.relay_list_retry = Duration::from_secs(2);
         config

@@ -7,7 +7,9 @@ use std::time::Duration;
 use grasp_sync_engine::{EngineConfig, EventStore};
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{RootKind, root};
-use grasp_sync_testkit::{TestRelay, TestRelayConfig};
+use grasp_sync_testkit::{
+    Dialect, FilterLimit, RefusalKind, StrictLimits, TestRelay, TestRelayConfig,
+};
 use nostr::nips::nip65::RelayMetadata;
 use nostr::{Event, EventBuilder, Keys, Timestamp};
 
@@ -256,5 +258,64 @@ async fn a_mailbox_only_relay_is_closed_between_probes_and_dialled_again_for_the
     );
     let mailbox = &status.relays[&relay_key(&outbox.url())];
     assert_eq!(mailbox.live_subscriptions, 0, "{status:#?}");
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mailbox_probe_refused_for_its_filter_count_is_asked_again_within_the_learned_ceiling() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    // A relay that takes one filter per REQ and does not say so.
+    let outbox = TestRelay::start(TestRelayConfig::strict(StrictLimits {
+        filters_per_req: Some(FilterLimit {
+            max: 1,
+            dialect: Dialect::Strfry,
+            advertised: false,
+        }),
+        ..StrictLimits::default()
+    }))
+    .await
+    .expect("outbox");
+    let fixture = RepoFixture::new("probe-over-the-cap");
+    let announcement =
+        fixture.announcement(&[SERVICE_URL.to_owned(), bootstrap.url()], 1_700_000_000);
+    let list = relay_list(
+        &fixture.keys,
+        &[(outbox.url(), Some(RelayMetadata::Write))],
+        1_700_000_010,
+    );
+    let on_listed = issue(
+        &fixture.keys,
+        &fixture,
+        "on the repository's relay",
+        1_700_000_050,
+    );
+    bootstrap
+        .seed([announcement, list, on_listed.clone()])
+        .await
+        .expect("seed bootstrap");
+    let only_there = issue(&fixture.keys, &fixture, "only on my relay", 1_700_000_100);
+    outbox
+        .seed([only_there.clone()])
+        .await
+        .expect("seed outbox");
+
+    let store = TestStore::open().await;
+    let mut config = outbox_config(&[bootstrap.url()], &[]);
+    config.outbox.mailbox_probe_interval = Duration::from_secs(60);
+    let engine = start_engine(&store, config).await;
+    // Within seconds: a probe whose refusal cost the mailbox pause would wait 5 minutes.
+    let expected = [on_listed.id, only_there.id].into_iter().collect();
+    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(30)).await;
+    assert!(
+        outbox
+            .strict_stats()
+            .refusals_of(RefusalKind::TooManyFilters)
+            >= 1,
+        "the probe never went over the cap: {:#?}",
+        outbox.strict_stats()
+    );
+    assert_eq!(status.participants.mailbox_paused_relays, 0, "{status:#?}");
     engine.shutdown().await;
 }
