@@ -1,14 +1,14 @@
-//! `SessionAuth`: what one session knows about NIP-42 authentication, and the coverage a relay
+//! `SessionAuth`: what one session knows about NIP-42 authentication, and the work a relay
 //! refused with `auth-required:` while the session's AUTH was still to come.
 //!
 //! Pure bookkeeping, time passed in, generic over what is parked (the actor parks repository
 //! coverage, NIP-77 rounds and participant-discovery requests). A session that holds no key
 //! refuses nothing here: its `auth-required:` refusals are policy refusals at once. A session
-//! with a key parks refused work until the relay accepts its AUTH (then the coverage is derived and sent again, once,
-//! through the ledger like any other work), until the AUTH fails, or until [`AUTH_WAIT`] has
-//! passed without an outcome (then the parked coverage is refused by policy). Once the session
-//! has authenticated, or failed to, every later `auth-required:` refusal is a policy refusal, so
-//! no coverage is retried twice.
+//! with a key parks refused work until the relay accepts its AUTH (then the work is sent again,
+//! once, through the ledger like any other work: coverage derived again, a discovery request
+//! in its batch), until the AUTH fails, or until [`AUTH_WAIT`] has passed without an outcome
+//! (then the parked work is refused by policy). Once the session has authenticated, or failed
+//! to, every later `auth-required:` refusal is a policy refusal, so no work is retried twice.
 
 use std::time::{Duration, Instant};
 
@@ -116,7 +116,7 @@ impl<W> SessionAuth<W> {
         }
     }
 
-    /// The relay accepted the AUTH: returns the parked coverage, to be sent again. A session
+    /// The relay accepted the AUTH: returns the parked work, to be sent again. A session
     /// that already failed stays failed.
     pub(crate) fn handle_authenticated(&mut self) -> Vec<W> {
         if self.state == AuthState::Failed {
@@ -127,7 +127,7 @@ impl<W> SessionAuth<W> {
         std::mem::take(&mut self.parked)
     }
 
-    /// The AUTH failed: returns the parked coverage, to be refused by policy.
+    /// The AUTH failed: returns the parked work, to be refused by policy.
     pub(crate) fn handle_failed(&mut self) -> Vec<W> {
         if self.state == AuthState::Authenticated {
             return Vec::new();

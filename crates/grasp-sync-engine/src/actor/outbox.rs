@@ -230,7 +230,7 @@ impl Actor {
         session.handle.send(crate::session::Outbound::Disconnect);
         runtime.health.handle_closed_idle(now);
         let last_error = runtime.stats.last_error.clone();
-        tracing::info!(%relay, "closing a participant-discovery connection until its next probe");
+        tracing::info!(%relay, "closing a participant-discovery connection until its next probe or due author");
         self.handle_session_ended(&key, "closed until the next participant discovery");
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.stats.last_error = last_error;
