@@ -129,6 +129,7 @@ fn ci(root: &std::path::Path) -> Result<()> {
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
     cmd::step("package");
+    forget_packaged_builds(root)?;
     cmd::cargo(
         root,
         &[
@@ -141,5 +142,51 @@ fn ci(root: &std::path::Path) -> Result<()> {
         &[],
     )?;
     cmd::step("ci passed");
+    Ok(())
+}
+
+/// Forgets what earlier `cargo package` runs of this workspace's crates left behind. Cargo
+/// builds each package against the packages of its workspace dependencies, served from a local
+/// registry, and takes a registry package of a given name and version as immutable: it reuses
+/// the source it unpacked once (under `$CARGO_HOME/registry/src/`) and the artifacts it built
+/// from it (under the target directory), so a run after the code changed would build against
+/// the old code. Both are removed for the workspace's crates.
+fn forget_packaged_builds(root: &std::path::Path) -> anyhow::Result<()> {
+    let crates: Vec<String> = std::fs::read_dir(root.join("crates"))?
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.path().join("Cargo.toml").is_file())
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .collect();
+    let mut clean = vec!["clean"];
+    for krate in &crates {
+        clean.extend(["-p", krate.as_str()]);
+    }
+    cmd::cargo(root, &clean, &[])?;
+    let cargo_home = match std::env::var_os("CARGO_HOME") {
+        Some(home) => std::path::PathBuf::from(home),
+        None => match std::env::var_os("HOME") {
+            Some(home) => std::path::PathBuf::from(home).join(".cargo"),
+            None => return Ok(()),
+        },
+    };
+    let Ok(registries) = std::fs::read_dir(cargo_home.join("registry").join("src")) else {
+        return Ok(());
+    };
+    for registry in registries.filter_map(|entry| entry.ok()) {
+        let Ok(sources) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for source in sources.filter_map(|entry| entry.ok()) {
+            let name = source.file_name().to_string_lossy().into_owned();
+            let ours = crates.iter().any(|krate| {
+                name.strip_prefix(krate.as_str())
+                    .and_then(|rest| rest.strip_prefix('-'))
+                    .is_some_and(|version| version.starts_with(|c: char| c.is_ascii_digit()))
+            });
+            if ours {
+                std::fs::remove_dir_all(source.path())?;
+            }
+        }
+    }
     Ok(())
 }
