@@ -4,13 +4,14 @@
 //! descendant tier fits the relay's budget, and a historic batch either way; a relay where the
 //! tier does not fit gets a paced fallback query every maintenance tick instead, from an
 //! in-memory cursor advanced only after a successful EOSE (with 15 minutes of overlap).
-//! Recovered descendants never become members themselves.
+//! Recovered descendants never become members themselves. A failed historic batch for new
+//! members leaves them uncovered again, so the next tick asks for them anew.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use grasp_sync_filters::{Coverage, CoverageTier, FilterBudget, Window, descendant_filters};
-use grasp_sync_model::{PendingItems, RelayUrl};
+use grasp_sync_model::{BatchId, PendingItems, RelayUrl};
 use nostr::nips::nip01::Coordinate;
 use nostr::{Event, EventId, TagKind};
 
@@ -39,6 +40,8 @@ pub(super) struct DescendantCoverage {
     constrained: bool,
     /// The fallback query's cursor and batch in flight.
     pub(super) fallback: super::cursor_query::CursorQuery,
+    /// Historic batches in flight for new members, with the members they cover.
+    batches: BTreeMap<BatchId, (Vec<EventId>, Vec<Coordinate>)>,
 }
 
 impl DescendantCoverage {
@@ -177,10 +180,46 @@ impl Actor {
         match coverage.historic_filters(None, None, &budget) {
             Ok(filters) => {
                 let filters = filters.into_iter().map(|f| f.filter).collect();
-                self.open_historic_batch(relay, PendingItems::default(), filters);
+                let batch = self.open_historic_batch(relay, PendingItems::default(), filters);
+                if let (Some(batch), Some(runtime)) = (batch, self.runtimes.get_mut(relay))
+                    && self
+                        .pending
+                        .batches(relay)
+                        .iter()
+                        .any(|b| b.batch_id == batch)
+                {
+                    let members = (ids.to_vec(), coordinates.to_vec());
+                    runtime.descendants.batches.insert(batch, members);
+                }
                 self.drive_queue(relay);
             }
             Err(error) => tracing::warn!(%relay, %error, "descendant filters could not be built"),
+        }
+    }
+
+    /// A historic batch ended: confirmed, its members stay covered; failed, they are
+    /// uncovered, so the next tick covers them again (a failed batch of no pending items is
+    /// not derived again by the index diff).
+    pub(super) fn handle_descendant_batch_done(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        ok: bool,
+    ) {
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let coverage = &mut runtime.descendants;
+        let Some((ids, coordinates)) = coverage.batches.remove(&batch) else {
+            return;
+        };
+        if !ok {
+            for id in &ids {
+                coverage.covered_ids.remove(id);
+            }
+            for coordinate in &coordinates {
+                coverage.covered_coordinates.remove(coordinate);
+            }
         }
     }
 

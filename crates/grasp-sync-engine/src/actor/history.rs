@@ -600,6 +600,7 @@ impl Actor {
         }
         self.handle_cursor_queries_done(relay, batch, true);
         self.handle_probe_batch_done(relay, batch, true);
+        self.handle_descendant_batch_done(relay, batch, true);
         if outcome.relay_idle {
             self.check_idle(relay);
         }
@@ -644,6 +645,7 @@ impl Actor {
         let discovery = self.outbox.refusal_scope(relay, batch).is_some();
         self.handle_cursor_queries_done(relay, batch, false);
         self.handle_probe_batch_done(relay, batch, false);
+        self.handle_descendant_batch_done(relay, batch, false);
         if self.pending.abandon_batch(relay, batch).is_some() && !discovery {
             self.relays.register(relay).batch_failed = true;
             tracing::info!(%relay, %why, "historic batch failed; it will be retried");

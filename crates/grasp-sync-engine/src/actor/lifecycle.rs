@@ -393,6 +393,8 @@ impl Actor {
         .with_learned(&runtime.learned);
         ledger.handle_reconnect(now, budget);
         tracing::info!(%relay, budget = budget.slots(), "re-deriving coverage under a learned budget");
+        // The members' descendant batches and live groups went with the rest: cover them anew.
+        self.reset_descendant_mode(relay);
         let since = self
             .relays
             .get(relay)
