@@ -10,6 +10,9 @@
 //! - `tidy`: the project's structural rules (see the `tidy` module).
 //! - `bench`: the core crates' criterion benches and `grasp-sync sim` at three sizes, as one
 //!   table and JSON under `target/bench/` (see the `bench` module).
+//! - `simulate [--seeds N] [--first S] [--seed S]`: the engine's deterministic simulation
+//!   for more seeds than `test` runs (200), or one seed to replay it (see the `simulate`
+//!   module).
 //! - `fuzz [TARGET] [--seconds N]`: the libFuzzer targets under `fuzz/`, N seconds each
 //!   (default 60), every target when none is named (see the `fuzz` module). Nightly only, and
 //!   never part of `test` or `ci`.
@@ -17,6 +20,7 @@
 mod bench;
 mod cmd;
 mod fuzz;
+mod simulate;
 mod tidy;
 
 use anyhow::{Result, bail};
@@ -41,7 +45,7 @@ pub(crate) const CORE_CRATES: &[&str] = &[
     "grasp-sync-health",
 ];
 
-const USAGE: &str = "usage: cargo xtask <test|ci|tidy|bench|fuzz [TARGET] [--seconds N]>";
+const USAGE: &str = "usage: cargo xtask <test|ci|tidy|bench|simulate [--seeds N] [--seed S]|fuzz [TARGET] [--seconds N]>";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -51,6 +55,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(&root),
         Some("tidy") => tidy::run(&root),
         Some("bench") => bench::run(&root),
+        Some("simulate") => simulate::run(&root, &args[1..]),
         Some("fuzz") => fuzz::run(&root, &args[1..]),
         Some("help" | "--help" | "-h") => {
             cmd::say(USAGE);

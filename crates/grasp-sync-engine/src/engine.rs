@@ -2,8 +2,10 @@
 //! through an [`EngineHandle`]; learn how its task ended through an [`EngineExit`].
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use grasp_sync_model::{RelayState, RelayUrl};
 use opentelemetry::metrics::Meter;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -219,6 +221,16 @@ impl EngineHandle {
     pub async fn status(&self) -> Option<EngineStatus> {
         let (reply, answer) = oneshot::channel();
         self.commands.send(Command::Status(reply)).await.ok()?;
+        answer.await.ok()
+    }
+
+    /// Every relay's confirmed state: the repositories and root events whose history the
+    /// engine has confirmed syncing from it, and its connection lifecycle. Meant for
+    /// diagnostics and for simulations that check nothing is confirmed before it is stored.
+    /// `None` once the engine stopped.
+    pub async fn confirmed(&self) -> Option<BTreeMap<RelayUrl, RelayState>> {
+        let (reply, answer) = oneshot::channel();
+        self.commands.send(Command::Confirmed(reply)).await.ok()?;
         answer.await.ok()
     }
 

@@ -26,6 +26,7 @@ pub use network::{
     GeneratedNetwork, GeneratedOutbox, GeneratedRelayList, GeneratedRepo, NetworkSpec, OutboxSpec,
     RootCount, TestNetwork, generate,
 };
+pub use relay::simulated::{ClientReply, SimulatedConnection, SimulatedRelay};
 pub use relay::strict::{
     AuthAccepts, AuthRefusal, ConnectionStats, Dialect, FRAME_VERBS, FilterCaps, FilterFn,
     FilterLimit, FilterPredicate, PolicyRule, QueryQuirks, QueryStart, RefusalKind, ServeById,

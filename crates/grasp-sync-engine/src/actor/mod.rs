@@ -58,6 +58,8 @@ const HISTORY_JOBS: usize = 8;
 pub(crate) enum Command {
     /// Reply with a fresh status snapshot.
     Status(oneshot::Sender<EngineStatus>),
+    /// Reply with every relay's confirmed coverage.
+    Confirmed(oneshot::Sender<BTreeMap<RelayUrl, grasp_sync_model::RelayState>>),
     /// Stop dialing, close every session, and reply when done.
     Shutdown(oneshot::Sender<()>),
 }
@@ -199,6 +201,10 @@ impl Actor {
                 command = inputs.commands.recv() => match command {
                     Some(Command::Status(reply)) => {
                         let _ = reply.send(self.status());
+                    }
+                    Some(Command::Confirmed(reply)) => {
+                        let confirmed = self.relays.iter().map(|(url, state)| (url.clone(), state.clone()));
+                        let _ = reply.send(confirmed.collect());
                     }
                     Some(Command::Shutdown(done)) => {
                         self.shutdown().await;

@@ -5,6 +5,7 @@
 mod front;
 mod nip11;
 mod profiles;
+pub(crate) mod simulated;
 pub(crate) mod strict;
 
 use std::collections::BTreeSet;

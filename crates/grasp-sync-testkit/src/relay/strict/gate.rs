@@ -97,6 +97,11 @@ impl Gate {
         }
     }
 
+    /// Whether REQ subscription `id` is open.
+    pub(crate) fn holds(&self, id: &str) -> bool {
+        self.subscriptions.contains_key(id)
+    }
+
     /// Open REQ subscriptions and negentropy sessions.
     pub(crate) fn open(&self) -> (usize, usize) {
         (self.subscriptions.len(), self.negentropy.len())

@@ -7,7 +7,7 @@
 //! answered, as relays that read NIP-01 differently answer them.
 
 mod auth;
-mod gate;
+pub(crate) mod gate;
 pub(crate) mod proxy;
 mod quirks;
 mod stats;

@@ -1,0 +1,361 @@
+//! One seed's run: a generated network on simulated relays with the seed's limits, quirks and
+//! faults, the real engine and the real store policy on virtual time, and the checks after
+//! every step of virtual time:
+//!
+//! - `confirmed-unstored`: every repository and root event the engine has confirmed on a
+//!   relay has every event that relay held for it, and a correct sync keeps, in the store;
+//! - the monitor's rules on every client message (see `monitor.rs`);
+//! - `converged`: once faults stop, the store reaches exactly the expected set (nothing the
+//!   policy excludes) within the deadline.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use grasp_sync_engine::{
+    AddressPolicy, EngineConfig, EngineParts, MemoryStore, StoreConfig, SyncEngine, TokioClock,
+};
+use grasp_sync_model::{RelayUrl, SyncLevel};
+use grasp_sync_testkit::{
+    GeneratedNetwork, NetworkSpec, RootCount, SimulatedRelay, TestRelayConfig, generate,
+};
+use nostr::{Event, EventId, JsonUtil, Timestamp};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::faults::FaultPlan;
+use crate::network::SimNetwork;
+
+/// The service the store accepts repositories for.
+const SERVICE_URL: &str = "wss://grasp.test";
+/// Its git host, as the generator writes clone URLs.
+const SERVICE_DOMAIN: &str = "grasp.test";
+/// How often the run checks the engine and the store.
+const STEP: Duration = Duration::from_millis(500);
+/// How long after faults stop the store has to converge.
+const CONVERGENCE_DEADLINE: Duration = Duration::from_secs(15 * 60);
+
+/// What a passing run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    /// Digest of every client message and when it was read.
+    pub(crate) trace: u64,
+    /// Client messages read.
+    pub(crate) messages: u64,
+    /// Virtual seconds until convergence.
+    pub(crate) virtual_secs: u64,
+    /// Events the store had to end with.
+    pub(crate) expected: usize,
+}
+
+/// Runs one seed on its own paused single-threaded runtime.
+pub(crate) fn run(seed: u64) -> Result<Outcome, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?;
+    runtime.block_on(run_seed(seed))
+}
+
+/// What each relay held at the start, by the item it is confirmed for.
+#[derive(Default)]
+struct Coverage {
+    /// Every event, to describe one in a failure.
+    events: BTreeMap<EventId, Event>,
+    /// Per relay, per repository coordinate: the expected events tagging it.
+    repos: BTreeMap<String, BTreeMap<String, Vec<EventId>>>,
+    /// Per relay, per root event: the expected events tagging it.
+    roots: BTreeMap<String, BTreeMap<EventId, Vec<EventId>>>,
+}
+
+impl Coverage {
+    fn new(urls: &[String], network: &GeneratedNetwork) -> Self {
+        let mut coverage = Self::default();
+        for (url, events) in urls.iter().zip(&network.relay_events) {
+            let repos = coverage.repos.entry(url.clone()).or_default();
+            let roots = coverage.roots.entry(url.clone()).or_default();
+            for event in events {
+                coverage.events.insert(event.id, event.clone());
+            }
+            for event in events.iter().filter(|e| network.expected.contains(&e.id)) {
+                for (name, value) in tag_values(event) {
+                    match name {
+                        "a" | "A" | "q" if value.contains(':') => {
+                            repos.entry(value.to_owned()).or_default().push(event.id);
+                        }
+                        "e" | "E" | "q" => {
+                            if let Ok(root) = EventId::from_hex(value) {
+                                roots.entry(root).or_default().push(event.id);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        coverage
+    }
+}
+
+/// An event's ID, kind and time, for a failure message.
+fn describe(coverage: &Coverage, id: EventId) -> String {
+    match coverage.events.get(&id) {
+        Some(event) if std::env::var_os("GRASP_SYNC_SIM_SEED").is_some() => event.as_json(),
+        Some(event) => format!("{id} (kind {}, created {})", event.kind, event.created_at),
+        None => id.to_string(),
+    }
+}
+
+fn tag_values(event: &Event) -> impl Iterator<Item = (&str, &str)> {
+    event.tags.iter().filter_map(|tag| match tag.as_slice() {
+        [name, value, ..] => Some((name.as_str(), value.as_str())),
+        _ => None,
+    })
+}
+
+/// The network one seed syncs: a few relays and repositories, small enough for hundreds of
+/// runs a minute, varied enough to page, regroup and reconnect.
+fn network_spec(rng: &mut ChaCha8Rng, seed: u64) -> NetworkSpec {
+    let relays = rng.random_range(2..=4);
+    NetworkSpec {
+        relays,
+        repos: rng.random_range(2..=4),
+        roots: RootCount::PerRepo(rng.random_range(5..=30)),
+        replies_per_root: rng.random_range(0..=2),
+        comments_per_repo: rng.random_range(0..=2),
+        descendants_per_reply: rng.random_range(0..=1),
+        relays_per_repo: 2.min(relays),
+        ..NetworkSpec::small(seed, SERVICE_URL)
+    }
+}
+
+/// One relay's behaviour: a real relay's profile with its caps cut down (never below the
+/// smallest page real relays send, which the engine relies on) so small networks still page
+/// and fill the subscription budget.
+fn relay_config(rng: &mut ChaCha8Rng) -> TestRelayConfig {
+    let profiles = [
+        TestRelayConfig::rust_nostr_like(),
+        TestRelayConfig::strfry_filter_validation_like(),
+        TestRelayConfig::nostream_like(),
+        TestRelayConfig::nos_lol_like(),
+        TestRelayConfig::ditto_like(),
+        TestRelayConfig::oldest_first_without_limit_like(),
+        TestRelayConfig::exclusive_until_like(),
+        TestRelayConfig::per_req_cap_like(),
+        TestRelayConfig::quirks_mixed(),
+    ];
+    let mut config = profiles[rng.random_range(0..profiles.len())].clone();
+    let page = rng.random_range(100..=250);
+    config.default_filter_limit = page;
+    config.max_filter_limit = config.max_filter_limit.map(|_| page);
+    config.max_subscriptions = rng.random_range(3..=10);
+    if let Some(strict) = config.strict.as_mut() {
+        if let Some(limit) = strict.subscriptions.as_mut() {
+            limit.max = rng.random_range(3..=10);
+        }
+        if let Some(limit) = strict.filters_per_req.as_mut() {
+            limit.max = rng.random_range(2..=8);
+        }
+        if let Some(cap) = strict.quirks.per_req_cap.as_mut() {
+            *cap = (*cap).min(page);
+        }
+    }
+    config
+}
+
+fn engine_config(urls: &[String], seed: u64) -> EngineConfig {
+    EngineConfig {
+        own_relay: Some(RelayUrl::parse(SERVICE_URL).expect("service url")),
+        bootstrap_relays: urls
+            .iter()
+            .map(|u| RelayUrl::parse(u).expect("relay url"))
+            .collect(),
+        address_policy: AddressPolicy::allow_all(),
+        batch_window: Duration::from_secs(1),
+        purgatory_interval: Duration::from_secs(1),
+        health_tick: Duration::from_millis(500),
+        completion_recheck: Duration::from_millis(500),
+        rng_seed: Some(seed),
+        ..EngineConfig::default()
+    }
+}
+
+async fn run_seed(seed: u64) -> Result<Outcome, String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let spec = network_spec(&mut rng, seed);
+    let urls: Vec<String> = (0..spec.relay_count())
+        .map(|i| {
+            RelayUrl::parse(&format!("ws://relay-{i}.sim"))
+                .expect("relay url")
+                .to_string()
+        })
+        .collect();
+    let network = generate(&spec, &urls).map_err(|e| format!("generate: {e}"))?;
+    let relays: Vec<(String, SimulatedRelay)> = urls
+        .iter()
+        .zip(&network.relay_events)
+        .map(|(url, events)| {
+            let relay = SimulatedRelay::new(relay_config(&mut rng), events.clone());
+            (url.clone(), relay)
+        })
+        .collect();
+    let mut faults = FaultPlan::draw(&mut rng);
+    if std::env::var_os("GRASP_SYNC_SIM_NO_FAULTS").is_some() {
+        faults = FaultPlan::none();
+    }
+    let coverage = Coverage::new(&urls, &network);
+    let sim = SimNetwork::new(
+        relays,
+        ChaCha8Rng::seed_from_u64(rng.random()),
+        faults.clone(),
+    );
+
+    // A day after the newest event: the store refuses events from its future.
+    let newest = network
+        .relay_events
+        .iter()
+        .flatten()
+        .map(|e| e.created_at.as_secs())
+        .max()
+        .unwrap_or(spec.base_created_at);
+    let start = newest.max(spec.base_created_at + spec.time_span_secs) + 86_400;
+    let clock = Arc::new(TokioClock::anchored_at(Timestamp::from_secs(start)));
+    let store = MemoryStore::with_clock(
+        StoreConfig::new(
+            RelayUrl::parse(SERVICE_URL).expect("service url"),
+            SERVICE_DOMAIN,
+        ),
+        clock.clone(),
+    )
+    .await
+    .map_err(|e| format!("store: {e}"))?;
+    let parts = EngineParts::new(
+        Arc::new(sim.clone()),
+        Arc::new(store.clone()),
+        Arc::new(store.clone()),
+    )
+    .clock(clock);
+    let engine = SyncEngine::start(engine_config(&urls, seed), parts)
+        .await
+        .map_err(|e| format!("engine: {e}"))?;
+
+    let began = tokio::time::Instant::now();
+    let mut stored: BTreeSet<EventId> = BTreeSet::new();
+    let result = loop {
+        tokio::time::sleep(STEP).await;
+        let elapsed = began.elapsed();
+        let faults_over = elapsed >= faults.until;
+        if faults_over {
+            sim.stop_faults();
+        }
+        if let Some(violation) = sim.world().monitor.violation.clone() {
+            break Err(violation);
+        }
+        for id in &network.expected {
+            if !stored.contains(id) && held(&store, id).await {
+                stored.insert(*id);
+            }
+        }
+        if let Some(confirmed) = engine.confirmed().await
+            && let Some(broken) =
+                unstored_confirmation(&coverage, &confirmed, &stored, &store).await
+        {
+            break Err(format!(
+                "confirmed-unstored broken at {:.3} s: {broken}",
+                elapsed.as_secs_f64()
+            ));
+        }
+        if faults_over && stored.len() == network.expected.len() {
+            let mut leaked = Vec::new();
+            for id in &network.excluded {
+                if held(&store, id).await {
+                    leaked.push(describe(&coverage, *id));
+                }
+            }
+            if !leaked.is_empty() {
+                break Err(format!(
+                    "converged broken: {} excluded events stored: {}",
+                    leaked.len(),
+                    leaked.join(", ")
+                ));
+            }
+            let world = sim.world();
+            break Ok(Outcome {
+                trace: world.trace(),
+                messages: world.messages,
+                virtual_secs: elapsed.as_secs(),
+                expected: network.expected.len(),
+            });
+        }
+        if elapsed > faults.until + CONVERGENCE_DEADLINE {
+            let missing: Vec<&EventId> = network.expected.difference(&stored).collect();
+            let descendants = missing
+                .iter()
+                .filter(|id| network.expected_descendants.contains(id))
+                .count();
+            let missing: Vec<String> = missing
+                .iter()
+                .take(3)
+                .map(|id| describe(&coverage, **id))
+                .collect();
+            break Err(format!(
+                "converged broken: {} of {} expected events stored {} s after faults stopped \
+                 ({descendants} of the missing are descendants of direct members); missing {}",
+                stored.len(),
+                network.expected.len(),
+                (elapsed - faults.until).as_secs(),
+                missing.join(", ")
+            ));
+        }
+    };
+    engine.shutdown().await;
+    result
+}
+
+/// Whether the store holds the event (`EventStore::contains` also answers yes for events it
+/// rejected).
+async fn held(store: &MemoryStore, id: &EventId) -> bool {
+    use nostr_database::NostrDatabase;
+    matches!(store.database().event_by_id(id).await, Ok(Some(_)))
+}
+
+/// The first confirmed item whose events are not all stored, if any.
+async fn unstored_confirmation(
+    coverage: &Coverage,
+    confirmed: &BTreeMap<RelayUrl, grasp_sync_model::RelayState>,
+    stored: &BTreeSet<EventId>,
+    store: &MemoryStore,
+) -> Option<String> {
+    for (relay, state) in confirmed {
+        let key = relay.to_string();
+        let repos = coverage.repos.get(&key);
+        for (coordinate, level) in &state.repos {
+            if *level != SyncLevel::Full {
+                continue;
+            }
+            let needed = repos.and_then(|r| r.get(&coordinate.to_string()));
+            for id in needed.into_iter().flatten() {
+                if !stored.contains(id) && !held(store, id).await {
+                    return Some(format!(
+                        "{coordinate} confirmed on {key} without {}",
+                        describe(coverage, *id)
+                    ));
+                }
+            }
+        }
+        let roots = coverage.roots.get(&key);
+        for root in &state.root_events {
+            let needed = roots.and_then(|r| r.get(root));
+            for id in needed.into_iter().flatten() {
+                if !stored.contains(id) && !held(store, id).await {
+                    return Some(format!(
+                        "root {root} confirmed on {key} without {}",
+                        describe(coverage, *id)
+                    ));
+                }
+            }
+        }
+    }
+    None
+}

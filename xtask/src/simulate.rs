@@ -1,0 +1,47 @@
+//! `cargo xtask simulate [--seeds N] [--first S] [--seed S]`: the engine's deterministic
+//! simulation (`crates/grasp-sync-engine/tests/sim`) for more seeds than `test` runs, or one
+//! seed alone to replay it, in a release build. `--seeds N` runs seeds `S..S+N` from
+//! `--first S` (default 0); `--seed S` runs seed `S` and prints what it did, with the engine's
+//! logs when `RUST_LOG` asks for them.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+use crate::cmd;
+
+const USAGE: &str = "usage: cargo xtask simulate [--seeds N] [--first S] [--seed S]";
+
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
+    let mut envs: Vec<(&str, String)> = Vec::new();
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        let name = match flag.as_str() {
+            "--seeds" => "GRASP_SYNC_SIM_SEEDS",
+            "--first" => "GRASP_SYNC_SIM_FIRST",
+            "--seed" => "GRASP_SYNC_SIM_SEED",
+            other => bail!("unknown argument `{other}`\n{USAGE}"),
+        };
+        let value = rest
+            .next()
+            .with_context(|| format!("{flag} needs a number\n{USAGE}"))?;
+        value
+            .parse::<u64>()
+            .with_context(|| format!("{flag} {value}: not a number\n{USAGE}"))?;
+        envs.push((name, value.clone()));
+    }
+    let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    cmd::step("deterministic simulation");
+    cmd::cargo(
+        root,
+        &[
+            "test",
+            "--release",
+            "--package",
+            "grasp-sync-engine",
+            "--test",
+            "sim",
+        ],
+        &envs,
+    )
+}
