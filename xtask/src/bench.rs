@@ -120,7 +120,9 @@ pub(crate) fn run(root: &Path) -> Result<()> {
             "--release",
             "--quiet",
             "--package",
-            "grasp-sync-bin",
+            crate::BIN_CRATE,
+            "--features",
+            "sim",
             "--",
             "sim",
         ];

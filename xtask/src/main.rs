@@ -1,12 +1,13 @@
 //! Project automation, run as `cargo xtask <command>`.
 //!
-//! - `test`: every crate's tests, crate by crate in dependency order, then the doctests. The
+//! - `test`: every crate's tests, crate by crate in dependency order (the daemon's with its
+//!   `sim` feature, and its unit tests once more without it), then the doctests. The
 //!   daemon's tests include a browser test of its status page, which needs headless Chromium
 //!   (`/usr/bin/chromium`, or `$CHROMIUM`); `test` installs Debian's `chromium` with apt-get
 //!   when it is missing, and stops early with a clear message when it cannot.
-//! - `ci`: formatting check, clippy with warnings denied, `tidy`, `test`, rustdoc with warnings
-//!   denied, and `cargo package` of every published crate (built from its package, as a registry
-//!   would). If it passes locally, CI is green.
+//! - `ci`: formatting check, clippy with warnings denied (default and all features), `tidy`,
+//!   `test`, rustdoc with warnings denied, and `cargo package` of every published crate (built
+//!   from its package, as a registry would). If it passes locally, CI is green.
 //! - `tidy`: the project's structural rules (see the `tidy` module).
 //! - `bench`: the core crates' criterion benches and `grasp-sync sim` at three sizes, as one
 //!   table and JSON under `target/bench/` (see the `bench` module).
@@ -25,14 +26,15 @@ mod tidy;
 
 use anyhow::{Result, bail};
 
-/// Workspace crates in dependency order: each crate comes after everything it depends on.
+/// Workspace crates in dependency order: each crate comes after everything it depends on
+/// (the engine's tests use the testkit, which is built on the engine's `front`).
 pub(crate) const CRATES_IN_ORDER: &[&str] = &[
     "grasp-sync-model",
     "grasp-sync-filters",
     "grasp-sync-health",
     "grasp-sync-ledger",
-    "grasp-sync-testkit",
     "grasp-sync-engine",
+    "grasp-sync-testkit",
     "grasp-sync-bin",
     "xtask",
 ];
@@ -44,6 +46,9 @@ pub(crate) const CORE_CRATES: &[&str] = &[
     "grasp-sync-ledger",
     "grasp-sync-health",
 ];
+
+/// The daemon's crate; its `sim` feature adds the `demo` and `sim` commands.
+pub(crate) const BIN_CRATE: &str = "grasp-sync-bin";
 
 const USAGE: &str = "usage: cargo xtask <test|ci|tidy|bench|simulate [--seeds N] [--seed S]|fuzz [TARGET] [--seconds N]>";
 
@@ -66,13 +71,27 @@ fn main() -> Result<()> {
     }
 }
 
-/// Runs each crate's tests in dependency order, then every doctest.
+/// Runs each crate's tests in dependency order, the daemon's with the `sim` feature (its
+/// `demo` and `sim` commands) and its unit tests once more without it (the production build),
+/// then every doctest.
 fn test(root: &std::path::Path) -> Result<()> {
     need_chromium()?;
     for krate in CRATES_IN_ORDER {
         cmd::step(&format!("tests of {krate}"));
-        cmd::cargo(root, &["test", "--package", krate, "--tests"], &[])?;
+        let mut args = vec!["test", "--package", krate, "--tests"];
+        if *krate == BIN_CRATE {
+            args.extend(["--features", "sim"]);
+        }
+        cmd::cargo(root, &args, &[])?;
     }
+    cmd::step(&format!(
+        "unit tests of {BIN_CRATE} without the sim feature"
+    ));
+    cmd::cargo(
+        root,
+        &["test", "--package", BIN_CRATE, "--lib", "--bins"],
+        &[],
+    )?;
     cmd::step("doctests");
     cmd::cargo(root, &["test", "--workspace", "--doc"], &[])?;
     Ok(())
@@ -111,26 +130,23 @@ fn need_chromium() -> Result<()> {
 fn ci(root: &std::path::Path) -> Result<()> {
     cmd::step("format check");
     cmd::cargo(root, &["fmt", "--all", "--", "--check"], &[])?;
-    cmd::step("clippy");
-    cmd::cargo(
-        root,
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ],
-        &[],
-    )?;
+    for features in [None, Some("--all-features")] {
+        cmd::step(&format!(
+            "clippy {}",
+            features.unwrap_or("(default features)")
+        ));
+        let mut args = vec!["clippy", "--workspace", "--all-targets"];
+        args.extend(features);
+        args.extend(["--", "-D", "warnings"]);
+        cmd::cargo(root, &args, &[])?;
+    }
     cmd::step("tidy");
     tidy::run(root)?;
     test(root)?;
     cmd::step("rustdoc");
     cmd::cargo(
         root,
-        &["doc", "--workspace", "--no-deps"],
+        &["doc", "--workspace", "--no-deps", "--all-features"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
     cmd::step("package");

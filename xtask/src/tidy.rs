@@ -5,6 +5,8 @@
 //! 2. The core crates (see [`crate::CORE_CRATES`]) depend, directly or transitively, on no async
 //!    runtime, no Nostr client or relay crate and no socket crate.
 //! 3. The core crates' library code reads no clock: time is passed in.
+//! 4. The daemon's production build (default features) does not depend on the testkit: only
+//!    its `sim` feature and its tests do.
 //!
 //! Every violation is listed; the command fails if there is any.
 
@@ -13,7 +15,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::{CORE_CRATES, cmd};
+use crate::{BIN_CRATE, CORE_CRATES, cmd};
+
+/// The test-support crate, which the production build must not contain.
+const TESTKIT_CRATE: &str = "grasp-sync-testkit";
 
 /// Crates the core crates must not pull in, with the reason shown on failure.
 const FORBIDDEN_IN_CORE: &[(&str, &str)] = &[
@@ -49,6 +54,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     check_module_docs(root, &mut problems)?;
     check_core_dependencies(root, &mut problems)?;
     check_core_clock_reads(root, &mut problems)?;
+    check_production_dependencies(root, &mut problems)?;
     if problems.is_empty() {
         cmd::say("tidy: ok");
         return Ok(());
@@ -78,31 +84,23 @@ fn check_module_docs(root: &Path, problems: &mut Vec<String>) -> Result<()> {
 
 fn check_core_dependencies(root: &Path, problems: &mut Vec<String>) -> Result<()> {
     for krate in CORE_CRATES {
-        let tree = cmd::cargo_output(
-            root,
-            &[
-                "tree",
-                "--package",
-                krate,
-                "--edges",
-                "normal",
-                "--prefix",
-                "none",
-                "--format",
-                "{p}",
-            ],
-        )?;
-        let mut names: Vec<&str> = tree
-            .lines()
-            .filter_map(|line| line.split_whitespace().next())
-            .collect();
-        names.sort_unstable();
-        names.dedup();
+        let names = normal_dependencies(root, krate)?;
         for (forbidden, why) in FORBIDDEN_IN_CORE {
-            if names.contains(forbidden) {
+            if names.iter().any(|name| name == forbidden) {
                 problems.push(format!("{krate} depends on {forbidden} ({why})"));
             }
         }
+    }
+    Ok(())
+}
+
+fn check_production_dependencies(root: &Path, problems: &mut Vec<String>) -> Result<()> {
+    let names = normal_dependencies(root, BIN_CRATE)?;
+    if names.iter().any(|name| name == TESTKIT_CRATE) {
+        problems.push(format!(
+            "{BIN_CRATE} depends on {TESTKIT_CRATE} in its default build \
+             (test relays belong behind the `sim` feature or in dev-dependencies)"
+        ));
     }
     Ok(())
 }
@@ -128,6 +126,33 @@ fn check_core_clock_reads(root: &Path, problems: &mut Vec<String>) -> Result<()>
         }
     }
     Ok(())
+}
+
+/// The names of every package in `krate`'s normal dependency tree with its default
+/// features, `krate` included, sorted and deduplicated.
+fn normal_dependencies(root: &Path, krate: &str) -> Result<Vec<String>> {
+    let tree = cmd::cargo_output(
+        root,
+        &[
+            "tree",
+            "--package",
+            krate,
+            "--edges",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ],
+    )?;
+    let mut names: Vec<String> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    Ok(names)
 }
 
 fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {

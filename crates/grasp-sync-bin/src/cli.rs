@@ -2,6 +2,9 @@
 //! `grasp-sync status` (a running daemon's status in the terminal), with every
 //! configuration key as a flag and a `GRASP_SYNC_*` environment variable. Flags and the
 //! environment are turned into a [`RawConfig`] layer over the configuration file.
+//!
+//! `demo` and `sim` need the `sim` feature; a build without it still knows both names, lists
+//! them in `--help` as not in this build, and answers them with `NotInThisBuild::message`.
 
 use std::path::PathBuf;
 
@@ -12,6 +15,7 @@ use crate::config::{
     parse_bool,
 };
 use crate::error::ConfigError;
+#[cfg(feature = "sim")]
 use crate::sim::{Preset, Profiles};
 
 /// GRASP-02 proactive sync for Nostr git relays.
@@ -31,14 +35,45 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Start a small local network of seeded relays, sync it into an embedded daemon on a
     /// temporary directory, and check that exactly the expected events arrived.
+    #[cfg(feature = "sim")]
     Demo(DemoArgs),
+    /// Not in this build (needs the `sim` feature): sync a small local network of seeded
+    /// relays into a daemon and check the result.
+    #[cfg(not(feature = "sim"))]
+    Demo(NotInThisBuild),
     /// Simulate a network of any size against relays with real relays' limits, measure the
     /// daemon until convergence beside a naive baseline and the store's raw ingest rate, and
     /// check the design's targets.
+    #[cfg(feature = "sim")]
     Sim(Box<SimArgs>),
+    /// Not in this build (needs the `sim` feature): simulate a network of any size and
+    /// measure the daemon against the design's targets.
+    #[cfg(not(feature = "sim"))]
+    Sim(NotInThisBuild),
     /// Show a running daemon's summary and relay table (its `/status`), or the JSON with
     /// --json.
     Status(StatusArgs),
+}
+
+/// The arguments of `demo` or `sim` in a build without the `sim` feature, taken as they come
+/// so that the command is reported as missing whatever flags it was given.
+#[cfg(not(feature = "sim"))]
+#[derive(Debug, Clone, Args)]
+pub struct NotInThisBuild {
+    /// The command's arguments, unused.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub args: Vec<String>,
+}
+
+#[cfg(not(feature = "sim"))]
+impl NotInThisBuild {
+    /// The one-line error for `grasp-sync <command>`, saying how to get a build that has it.
+    pub fn message(command: &str) -> String {
+        format!(
+            "`grasp-sync {command}` is not in this build: it needs the `sim` feature \
+             (cargo run --release -p grasp-sync-bin --features sim -- {command})"
+        )
+    }
 }
 
 /// Flags of `grasp-sync status`.
@@ -234,6 +269,7 @@ impl RunArgs {
 }
 
 /// Flags of `grasp-sync demo`.
+#[cfg(feature = "sim")]
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
     /// Seed of the generated network.
@@ -251,6 +287,7 @@ pub struct DemoArgs {
 }
 
 /// Flags of `grasp-sync sim`. Size flags override the preset's value.
+#[cfg(feature = "sim")]
 #[derive(Debug, Clone, Args)]
 pub struct SimArgs {
     /// Network size.
@@ -348,3 +385,6 @@ pub struct SimArgs {
     #[arg(long, value_name = "N")]
     pub shards: Option<u16>,
 }
+
+#[cfg(test)]
+mod tests;

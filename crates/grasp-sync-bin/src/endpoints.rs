@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use grasp_sync_testkit::front::{Front, FrontLimits, Site, plain, respond};
+use grasp_sync_engine::front::{Front, FrontLimits, Site, plain, respond};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::upgrade::Upgraded;

@@ -1,7 +1,8 @@
 //! The `grasp-sync` executable: parses the command line, sets up logging, runs `run`, `demo`,
 //! `sim` or `status` on a tokio runtime, and turns the outcome into an exit code: 0 after a
-//! requested stop, 2 for an unusable configuration, 1 for any other failure, including a sync
-//! engine that stopped on its own while `run` was serving.
+//! requested stop, 2 for an unusable configuration (or `demo` or `sim` in a build without the
+//! `sim` feature), 1 for any other failure, including a sync engine that stopped on its own
+//! while `run` was serving.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -9,7 +10,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use grasp_sync_bin::{Cli, Command, DemoOptions, SimOptions, run, run_demo, run_sim, run_status};
+#[cfg(not(feature = "sim"))]
+use grasp_sync_bin::NotInThisBuild;
+use grasp_sync_bin::{Cli, Command, run, run_status};
+#[cfg(feature = "sim")]
+use grasp_sync_bin::{DemoOptions, SimOptions, run_demo, run_sim};
 use tracing_subscriber::EnvFilter;
 
 /// Exit code for an unusable configuration.
@@ -56,6 +61,11 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::from(CONFIG_ERROR))
             }
         },
+        #[cfg(not(feature = "sim"))]
+        Command::Demo(_) => not_in_this_build("demo"),
+        #[cfg(not(feature = "sim"))]
+        Command::Sim(_) => not_in_this_build("sim"),
+        #[cfg(feature = "sim")]
         Command::Demo(args) => {
             let mut options = DemoOptions::try_from(&args)?;
             options.progress = std::io::stdout().is_terminal();
@@ -69,6 +79,7 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
                 })
             })
         }
+        #[cfg(feature = "sim")]
         Command::Sim(args) => {
             let mut options = SimOptions::try_from(&*args)?;
             options.exe = std::env::current_exe().ok();
@@ -97,6 +108,17 @@ fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     runtime.shutdown_timeout(Duration::from_secs(1));
     outcome
+}
+
+/// Says that this build lacks `command` and how to get it; exits as for a usage error.
+#[cfg(not(feature = "sim"))]
+fn not_in_this_build(command: &str) -> anyhow::Result<ExitCode> {
+    let _ = writeln!(
+        std::io::stderr(),
+        "error: {}",
+        NotInThisBuild::message(command)
+    );
+    Ok(ExitCode::from(CONFIG_ERROR))
 }
 
 /// Logs to stderr, filtered by `RUST_LOG`, or by `default` when it is unset.

@@ -19,6 +19,8 @@ pub mod config;
 pub mod dial;
 pub mod engine;
 pub mod error;
+#[cfg(feature = "front")]
+pub mod front;
 mod ingest;
 pub mod limits_memory;
 pub mod metrics;

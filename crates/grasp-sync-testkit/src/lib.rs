@@ -10,12 +10,12 @@
 //! the only rules it knows are which generated events a correct sync must end up with, and
 //! the limits its strict relays enforce.
 //! Its relays are not for production use: stores live in memory or in temporary
-//! directories. Its [`front`] module, the HTTP/WebSocket front of those relays, is the same
-//! front the grasp-sync daemon serves its own relay and endpoints on.
+//! directories. They are served on the engine's HTTP/WebSocket front
+//! (`grasp_sync_engine::front`), the same front the grasp-sync daemon serves its own relay and
+//! endpoints on.
 #![doc = include_str!("../README.md")]
 
 mod error;
-pub mod front;
 pub mod network;
 pub mod nip34;
 pub mod nip65;

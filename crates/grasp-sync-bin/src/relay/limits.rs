@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use grasp_sync_engine::front::FrontLimits;
 use grasp_sync_engine::store::DEFAULT_MAX_FUTURE_CREATED_AT;
-use grasp_sync_testkit::front::FrontLimits;
 use serde_json::{Value, json};
 
 /// The embedded relay's limits. Each is a configuration key under `[relay]`

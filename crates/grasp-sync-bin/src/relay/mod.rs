@@ -1,6 +1,6 @@
 //! [`EmbeddedRelay`]: the daemon's own relay, a `nostr-relay-builder` relay over the store's
 //! database and write policy, served on the shared HTTP/WebSocket front
-//! ([`grasp_sync_testkit::front`]) on our own listener, so the bound address is known before
+//! ([`grasp_sync_engine::front`]) on our own listener, so the bound address is known before
 //! anything connects (port 0 picks a free port without racing).
 //!
 //! Every client connection goes through a [`guard`](self::guard) that enforces
@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use grasp_sync_engine::LmdbStore;
-use grasp_sync_testkit::front::{Front, Site, header_has_token, plain, respond};
+use grasp_sync_engine::front::{Front, Site, header_has_token, plain, respond};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderValue};

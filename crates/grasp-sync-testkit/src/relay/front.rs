@@ -1,4 +1,4 @@
-//! What a test relay serves on the shared [`Front`](crate::front::Front): NIP-11 documents
+//! What a test relay serves on the engine's shared `Front`: NIP-11 documents
 //! for `Accept: application/nostr+json` requests, and WebSocket upgrades handed to
 //! `LocalRelay::take_connection`, or to the strict relay's message proxy when the relay has
 //! strict limits.
@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use grasp_sync_engine::front::{Site, header_has_token, plain, respond};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderValue};
@@ -17,7 +18,6 @@ use nostr_relay_builder::LocalRelay;
 use serde_json::Value;
 
 use super::strict::proxy::{self, Strict};
-use crate::front::{Site, header_has_token, plain, respond};
 
 /// The NIP-11 media type.
 const NOSTR_JSON: &str = "application/nostr+json";

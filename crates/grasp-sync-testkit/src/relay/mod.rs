@@ -13,6 +13,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use grasp_sync_engine::front::{Front, FrontLimits};
 use nostr::{Event, EventId, Filter};
 use nostr_database::{Events, MemoryDatabase, MemoryDatabaseOptions, NostrDatabase};
 use nostr_lmdb::NostrLMDB;
@@ -25,7 +26,6 @@ use tokio::net::TcpSocket;
 use tokio::task::JoinSet;
 
 use crate::TestkitError;
-use crate::front::{Front, FrontLimits};
 use front::{Counters, RelaySite};
 use strict::proxy::Strict;
 use strict::{FilterCaps, Recorder, StrictLimits, StrictStats};

@@ -1,6 +1,7 @@
-//! The HTTP/WebSocket front shared by the test relays and the grasp-sync daemon (its embedded
-//! relay and its `/metrics` + `/status` endpoints): one accept loop on a listener, HTTP/1.1
-//! from `hyper`, and WebSocket upgrades answered with `tungstenite`'s handshake key.
+//! The HTTP/WebSocket front of the grasp-sync daemon (its embedded relay and its `/metrics` +
+//! `/status` endpoints) and of the test relays (`front` feature): one accept loop on a
+//! listener, HTTP/1.1 from `hyper`, and WebSocket upgrades answered with `tungstenite`'s
+//! handshake key.
 //!
 //! What the front guarantees, whatever it serves:
 //! - **Bounded connections.** At most [`FrontLimits::max_connections`] open in total and
