@@ -214,7 +214,7 @@ impl RelayTargets {
             if unchanged {
                 continue;
             }
-            reevaluate.extend(index.repos_of(&author).map(|(c, _)| c.clone()));
+            // The author's other repositories: those it had (new ones are in `changed`).
             reevaluate.extend(announced_by(&self.contributions, &author).map(|(c, _)| c.clone()));
             let previous = if hosts.is_empty() {
                 self.author_hosts.remove(&author)

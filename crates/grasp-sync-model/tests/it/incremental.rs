@@ -1,7 +1,8 @@
 //! Property test of `RelayTargets`: after any sequence of index updates — new repositories and
 //! root events, relay sets replaced, purgatory entries added and removed, repositories promoted,
 //! updates merged into batches, and every tracking bound hit — the incremental targets, report
-//! and root set equal the full derivation of the same index.
+//! and root set equal the full derivation of the same index; and fed the index as it was some
+//! batches earlier with the updates since, they go back to that index's derivation.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -126,6 +127,7 @@ proptest! {
         keep_mask in any::<u16>(),
         waiting_cap in prop_oneof![Just(usize::MAX), 0..4usize],
         batches in prop::collection::vec(prop::collection::vec(change(), 1..4), 1..12),
+        rewind_at in any::<prop::sample::Index>(),
     ) {
         let own = own.map(pool);
         let keep: BTreeSet<RelayUrl> = (0..RELAYS.len())
@@ -134,24 +136,51 @@ proptest! {
             .collect();
         let mut index = RepoSyncIndex::default().with_max_waiting_roots(waiting_cap);
         let mut targets = RelayTargets::new(own.clone(), bounds, keep.clone());
+        // The index before one batch, and every update since: fed back to the targets, they
+        // must go back too (repositories and root events removed, levels lowered).
+        let rewind_at = rewind_at.index(batches.len());
+        let mut earlier = index.clone();
+        let mut since = IndexUpdate::default();
         for (n, batch) in batches.iter().enumerate() {
+            if n == rewind_at {
+                earlier = index.clone();
+            }
             // A batch is several changes merged into one update, as the engine's batch window does.
             let mut update = IndexUpdate::default();
             for change in batch {
                 update.merge(apply(&mut index, change));
             }
             targets.handle_index_update(&index, &update);
+            if n >= rewind_at {
+                since.merge(update);
+            }
 
-            let (derived, report) = derive_bounded_relay_targets(&index, own.as_ref(), bounds, &keep);
-            prop_assert_eq!(targets.targets(), &derived, "targets after batch {}", n);
-            prop_assert_eq!(targets.report(), report, "report after batch {}", n);
-            let roots: HashSet<EventId> = index
-                .iter()
-                .flat_map(|(_, needs)| needs.root_events.iter().copied())
-                .collect();
-            prop_assert_eq!(targets.root_ids(), &roots, "root ids after batch {}", n);
+            check(&targets, &index, own.as_ref(), bounds, &keep, &format!("after batch {n}"))?;
         }
-        let fresh = RelayTargets::from_index(&index, own, bounds, keep);
+        let fresh = RelayTargets::from_index(&index, own.clone(), bounds, keep.clone());
         prop_assert_eq!(fresh.targets(), targets.targets(), "built from the final index");
+
+        targets.handle_index_update(&earlier, &since);
+        check(&targets, &earlier, own.as_ref(), bounds, &keep, &format!("rewound to before batch {rewind_at}"))?;
     }
+}
+
+/// The incremental state equals the full derivation of `index`: targets, report and root set.
+fn check(
+    targets: &RelayTargets,
+    index: &RepoSyncIndex,
+    own: Option<&RelayUrl>,
+    bounds: TrackingBounds,
+    keep: &BTreeSet<RelayUrl>,
+    when: &str,
+) -> Result<(), TestCaseError> {
+    let (derived, report) = derive_bounded_relay_targets(index, own, bounds, keep);
+    prop_assert_eq!(targets.targets(), &derived, "targets {}", when);
+    prop_assert_eq!(targets.report(), report, "report {}", when);
+    let roots: HashSet<EventId> = index
+        .iter()
+        .flat_map(|(_, needs)| needs.root_events.iter().copied())
+        .collect();
+    prop_assert_eq!(targets.root_ids(), &roots, "root ids {}", when);
+    Ok(())
 }
