@@ -3,10 +3,11 @@
 //! target confirmed, an eighth pending) and at 100 times the repositories and root events.
 //!
 //! Group `index_update`: one self-feed batch (4 new repositories with 2 root events each and
-//! 8 root events of existing repositories) at 10 and 100 times the gitnostr scale, within the
-//! default tracking bounds: `full` derives the bounded targets and the root set of the whole
-//! index again; `incremental` feeds `RelayTargets` the batch's update and then the same update
-//! back to the index without the batch, so one iteration is two delta updates.
+//! 8 root events of existing repositories) at 10 and 100 times the gitnostr scale, with every
+//! author under its host cap (`under_caps`) and with the default cap every author of the
+//! fixture exceeds (`host_cap`): `full_*` derives the bounded targets and the root set of the
+//! whole index again; `incremental_*` feeds `RelayTargets` the batch's update and then the same
+//! update back to the index without the batch, so one iteration is two delta updates.
 
 use std::collections::{BTreeSet, HashSet};
 use std::hint::black_box;
@@ -50,7 +51,11 @@ fn owner(n: usize) -> PublicKey {
 /// Repository `n`: it lists relay 0 (the bootstrap) and two more picked by a fixed scramble.
 fn announcement(n: usize, name: &str) -> RepoAnnouncement {
     let coordinate = RepoCoordinate::new(owner(n), name).expect("valid identifier");
-    let mut listed = vec![relay(0), relay(1 + n * 7 % (RELAYS - 1)), relay(1 + n * 13 % (RELAYS - 1))];
+    let mut listed = vec![
+        relay(0),
+        relay(1 + n * 7 % (RELAYS - 1)),
+        relay(1 + n * 13 % (RELAYS - 1)),
+    ];
     listed.sort();
     listed.dedup();
     RepoAnnouncement {
@@ -182,34 +187,54 @@ fn batch_fixture(scale: usize) -> BatchFixture {
 
 fn index_update(c: &mut Criterion) {
     let mut group = c.benchmark_group("index_update");
-    let bounds = TrackingBounds::default();
+    // Every author under its host cap (the common case), and the default cap of 16 hosts, which
+    // every author of this fixture exceeds, so each new repository (first in its author's
+    // coordinate order) moves its author's admitted hosts.
+    let under_caps = TrackingBounds {
+        max_hosts_per_author: RELAYS,
+        ..TrackingBounds::default()
+    };
+    let variants = [
+        ("under_caps", under_caps),
+        ("host_cap", TrackingBounds::default()),
+    ];
     for (name, scale, samples) in [("gitnostr_x10", 10, 20), ("gitnostr_x100", 100, 10)] {
         let f = batch_fixture(scale);
         group.sample_size(samples);
-        group.bench_with_input(BenchmarkId::new("full", name), &f, |b, f| {
-            b.iter(|| {
-                let index = black_box(&f.after);
-                let targets = derive_bounded_relay_targets(index, Some(&f.own), bounds, &f.keep);
-                let roots: HashSet<_> = index
-                    .iter()
-                    .flat_map(|(_, needs)| needs.root_events.iter().copied())
-                    .collect();
-                (targets, roots)
-            });
-        });
-        let mut targets =
-            RelayTargets::from_index(&f.before, Some(f.own.clone()), bounds, f.keep.clone());
-        group.bench_function(BenchmarkId::new("incremental", name), |b| {
-            b.iter(|| {
-                targets.handle_index_update(black_box(&f.after), &f.update);
-                targets.handle_index_update(black_box(&f.before), &f.update);
-            });
-        });
-        assert_eq!(
-            targets.targets(),
-            &derive_bounded_relay_targets(&f.before, Some(&f.own), bounds, &f.keep).0,
-            "the incremental state came back to the index before the batch"
-        );
+        for (bounds_name, bounds) in variants {
+            group.bench_with_input(
+                BenchmarkId::new(format!("full_{bounds_name}"), name),
+                &f,
+                |b, f| {
+                    b.iter(|| {
+                        let index = black_box(&f.after);
+                        let targets =
+                            derive_bounded_relay_targets(index, Some(&f.own), bounds, &f.keep);
+                        let roots: HashSet<_> = index
+                            .iter()
+                            .flat_map(|(_, needs)| needs.root_events.iter().copied())
+                            .collect();
+                        (targets, roots)
+                    });
+                },
+            );
+            let mut targets =
+                RelayTargets::from_index(&f.before, Some(f.own.clone()), bounds, f.keep.clone());
+            group.bench_function(
+                BenchmarkId::new(format!("incremental_{bounds_name}"), name),
+                |b| {
+                    b.iter(|| {
+                        targets.handle_index_update(black_box(&f.after), &f.update);
+                        targets.handle_index_update(black_box(&f.before), &f.update);
+                    });
+                },
+            );
+            assert_eq!(
+                targets.targets(),
+                &derive_bounded_relay_targets(&f.before, Some(&f.own), bounds, &f.keep).0,
+                "the incremental state came back to the index before the batch"
+            );
+        }
     }
     group.finish();
 }

@@ -12,7 +12,8 @@
 //!   still gives it (they are reference-counted);
 //! - an author's admitted hosts (see [`TrackingBounds::max_hosts_per_author`]) are derived
 //!   again, from that author's repositories only, when one of them was added, removed or
-//!   changed its relays; if they changed, every repository of that author is re-evaluated;
+//!   changed its relays; if they changed, the author's repositories that name a host admitted
+//!   before or now, but not both, are re-evaluated;
 //! - a relay's shard is decided once, when the relay first gets a repository;
 //! - the relay cap ranks the relays again (not the repositories) whenever this shard's relays
 //!   exceed it, moving relays between the targets and those ranked out.
@@ -207,15 +208,23 @@ impl RelayTargets {
         let mut hosts_before: BTreeMap<PublicKey, BTreeSet<String>> = BTreeMap::new();
         for author in authors {
             let hosts = admitted_hosts(index.repos_of(&author), self.bounds.max_hosts_per_author);
-            let unchanged = self
-                .author_hosts
-                .get(&author)
-                .map_or(hosts.is_empty(), |held| *held == hosts);
-            if unchanged {
+            let held = self.author_hosts.get(&author);
+            if held.map_or(hosts.is_empty(), |held| *held == hosts) {
                 continue;
             }
-            // The author's other repositories: those it had (new ones are in `changed`).
-            reevaluate.extend(announced_by(&self.contributions, &author).map(|(c, _)| c.clone()));
+            // The author's other repositories (new ones are in `changed`) that name a host
+            // admitted before or now but not both: the others keep their pairs.
+            let no_hosts = BTreeSet::new();
+            let moved: BTreeSet<&str> = held
+                .unwrap_or(&no_hosts)
+                .symmetric_difference(&hosts)
+                .map(String::as_str)
+                .collect();
+            reevaluate.extend(
+                announced_by(&self.contributions, &author)
+                    .filter(|(_, had)| had.relays.iter().any(|r| moved.contains(r.host())))
+                    .map(|(coordinate, _)| coordinate.clone()),
+            );
             let previous = if hosts.is_empty() {
                 self.author_hosts.remove(&author)
             } else {
@@ -246,8 +255,9 @@ impl RelayTargets {
         let (old_admitted, old_dropped) = old.as_ref().map_or((Vec::new(), 0), |held| {
             admitted_relays(&held.relays, own, hosts_before)
         });
-        let (new_admitted, new_dropped) =
-            new.map_or((Vec::new(), 0), |needs| admitted_relays(&needs.relays, own, hosts_now));
+        let (new_admitted, new_dropped) = new.map_or((Vec::new(), 0), |needs| {
+            admitted_relays(&needs.relays, own, hosts_now)
+        });
         self.author_relays_dropped =
             (self.author_relays_dropped + new_dropped).saturating_sub(old_dropped);
 
@@ -267,7 +277,9 @@ impl RelayTargets {
         }
 
         // Only `Full` repositories give their root events to their relays.
-        let old_full = old.as_ref().is_some_and(|held| held.level == SyncLevel::Full);
+        let old_full = old
+            .as_ref()
+            .is_some_and(|held| held.level == SyncLevel::Full);
         let new_level = new.map(|needs| needs.sync_level);
         let new_full = new_level == Some(SyncLevel::Full);
         // On the relays it stays on: the roots that changed, or all of them if the level did.

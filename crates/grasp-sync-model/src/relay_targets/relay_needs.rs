@@ -48,7 +48,8 @@ impl RelayNeeds {
                 return;
             }
             // A new relay starts as a target; the relay cap may rank it out afterwards.
-            self.targets.insert(relay.clone(), RelaySyncNeeds::default());
+            self.targets
+                .insert(relay.clone(), RelaySyncNeeds::default());
         }
         let Some(needs) = needs_mut(&mut self.targets, &mut self.over_cap, relay) else {
             return;
@@ -105,7 +106,10 @@ impl RelayNeeds {
             release_root(needs, &mut self.shared_roots, relay, id);
         }
         if needs.repos.is_empty() {
-            debug_assert!(needs.root_events.is_empty(), "root events outlive their repositories");
+            debug_assert!(
+                needs.root_events.is_empty(),
+                "root events outlive their repositories"
+            );
             self.targets.remove(relay);
             self.over_cap.remove(relay);
             self.shared_roots.remove(relay);
@@ -130,7 +134,11 @@ impl RelayNeeds {
             .iter()
             .filter(|(relay, _)| !keep.contains(*relay))
             .map(|(relay, needs)| (relay, needs, true))
-            .chain(self.over_cap.iter().map(|(relay, needs)| (relay, needs, false)))
+            .chain(
+                self.over_cap
+                    .iter()
+                    .map(|(relay, needs)| (relay, needs, false)),
+            )
             .collect();
         ranked.sort_by(|(a_url, a, _), (b_url, b, _)| {
             b.repos
@@ -183,7 +191,10 @@ fn add_root(
     id: EventId,
 ) {
     if !needs.root_events.insert(id) {
-        shared.entry(relay.clone()).or_default().handle_added(id, false);
+        shared
+            .entry(relay.clone())
+            .or_default()
+            .handle_added(id, false);
     }
 }
 

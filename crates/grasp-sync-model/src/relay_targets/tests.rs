@@ -53,8 +53,12 @@ impl Harness {
             .flat_map(|(_, needs)| needs.root_events.iter().copied())
             .collect();
         assert_eq!(self.targets.root_ids(), &roots, "root ids");
-        let fresh =
-            RelayTargets::from_index(&self.index, self.own.clone(), self.bounds, self.keep.clone());
+        let fresh = RelayTargets::from_index(
+            &self.index,
+            self.own.clone(),
+            self.bounds,
+            self.keep.clone(),
+        );
         assert_eq!(fresh.targets(), &derived, "built from the index");
     }
 
@@ -69,7 +73,10 @@ impl Harness {
             kind: RootKind::Patch,
             author: PublicKey::from_byte_array([200; 32]),
             created_at: Timestamp::from_secs(1),
-            repos: repos.iter().map(|(owner, name)| coord(*owner, name)).collect(),
+            repos: repos
+                .iter()
+                .map(|(owner, name)| coord(*owner, name))
+                .collect(),
             dropped_repos: 0,
         };
         self.step(|index| index.handle_root_event(&root));
@@ -109,7 +116,10 @@ fn new_repositories_and_roots_join_their_relays_but_not_the_own_relay() {
     let a = h.target("wss://a.example").expect("a is a target");
     assert_eq!(a.repos.len(), 2);
     assert_eq!(a.root_events, BTreeSet::from([id(7)]));
-    assert!(h.target("wss://b.example").is_some_and(|b| b.root_events.contains(&id(7))));
+    assert!(
+        h.target("wss://b.example")
+            .is_some_and(|b| b.root_events.contains(&id(7)))
+    );
 }
 
 #[test]
@@ -119,10 +129,16 @@ fn a_root_two_repositories_give_a_relay_stays_until_the_last_leaves() {
     h.announce(2, "b", &["wss://shared.example"], 10);
     h.root(7, &[(1, "a"), (2, "b")]);
     h.announce(1, "a", &["wss://elsewhere.example"], 11);
-    assert!(h.target("wss://shared.example").is_some_and(|t| t.root_events.contains(&id(7))));
+    assert!(
+        h.target("wss://shared.example")
+            .is_some_and(|t| t.root_events.contains(&id(7)))
+    );
     h.announce(2, "b", &["wss://elsewhere.example"], 11);
     assert!(h.target("wss://shared.example").is_none());
-    assert!(h.target("wss://elsewhere.example").is_some_and(|t| t.root_events.contains(&id(7))));
+    assert!(
+        h.target("wss://elsewhere.example")
+            .is_some_and(|t| t.root_events.contains(&id(7)))
+    );
 }
 
 #[test]
@@ -137,7 +153,10 @@ fn a_repository_earlier_in_coordinate_order_takes_its_authors_host_slots() {
     assert_eq!(h.targets.report().author_relays_dropped, 2);
     // Moving "a" onto the same hosts as "m" frees the slots again.
     h.announce(1, "a", &["wss://x.example", "wss://y.example"], 11);
-    assert!(h.target("wss://x.example").is_some_and(|t| t.root_events.contains(&id(7))));
+    assert!(
+        h.target("wss://x.example")
+            .is_some_and(|t| t.root_events.contains(&id(7)))
+    );
     assert_eq!(h.targets.report().author_relays_dropped, 0);
 }
 
@@ -152,7 +171,10 @@ fn the_relay_cap_ranks_relays_in_and_out_as_their_repositories_change() {
     h.announce(4, "d", &["wss://r2.example"], 10);
     assert!(h.target("wss://r2.example").is_some(), "r2 now serves more");
     assert!(h.target("wss://r1.example").is_none());
-    assert!(h.target("wss://boot.example").is_some(), "kept relays always stay");
+    assert!(
+        h.target("wss://boot.example").is_some(),
+        "kept relays always stay"
+    );
     h.announce(3, "c", &["wss://boot.example"], 11);
     h.announce(4, "d", &["wss://boot.example"], 11);
     assert!(h.target("wss://r1.example").is_some());
@@ -173,10 +195,7 @@ fn relays_of_other_shards_are_counted_not_targeted() {
     let listed: Vec<&str> = urls.iter().map(String::as_str).collect();
     h.announce(1, "a", &listed, 10);
     h.root(7, &[(1, "a")]);
-    let others = listed
-        .iter()
-        .filter(|url| !shard.owns(&relay(url)))
-        .count();
+    let others = listed.iter().filter(|url| !shard.owns(&relay(url))).count();
     assert!(others > 0, "some relay belongs to the other shard");
     assert_eq!(h.targets.report().relays_other_shards, others);
     h.announce(1, "a", &listed[..1], 11);
@@ -185,19 +204,31 @@ fn relays_of_other_shards_are_counted_not_targeted() {
 #[test]
 fn state_only_repositories_give_roots_to_the_root_set_and_to_relays_once_promoted() {
     let mut h = Harness::new(None, bounds(10, 8), &[]);
-    h.purgatory(&[(1, "a", &["wss://a.example"]), (2, "b", &["wss://b.example"])]);
+    h.purgatory(&[
+        (1, "a", &["wss://a.example"]),
+        (2, "b", &["wss://b.example"]),
+    ]);
     h.root(7, &[(1, "a")]);
     h.root(8, &[(2, "b")]);
     assert!(h.targets.root_ids().contains(&id(7)));
-    assert!(h.target("wss://a.example").is_some_and(|t| t.root_events.is_empty()));
+    assert!(
+        h.target("wss://a.example")
+            .is_some_and(|t| t.root_events.is_empty())
+    );
     // Promotion by an accepted announcement: the roots reach the relays.
     h.announce(1, "a", &["wss://a.example"], 10);
-    assert!(h.target("wss://a.example").is_some_and(|t| t.root_events.contains(&id(7))));
+    assert!(
+        h.target("wss://a.example")
+            .is_some_and(|t| t.root_events.contains(&id(7)))
+    );
     // "b" leaves purgatory: its relay and its root go.
     h.purgatory(&[]);
     assert!(h.target("wss://b.example").is_none());
     assert!(!h.targets.root_ids().contains(&id(8)));
     // The root waits; it comes back with the repository.
     h.announce(2, "b", &["wss://b.example"], 10);
-    assert!(h.target("wss://b.example").is_some_and(|t| t.root_events.contains(&id(8))));
+    assert!(
+        h.target("wss://b.example")
+            .is_some_and(|t| t.root_events.contains(&id(8)))
+    );
 }

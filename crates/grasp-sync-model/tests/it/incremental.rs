@@ -66,12 +66,22 @@ fn change() -> impl Strategy<Value = Change> {
 }
 
 fn bounds() -> impl Strategy<Value = TrackingBounds> {
-    (0..6usize, 0..4usize, prop_oneof![Just((0u16, 1u16)), (0..2u16, Just(2u16)), (0..3u16, Just(3u16))])
-        .prop_map(|(max_relays, max_hosts_per_author, (index, count))| TrackingBounds {
-            max_relays,
-            max_hosts_per_author,
-            shard: Shard::new(index, count).expect("valid shard"),
-        })
+    (
+        0..6usize,
+        0..4usize,
+        prop_oneof![
+            Just((0u16, 1u16)),
+            (0..2u16, Just(2u16)),
+            (0..3u16, Just(3u16))
+        ],
+    )
+        .prop_map(
+            |(max_relays, max_hosts_per_author, (index, count))| TrackingBounds {
+                max_relays,
+                max_hosts_per_author,
+                shard: Shard::new(index, count).expect("valid shard"),
+            },
+        )
 }
 
 fn apply(index: &mut RepoSyncIndex, change: &Change) -> IndexUpdate {
