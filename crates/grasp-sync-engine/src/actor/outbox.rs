@@ -344,7 +344,9 @@ impl Actor {
             }
         }
         let tracked: BTreeSet<RepoCoordinate> = self.repos.iter().map(|(c, _)| c.clone()).collect();
-        self.outbox.participants.retain(&tracked, self.targets.root_ids());
+        self.outbox
+            .participants
+            .retain(&tracked, self.targets.root_ids());
         let authors: Vec<PublicKey> = self.outbox.participants.iter().map(|(a, _)| *a).collect();
         self.outbox.lists.handle_authors(&authors, now);
 
