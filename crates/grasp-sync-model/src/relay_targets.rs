@@ -18,8 +18,9 @@
 //! - the relay cap ranks the relays again (not the repositories) whenever this shard's relays
 //!   exceed it, moving relays between the targets and those ranked out.
 //!
-//! So an update costs in proportion to what it changed, plus one sort of this shard's relays
-//! while they exceed the cap, and the result is always exactly what
+//! So an update costs in proportion to what it changed, plus one pass over the repositories of
+//! each author whose relays changed and one sort of this shard's relays while they exceed the
+//! cap, and the result is always exactly what
 //! [`derive_bounded_relay_targets`](crate::derive_bounded_relay_targets) gives for the same index.
 
 use std::cmp::Ordering;
@@ -33,9 +34,11 @@ use crate::relay_url::RelayUrl;
 use crate::repo_index::{IndexUpdate, RepoSyncIndex, RepoSyncNeeds, SyncLevel};
 use crate::tracking::{TrackingBounds, TrackingReport};
 
+mod admission;
 mod extra_refs;
 mod relay_needs;
 
+use self::admission::{admitted_hosts, admitted_relays};
 use self::extra_refs::ExtraRefs;
 use self::relay_needs::RelayNeeds;
 
@@ -187,8 +190,8 @@ impl RelayTargets {
         }
     }
 
-    /// Re-evaluates `changed` (and every repository of an author whose admitted hosts moved),
-    /// then applies the relay cap.
+    /// Re-evaluates `changed` (and an author's repositories on hosts its cap admits no longer or
+    /// newly), then applies the relay cap.
     fn handle_changed_repos<'a>(
         &mut self,
         index: &RepoSyncIndex,
@@ -396,48 +399,6 @@ fn merge_sorted<'a>(old: &[&'a RelayUrl], new: &[&'a RelayUrl]) -> Vec<Step<'a>>
             (None, None) => return steps,
         }
     }
-}
-
-/// An author's admitted hosts: the first `cap` distinct hosts its repositories name, in
-/// coordinate order, then relay URL order (the own relay's host included).
-fn admitted_hosts<'a>(
-    repos: impl Iterator<Item = (&'a RepoCoordinate, &'a RepoSyncNeeds)>,
-    cap: usize,
-) -> BTreeSet<String> {
-    let mut hosts = BTreeSet::new();
-    for (_, needs) in repos {
-        for relay in &needs.relays {
-            if hosts.len() >= cap {
-                return hosts;
-            }
-            if !hosts.contains(relay.host()) {
-                hosts.insert(relay.host().to_owned());
-            }
-        }
-    }
-    hosts
-}
-
-/// The relays of `relays` a repository is a target on (not the own relay, host admitted), in
-/// URL order, and how many the host cap left out.
-fn admitted_relays<'a>(
-    relays: &'a BTreeSet<RelayUrl>,
-    own: Option<&RelayUrl>,
-    hosts: Option<&BTreeSet<String>>,
-) -> (Vec<&'a RelayUrl>, usize) {
-    let mut admitted = Vec::with_capacity(relays.len());
-    let mut dropped = 0;
-    for relay in relays {
-        if own.is_some_and(|own| own.same_endpoint(relay)) {
-            continue;
-        }
-        if hosts.is_some_and(|hosts| hosts.contains(relay.host())) {
-            admitted.push(relay);
-        } else {
-            dropped += 1;
-        }
-    }
-    (admitted, dropped)
 }
 
 #[cfg(test)]
