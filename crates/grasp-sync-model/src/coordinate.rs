@@ -1,5 +1,6 @@
 //! `RepoCoordinate`: the address of a NIP-34 repository, `30617:<hex pubkey>:<identifier>`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -101,6 +102,22 @@ pub fn validate_identifier(identifier: &str) -> Result<(), ModelError> {
         return Err(ModelError::InvalidIdentifier("contains `/`, `\\` or NUL"));
     }
     Ok(())
+}
+
+/// The entries of `map` whose repository `owner` announced, in coordinate order (one range
+/// of the map, since coordinates order by author first).
+pub(crate) fn announced_by<'a, V>(
+    map: &'a BTreeMap<RepoCoordinate, V>,
+    owner: &PublicKey,
+) -> impl Iterator<Item = (&'a RepoCoordinate, &'a V)> + 'a {
+    let owner = *owner;
+    // The empty identifier orders before every valid one of this author.
+    let first = RepoCoordinate {
+        owner,
+        identifier: Arc::from(""),
+    };
+    map.range(first..)
+        .take_while(move |(coordinate, _)| coordinate.owner == owner)
 }
 
 /// Shortens untrusted text quoted in an error so hostile input cannot bloat logs.

@@ -6,7 +6,8 @@
 //! - [`RepoSyncIndex`] is what we want to sync (repository → relays, root events, level);
 //!   [`PendingSyncIndex`] is what is in flight; [`RelaySyncIndex`] is what is confirmed, with
 //!   each relay's connection lifecycle.
-//! - [`derive_relay_targets`] and [`compute_actions`] turn those three into [`AddFilters`].
+//! - [`derive_relay_targets`] and [`compute_actions`] turn those three into [`AddFilters`];
+//!   [`RelayTargets`] keeps the bounded targets up to date by the delta of each index update.
 //!
 //! This crate is a plain library: it holds no sockets, runs no async runtime and never reads a
 //! clock. Time is passed in as a [`nostr::Timestamp`]. It does not build filters, plan pages,
@@ -20,6 +21,7 @@ pub mod nip34;
 pub mod pagination;
 pub mod pending;
 pub mod relay_index;
+pub mod relay_targets;
 pub mod relay_url;
 pub mod repo_index;
 pub mod shard;
@@ -41,6 +43,7 @@ pub use pending::{
     SyncMethod,
 };
 pub use relay_index::{ConnectionStatus, RelayState, RelaySyncIndex};
+pub use relay_targets::RelayTargets;
 pub use relay_url::{MAX_RELAY_URL_BYTES, RelayUrl};
 pub use repo_index::{
     DEFAULT_MAX_WAITING_ROOTS, ExpiryStatus, IndexUpdate, PurgatoryEntry, RepoSyncIndex,

@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nostr::EventId;
+use nostr::{EventId, PublicKey};
 
 use crate::coordinate::RepoCoordinate;
 use crate::nip34::{AnnouncementLimits, EventVersion, RepoAnnouncement, RootEvent};
@@ -246,6 +246,14 @@ impl RepoSyncIndex {
     /// Every repository in coordinate order.
     pub fn iter(&self) -> impl Iterator<Item = (&RepoCoordinate, &RepoSyncNeeds)> {
         self.repos.iter()
+    }
+
+    /// Every repository `owner` announced, in coordinate order.
+    pub fn repos_of(
+        &self,
+        owner: &PublicKey,
+    ) -> impl Iterator<Item = (&RepoCoordinate, &RepoSyncNeeds)> {
+        crate::coordinate::announced_by(&self.repos, owner)
     }
 
     /// Number of repositories.

@@ -2,7 +2,7 @@
 //! announcement that lists the service, and through it name relays; these bounds keep the
 //! relays tracked in proportion to the service, not to what strangers publish.
 //!
-//! [`derive_bounded_relay_targets`] applies two rules to the targets
+//! [`derive_bounded_relay_targets`] applies three rules to the targets
 //! [`derive_relay_targets`](crate::derive_relay_targets) would give:
 //! 1. **Hosts per author.** The relays of one author's repositories (all their announcements
 //!    together) reach at most `max_hosts_per_author` distinct hosts: the first ones in
@@ -19,6 +19,8 @@
 //!    ranks only this shard's relays.
 //!
 //! The result is deterministic: the same index gives the same targets.
+//! [`RelayTargets`](crate::RelayTargets) keeps the same result up to date by the delta of each
+//! index update instead of deriving it from the whole index.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -59,10 +59,10 @@ impl DescendantCoverage {
 impl Actor {
     /// Remembers `event` as a direct member if it tags one of our roots.
     pub(super) fn note_direct_member(&mut self, event: &Event) {
-        if self.root_ids.contains(&event.id) {
+        if self.targets.root_ids().contains(&event.id) {
             return;
         }
-        let Some(root) = tagged_root(event, &self.root_ids) else {
+        let Some(root) = tagged_root(event, self.targets.root_ids()) else {
             return;
         };
         let members = &mut self.members;

@@ -2,9 +2,7 @@
 //! are registered; connected relays get the new work through the three-way diff.
 
 use grasp_sync_health::RelayHealth;
-use grasp_sync_model::{
-    IndexUpdate, Nip34Event, RelayUrl, compute_actions, derive_bounded_relay_targets,
-};
+use grasp_sync_model::{IndexUpdate, Nip34Event, RelayUrl, compute_actions};
 use rand::RngCore;
 
 use super::Actor;
@@ -70,18 +68,14 @@ impl Actor {
         self.apply_index_update(&update);
     }
 
-    /// Re-derives targets, registers new relays, and gives connected dirty relays their new work.
+    /// Updates the targets by the update's delta, registers new relays, and gives connected
+    /// dirty relays their new work.
     fn apply_index_update(&mut self, update: &IndexUpdate) {
         if update.is_empty() {
             return;
         }
-        let bootstrap = self.config.bootstrap_relays.iter().cloned().collect();
-        let (targets, report) = derive_bounded_relay_targets(
-            &self.repos,
-            self.config.own_relay.as_ref(),
-            self.config.tracking,
-            &bootstrap,
-        );
+        self.targets.handle_index_update(&self.repos, update);
+        let report = self.targets.report();
         if report != self.tracking_report && report.leaves_out_any() {
             tracing::warn!(
                 over_cap = report.relays_over_cap,
@@ -91,16 +85,10 @@ impl Actor {
                 "announcements name more relays than the tracking bounds allow; tracking the relays that serve the most repositories"
             );
         }
-        self.targets = targets;
         self.tracking_report = report;
         // The mailbox inventory subtracts what the targets cover: derive it again.
         self.outbox.dirty = true;
-        self.root_ids = self
-            .repos
-            .iter()
-            .flat_map(|(_, needs)| needs.root_events.iter().copied())
-            .collect();
-        let relays: Vec<RelayUrl> = self.targets.keys().cloned().collect();
+        let relays: Vec<RelayUrl> = self.targets.relays().cloned().collect();
         for relay in &relays {
             if !self.runtimes.contains_key(relay) {
                 self.register_relay(relay, false);

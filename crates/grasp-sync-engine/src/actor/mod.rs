@@ -24,14 +24,14 @@ mod runtime;
 mod status;
 mod unsaved;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use grasp_sync_model::{
-    AnnouncementLimits, PendingSyncIndex, RelaySyncIndex, RelaySyncNeeds, RelayUrl, RepoSyncIndex,
+    AnnouncementLimits, PendingSyncIndex, RelaySyncIndex, RelayTargets, RelayUrl, RepoSyncIndex,
 };
-use nostr::{Event, EventId};
+use nostr::Event;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::{mpsc, oneshot};
@@ -92,10 +92,9 @@ pub(crate) struct Actor {
     relays: RelaySyncIndex,
     pending: PendingSyncIndex,
     runtimes: BTreeMap<RelayUrl, RelayRuntime>,
-    /// Per-relay targets derived from `repos`; recomputed when `repos` changes.
-    targets: BTreeMap<RelayUrl, RelaySyncNeeds>,
-    /// Every root event of the index, to recognise direct members.
-    root_ids: HashSet<EventId>,
+    /// Per-relay targets derived from `repos` and every root event of it (to recognise direct
+    /// members), updated by the delta of each change to `repos`.
+    targets: RelayTargets,
     /// Direct members seen on any relay, with their roots.
     members: descendants::DirectMembers,
     /// Participants, their relay lists and the mailbox relays probed for them.
@@ -151,6 +150,11 @@ impl Actor {
         let repos = RepoSyncIndex::new(AnnouncementLimits::default())
             .with_max_waiting_roots(config.max_waiting_roots);
         let outbox = outbox::Outbox::new(&config.outbox);
+        let targets = RelayTargets::new(
+            config.own_relay.clone(),
+            config.tracking,
+            config.bootstrap_relays.iter().cloned().collect(),
+        );
         let mut actor = Self {
             next_batch_at: now + config.batch_window,
             next_purgatory_at: now,
@@ -171,8 +175,7 @@ impl Actor {
             relays: RelaySyncIndex::new(),
             pending: PendingSyncIndex::new(),
             runtimes: BTreeMap::new(),
-            targets: BTreeMap::new(),
-            root_ids: HashSet::new(),
+            targets,
             members: descendants::DirectMembers::default(),
             outbox,
             feed_buffer: Vec::new(),

@@ -344,7 +344,9 @@ impl Actor {
             }
         }
         let tracked: BTreeSet<RepoCoordinate> = self.repos.iter().map(|(c, _)| c.clone()).collect();
-        self.outbox.participants.retain(&tracked, &self.root_ids);
+        self.outbox
+            .participants
+            .retain(&tracked, self.targets.root_ids());
         let authors: Vec<PublicKey> = self.outbox.participants.iter().map(|(a, _)| *a).collect();
         self.outbox.lists.handle_authors(&authors, now);
 
@@ -391,7 +393,7 @@ impl Actor {
         // their confirmed coverage) and the index relays leave.
         let taken: BTreeSet<&RelayUrl> = self
             .targets
-            .keys()
+            .relays()
             .chain(&self.config.bootstrap_relays)
             .chain(&self.outbox.index_relays)
             .chain(
@@ -523,7 +525,7 @@ impl Actor {
             .index_relays
             .iter()
             .chain(&self.config.bootstrap_relays)
-            .chain(self.targets.keys())
+            .chain(self.targets.relays())
             .filter(|relay| self.runtimes.contains_key(*relay))
             .cloned()
             .collect()
