@@ -9,7 +9,9 @@
 //! chooses others:
 //! - `GRASP_SYNC_SIM_SEEDS=N` runs seeds `FIRST..FIRST+N` (default 200),
 //! - `GRASP_SYNC_SIM_FIRST=S` starts there (default 0),
-//! - `GRASP_SYNC_SIM_SEED=S` runs seed `S` alone and prints what it did.
+//! - `GRASP_SYNC_SIM_SEED=S` runs seed `S` alone and prints what it did,
+//! - `GRASP_SYNC_SIM_PAGING=1` draws larger repositories on relays with small pages, so history
+//!   pages on every quirk (`run::Shape::Paging`; slower, and not part of `cargo xtask test`).
 //!
 //! A failing seed prints the broken invariant and a command that replays it
 //! (`cargo xtask simulate --seed S`).
@@ -36,6 +38,14 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
 
+fn shape() -> run::Shape {
+    if std::env::var_os("GRASP_SYNC_SIM_PAGING").is_some() {
+        run::Shape::Paging
+    } else {
+        run::Shape::Small
+    }
+}
+
 fn main() -> ExitCode {
     if std::env::args().any(|a| a == "--list") {
         // `cargo test -- --list` asks every test binary what it holds.
@@ -46,7 +56,7 @@ fn main() -> ExitCode {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .try_init();
-        return match run::run(seed) {
+        return match run::run(seed, shape()) {
             Ok(outcome) => {
                 println!("seed {seed} passed: {outcome:?}");
                 ExitCode::SUCCESS
@@ -62,7 +72,7 @@ fn main() -> ExitCode {
     let began = Instant::now();
 
     // Replay: one seed twice, the same trace.
-    let (once, twice) = (run::run(first), run::run(first));
+    let (once, twice) = (run::run(first, shape()), run::run(first, shape()));
     if let (Ok(a), Ok(b)) = (&once, &twice)
         && a != b
     {
@@ -81,7 +91,7 @@ fn main() -> ExitCode {
                     if seed >= first + count {
                         return;
                     }
-                    match run::run(seed) {
+                    match run::run(seed, shape()) {
                         Ok(outcome) => {
                             let mut totals = totals.lock().expect("totals");
                             totals.0 += 1;
@@ -103,7 +113,14 @@ fn main() -> ExitCode {
         began.elapsed().as_secs_f64()
     );
     for (seed, broken) in &failures {
-        println!("seed {seed} failed: {broken}\n  replay: cargo xtask simulate --seed {seed}");
+        let paging = if shape() == run::Shape::Paging {
+            " --paging"
+        } else {
+            ""
+        };
+        println!(
+            "seed {seed} failed: {broken}\n  replay: cargo xtask simulate{paging} --seed {seed}"
+        );
     }
     if failures.is_empty() {
         ExitCode::SUCCESS

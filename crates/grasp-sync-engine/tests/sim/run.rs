@@ -49,13 +49,13 @@ pub(crate) struct Outcome {
 }
 
 /// Runs one seed on its own paused single-threaded runtime.
-pub(crate) fn run(seed: u64) -> Result<Outcome, String> {
+pub(crate) fn run(seed: u64, shape: Shape) -> Result<Outcome, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
         .map_err(|e| format!("runtime: {e}"))?;
-    runtime.block_on(run_seed(seed))
+    runtime.block_on(run_seed(seed, shape))
 }
 
 /// What each relay held at the start, by the item it is confirmed for.
@@ -114,14 +114,28 @@ fn tag_values(event: &Event) -> impl Iterator<Item = (&str, &str)> {
     })
 }
 
-/// The network one seed syncs: a few relays and repositories, small enough for hundreds of
-/// runs a minute, varied enough to page, regroup and reconnect.
-fn network_spec(rng: &mut ChaCha8Rng, seed: u64) -> NetworkSpec {
+/// Which networks and pages a run draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// Small networks, whose filters rarely fill a page: hundreds of runs a minute.
+    Small,
+    /// Repositories with up to 160 roots on relays paging at 100 to 160 events, so history
+    /// pages on every quirk.
+    Paging,
+}
+
+/// The network one seed syncs: a few relays and repositories, varied enough to regroup and
+/// reconnect, and with [`Shape::Paging`] to page.
+fn network_spec(rng: &mut ChaCha8Rng, seed: u64, shape: Shape) -> NetworkSpec {
     let relays = rng.random_range(2..=4);
+    let (repos, roots) = match shape {
+        Shape::Small => (rng.random_range(2..=4), rng.random_range(5..=30)),
+        Shape::Paging => (rng.random_range(1..=3), rng.random_range(10..=160)),
+    };
     NetworkSpec {
         relays,
-        repos: rng.random_range(2..=4),
-        roots: RootCount::PerRepo(rng.random_range(5..=30)),
+        repos,
+        roots: RootCount::PerRepo(roots),
         replies_per_root: rng.random_range(0..=2),
         comments_per_repo: rng.random_range(0..=2),
         descendants_per_reply: rng.random_range(0..=1),
@@ -133,7 +147,7 @@ fn network_spec(rng: &mut ChaCha8Rng, seed: u64) -> NetworkSpec {
 /// One relay's behaviour: a real relay's profile with its caps cut down (never below the
 /// smallest page real relays send, which the engine relies on) so small networks still page
 /// and fill the subscription budget.
-fn relay_config(rng: &mut ChaCha8Rng) -> TestRelayConfig {
+fn relay_config(rng: &mut ChaCha8Rng, shape: Shape) -> TestRelayConfig {
     let profiles = [
         TestRelayConfig::rust_nostr_like(),
         TestRelayConfig::strfry_filter_validation_like(),
@@ -146,9 +160,15 @@ fn relay_config(rng: &mut ChaCha8Rng) -> TestRelayConfig {
         TestRelayConfig::quirks_mixed(),
     ];
     let mut config = profiles[rng.random_range(0..profiles.len())].clone();
-    let page = rng.random_range(100..=250);
+    let page = match shape {
+        Shape::Small => rng.random_range(100..=250),
+        Shape::Paging => rng.random_range(100..=160),
+    };
     config.default_filter_limit = page;
-    config.max_filter_limit = config.max_filter_limit.map(|_| page);
+    config.max_filter_limit = match shape {
+        Shape::Small => config.max_filter_limit.map(|_| page),
+        Shape::Paging => Some(page),
+    };
     config.max_subscriptions = rng.random_range(3..=10);
     if let Some(strict) = config.strict.as_mut() {
         if let Some(limit) = strict.subscriptions.as_mut() {
@@ -181,9 +201,9 @@ fn engine_config(urls: &[String], seed: u64) -> EngineConfig {
     }
 }
 
-async fn run_seed(seed: u64) -> Result<Outcome, String> {
+async fn run_seed(seed: u64, shape: Shape) -> Result<Outcome, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let spec = network_spec(&mut rng, seed);
+    let spec = network_spec(&mut rng, seed, shape);
     let urls: Vec<String> = (0..spec.relay_count())
         .map(|i| {
             RelayUrl::parse(&format!("ws://relay-{i}.sim"))
@@ -196,7 +216,7 @@ async fn run_seed(seed: u64) -> Result<Outcome, String> {
         .iter()
         .zip(&network.relay_events)
         .map(|(url, events)| {
-            let relay = SimulatedRelay::new(relay_config(&mut rng), events.clone());
+            let relay = SimulatedRelay::new(relay_config(&mut rng, shape), events.clone());
             (url.clone(), relay)
         })
         .collect();
