@@ -11,7 +11,9 @@
 //! - `GRASP_SYNC_SIM_FIRST=S` starts there (default 0),
 //! - `GRASP_SYNC_SIM_SEED=S` runs seed `S` alone and prints what it did,
 //! - `GRASP_SYNC_SIM_PAGING=1` draws larger repositories on relays with small pages, so history
-//!   pages on every quirk (`run::Shape::Paging`; slower, and not part of `cargo xtask test`).
+//!   pages on every quirk (`run::Shape::Paging`; slower, and not part of `cargo xtask test`),
+//! - `GRASP_SYNC_SIM_NO_FAULTS=1` runs the seeds' networks and relays without faults, to tell a
+//!   failure the faults cause from one they only reveal.
 //!
 //! A failing seed prints the broken invariant and a command that replays it
 //! (`cargo xtask simulate --seed S`).
