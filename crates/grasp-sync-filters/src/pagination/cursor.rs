@@ -166,7 +166,8 @@ impl Cursor {
                 session.learn_oldest_first();
                 Order::OldestFirst
             }
-            Order::NewestFirst | Order::OldestFirst => page.order(),
+            // A page in no order teaches nothing about the relay's order.
+            Order::NewestFirst | Order::OldestFirst | Order::Mixed => page.order(),
             Order::Unknown => session.known_order(),
         };
         if !full {
@@ -204,6 +205,23 @@ impl Cursor {
             return;
         }
         match order {
+            Order::Mixed => {
+                // Either end of the window may be the one read: read on from both edges of the
+                // page, each edge second again. The side already read comes back short.
+                let mut newer = self.with_window(Some(max_t), self.hi, self.base.clone());
+                newer.boundary = Some(Boundary {
+                    at: max_t,
+                    seen: page.ids_at_max,
+                    tests_until: false,
+                });
+                next.push(newer);
+                self.hi = Some(min_t);
+                self.boundary = Some(Boundary {
+                    at: min_t,
+                    seen: page.ids_at_min,
+                    tests_until: !session.until_known(),
+                });
+            }
             Order::OldestFirst => {
                 self.lo = Some(max_t);
                 self.boundary = Some(Boundary {

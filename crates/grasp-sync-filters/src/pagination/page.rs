@@ -11,9 +11,17 @@ use super::cursor::Boundary;
 pub(crate) enum Order {
     NewestFirst,
     OldestFirst,
+    /// Steps both ways in like measure: the relay sends its pages in an order of its own, so
+    /// the page does not say which end of the window it read.
+    Mixed,
     /// All in one second: the page does not say.
     Unknown,
 }
+
+/// A page is in one order when its steps the other way are at most this fraction of its
+/// steps that way: a relay answering several filters one after another steps back once per
+/// filter, one sending in no order about as often as forward.
+const AGAINST_THE_ORDER: usize = 4;
 
 /// The counters of one cursor's page in flight.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -74,13 +82,15 @@ impl Page {
         }
     }
 
-    /// The page's order by the majority of its steps between seconds (a relay answering
-    /// overlapping filters one after another can step back now and then).
+    /// The page's order by a clear majority of its steps between seconds (a relay answering
+    /// overlapping filters one after another steps back now and then); without one,
+    /// [`Order::Mixed`].
     pub(super) fn order(&self) -> Order {
         match (self.descending, self.ascending) {
             (0, 0) => Order::Unknown,
-            (down, up) if down >= up => Order::NewestFirst,
-            _ => Order::OldestFirst,
+            (down, up) if up * AGAINST_THE_ORDER <= down => Order::NewestFirst,
+            (down, up) if down * AGAINST_THE_ORDER <= up => Order::OldestFirst,
+            _ => Order::Mixed,
         }
     }
 }

@@ -49,6 +49,8 @@ enum OldestFirst {
 /// A relay with switchable quirks. Results per filter are capped at `min(limit, cap)`; with
 /// `per_request` the merged result is cut to `cap` too. Filters are answered one after another
 /// and duplicates dropped, unless `merge_sorted`, which sorts the merged result newest first.
+/// With `shuffled`, the relay picks the same events but sends each answer in an order of its
+/// own (the seed's), as a relay merging shards or reading an unsorted index does.
 #[derive(Clone)]
 struct SimRelay {
     events: Vec<Event>,
@@ -57,6 +59,7 @@ struct SimRelay {
     exclusive_until: bool,
     per_request: bool,
     merge_sorted: bool,
+    shuffled: Option<u64>,
 }
 
 impl std::fmt::Debug for SimRelay {
@@ -75,6 +78,7 @@ impl std::fmt::Debug for SimRelay {
             .field("exclusive_until", &self.exclusive_until)
             .field("per_request", &self.per_request)
             .field("merge_sorted", &self.merge_sorted)
+            .field("shuffled", &self.shuffled)
             .finish()
     }
 }
@@ -88,6 +92,7 @@ impl SimRelay {
             exclusive_until: false,
             per_request: false,
             merge_sorted: true,
+            shuffled: None,
         }
     }
 
@@ -137,6 +142,13 @@ impl SimRelay {
         }
         if self.per_request {
             out.truncate(self.cap);
+        }
+        if let Some(seed) = self.shuffled {
+            out.sort_by_key(|e| {
+                let mut hasher = std::hash::DefaultHasher::new();
+                std::hash::Hash::hash(&(seed, e.id), &mut hasher);
+                std::hash::Hasher::finish(&hasher)
+            });
         }
         out
     }
@@ -352,6 +364,33 @@ fn an_oldest_first_relay_is_walked_forward_with_since() {
     assert!(run.pages <= 6, "{} pages", run.pages);
 }
 
+/// A relay that picks the right page but sends it in no order: the order of its answers says
+/// nothing about which end of the window it read, so neither end is taken for read.
+#[test]
+fn a_relay_sending_its_pages_in_no_order_is_walked_to_completion() {
+    let events: Vec<Event> = (0..1_000).map(|n| event(n, 10_000 + n, "t")).collect();
+    for oldest_first in [OldestFirst::Never, OldestFirst::Always] {
+        for seed in 0..8 {
+            let relay = SimRelay {
+                oldest_first,
+                shuffled: Some(seed),
+                ..SimRelay::new(events.clone(), 250)
+            };
+            let mut session = session();
+            let run = drive(&relay, vec![topic_filter("t")], &mut session);
+            assert_eq!(
+                run.delivered,
+                all_ids(&events),
+                "{oldest_first:?}, seed {seed}"
+            );
+            // A newest-first relay is never taken for an oldest-first one.
+            if oldest_first == OldestFirst::Never {
+                assert!(!session.quirks().oldest_first, "seed {seed}");
+            }
+        }
+    }
+}
+
 #[test]
 fn oldest_first_without_limit_costs_nothing_because_every_page_carries_limit() {
     let events: Vec<Event> = (0..1_000).map(|n| event(n, 10_000 + n, "t")).collect();
@@ -542,9 +581,18 @@ fn arb_relay() -> impl Strategy<Value = SimRelay> {
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
+        prop::option::of(any::<u64>()),
     )
         .prop_map(
-            |(clusters, cap, oldest_first, exclusive_until, per_request, merge_sorted)| {
+            |(
+                clusters,
+                cap,
+                oldest_first,
+                exclusive_until,
+                per_request,
+                merge_sorted,
+                shuffled,
+            )| {
                 let mut events = Vec::new();
                 let mut n = 0u64;
                 for (second, size, topics, kinds) in clusters {
@@ -567,6 +615,7 @@ fn arb_relay() -> impl Strategy<Value = SimRelay> {
                     exclusive_until,
                     per_request,
                     merge_sorted,
+                    shuffled,
                 }
             },
         )
