@@ -379,16 +379,18 @@ impl Actor {
                     break;
                 }
             };
+            let filters = start.pagination.current_filters();
+            let filter_count = filters.len();
             session.handle.send(Outbound::Req {
                 subscription_id: start.subscription_id.clone(),
-                filters: start.pagination.current_filters(),
+                filters,
             });
             runtime.stats.req_starts_historic += 1;
             tracing::debug!(%relay, subscription = %start.subscription_id, "historic REQ starts");
             if let Some(metrics) = &self.metrics {
                 metrics.record_req("historic");
             }
-            let sent = session.next_sent(&start.subscription_id);
+            let sent = session.next_sent(&start.subscription_id, filter_count);
             session.transients.insert(
                 start.subscription_id,
                 Transient {

@@ -21,14 +21,17 @@ impl Actor {
         if !current {
             return; // a retired session: nothing it says matters now
         }
-        if let (Some(id), Some(session)) = (
+        // The filter count of a REQ answered for the first time: a filter-count refusal of a
+        // subscription retired meanwhile still teaches the relay's ceiling.
+        let first_answer_filters = match (
             event.subscription_id(),
             self.runtimes
                 .get_mut(&relay)
                 .and_then(|r| r.session.as_mut()),
         ) {
-            session.handle_answer(id);
-        }
+            (Some(id), Some(session)) => session.handle_answer(id),
+            _ => None,
+        };
         match event {
             SessionEvent::Event {
                 subscription_id,
@@ -72,7 +75,7 @@ impl Actor {
                 subscription_id,
                 message,
             } => {
-                self.handle_closed(&relay, &subscription_id, &message);
+                self.handle_closed(&relay, &subscription_id, &message, first_answer_filters);
             }
             SessionEvent::Notice(text) => self.handle_notice(&relay, &text),
             SessionEvent::SendFailed {
@@ -80,7 +83,12 @@ impl Actor {
                 error,
             } => {
                 tracing::info!(%relay, %error, "a request could not be sent");
-                self.handle_closed(&relay, &subscription_id, "error: could not send");
+                self.handle_closed(
+                    &relay,
+                    &subscription_id,
+                    "error: could not send",
+                    first_answer_filters,
+                );
             }
             SessionEvent::CloseSent(id) => self.handle_close_sent(&relay, &id),
             SessionEvent::AuthChallenge => self.handle_auth_challenge(&relay),
@@ -90,8 +98,15 @@ impl Actor {
         }
     }
 
-    /// CLOSED from the relay (or a send failure standing in for one).
-    fn handle_closed(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId, message: &str) {
+    /// CLOSED from the relay (or a send failure standing in for one). `sent_filters` is the
+    /// number of filters the REQ was sent with, when the relay had not answered it before.
+    fn handle_closed(
+        &mut self,
+        relay: &RelayUrl,
+        subscription_id: &SubscriptionId,
+        message: &str,
+        sent_filters: Option<usize>,
+    ) {
         let now = self.now();
         let refusal = classify(message);
         let Some(runtime) = self.runtimes.get_mut(relay) else {
@@ -124,10 +139,21 @@ impl Actor {
         let sent = session.sent_order(subscription_id);
         if scope == RefusalScope::Retired {
             // An answer to a subscription already retired (replaced, abandoned or closed): the
-            // work it refused is gone, so it teaches nothing and pauses nothing.
+            // work it refused is gone, so it pauses nothing. A refusal of its filter count
+            // still teaches the relay's ceiling, or the same count would be sent again.
             if !message.is_empty() {
                 runtime.stats.stale_refusals += 1;
-                tracing::debug!(%relay, %message, "refusal for a retired subscription ignored");
+                tracing::debug!(%relay, %message, "refusal for a retired subscription");
+            }
+            // Only a count within the current ceiling teaches anything new.
+            if refusal.category == RefusalCategory::TooManyFilters
+                && let Some(filters) =
+                    sent_filters.filter(|n| (2..=runtime.learned.filter_ceiling()).contains(n))
+                && let FilterCountOutcome::Regroup { ceiling } = runtime
+                    .learned
+                    .handle_filter_count_refusal(now, Some(filters))
+            {
+                tracing::info!(%relay, ceiling, "lowered the filters-per-REQ ceiling");
             }
             return;
         }
@@ -350,7 +376,7 @@ impl Actor {
             if let Some(subscription_id) = refused {
                 tracing::debug!(%relay, subscription = %subscription_id, notice = %text,
                     "a refusal NOTICE answers the newest unanswered REQ");
-                self.handle_closed(relay, &subscription_id, text);
+                self.handle_closed(relay, &subscription_id, text, None);
                 return;
             }
         }

@@ -107,9 +107,9 @@ pub(super) struct Session {
     pub(super) gate_wait: Option<Instant>,
     /// REQs sent in this session (the next one's send order).
     pub(super) sent: u64,
-    /// The latest REQs the relay has not answered yet, oldest first (at most
-    /// [`UNANSWERED_KEPT`]).
-    pub(super) unanswered: VecDeque<SubscriptionId>,
+    /// The latest REQs the relay has not answered yet, oldest first, with the number of
+    /// filters each was sent with (at most [`UNANSWERED_KEPT`]).
+    pub(super) unanswered: VecDeque<(SubscriptionId, usize)>,
     /// Live groups admitted by the ledger whose REQ waits for the reactive gate (only while
     /// a query-rate episode spaces starts; otherwise they are sent at once).
     pub(super) live_queue: VecDeque<SubscriptionId>,
@@ -129,29 +129,29 @@ pub(super) struct Session {
 }
 
 impl Session {
-    /// The send order for the next REQ, `id`'s; it stays unanswered until the relay says
-    /// anything about it.
-    pub(super) fn next_sent(&mut self, id: &SubscriptionId) -> u64 {
+    /// The send order for the next REQ, `id`'s, sent with `filters` filters; it stays
+    /// unanswered until the relay says anything about it.
+    pub(super) fn next_sent(&mut self, id: &SubscriptionId, filters: usize) -> u64 {
         self.sent += 1;
         if self.unanswered.len() >= UNANSWERED_KEPT {
             self.unanswered.pop_front();
         }
-        self.unanswered.push_back(id.clone());
+        self.unanswered.push_back((id.clone(), filters));
         self.sent
     }
 
-    /// The relay answered `id` (an event, EOSE or CLOSED).
-    pub(super) fn handle_answer(&mut self, id: &SubscriptionId) {
-        if let Some(at) = self.unanswered.iter().position(|u| u == id) {
-            self.unanswered.remove(at);
-        }
+    /// The relay answered `id` (an event, EOSE or CLOSED): the number of filters its REQ was
+    /// sent with, if this is the first answer to it.
+    pub(super) fn handle_answer(&mut self, id: &SubscriptionId) -> Option<usize> {
+        let at = self.unanswered.iter().position(|(u, _)| u == id)?;
+        self.unanswered.remove(at).map(|(_, filters)| filters)
     }
 
     /// The newest REQ still held that the relay has not answered: the one a NOTICE refusing
     /// a REQ most likely answers (relays answer a connection's messages in order, and a
     /// refusal comes before any result).
     pub(super) fn take_newest_unanswered(&mut self) -> Option<SubscriptionId> {
-        while let Some(id) = self.unanswered.pop_back() {
+        while let Some((id, _)) = self.unanswered.pop_back() {
             if self.live.contains_key(&id) || self.transients.contains_key(&id) {
                 return Some(id);
             }
@@ -204,14 +204,16 @@ impl Session {
                 break;
             }
             self.live_queue.pop_front();
-            let sent = self.next_sent(&id);
-            let Some(group) = self.live.get_mut(&id) else {
+            let Some(filters) = self.live.get(&id).map(|g| g.group.to_filters()) else {
                 continue;
             };
-            group.sent = sent;
+            let sent = self.next_sent(&id, filters.len());
+            if let Some(group) = self.live.get_mut(&id) {
+                group.sent = sent;
+            }
             self.handle.send(crate::session::Outbound::Req {
                 subscription_id: id,
-                filters: group.group.to_filters(),
+                filters,
             });
             stats.req_starts_live += 1;
             if let Some(metrics) = metrics {
