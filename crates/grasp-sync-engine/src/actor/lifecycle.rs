@@ -619,12 +619,16 @@ impl Actor {
             if !self.pending.has_pending(relay) {
                 let unix = self.clock.unix_now();
                 let state = self.relays.register(relay);
+                let before = state.connection_status;
                 state.complete_historic_sync(unix);
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
                     runtime.delivered.retire();
                 }
-                let state = self.relays.register(relay);
-                if state.connection_status == ConnectionStatus::ConnectedHistoricSyncFailures {
+                let status = self.relays.register(relay).connection_status;
+                if status == before {
+                    // Said at info level when the relay's status last changed.
+                    tracing::debug!(%relay, ?status, "historic sync idle again");
+                } else if status == ConnectionStatus::ConnectedHistoricSyncFailures {
                     tracing::warn!(%relay, "historic sync finished with failures; live sync active");
                 } else {
                     tracing::info!(%relay, "historic sync complete");
