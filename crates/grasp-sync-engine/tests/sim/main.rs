@@ -15,8 +15,8 @@
 //! - `GRASP_SYNC_SIM_NO_FAULTS=1` runs the seeds' networks and relays without faults, to tell a
 //!   failure the faults cause from one they only reveal.
 //!
-//! A failing seed prints the broken invariant and a command that replays it
-//! (`cargo xtask simulate --seed S`).
+//! Every run first replays the seeds that once found a bug (`REGRESSIONS`). A failing seed
+//! prints the broken invariant and a command that replays it (`cargo xtask simulate --seed S`).
 
 // A test runner of its own: it reports on standard output.
 #![allow(clippy::print_stdout)]
@@ -33,6 +33,15 @@ use std::time::Instant;
 
 /// Seeds run when the environment names none.
 const DEFAULT_SEEDS: u64 = 200;
+/// Seeds that once broke an invariant, run before the others every time, with the shape
+/// they broke it in: 1308 re-sent a filter count refused for a subscription retired before its
+/// CLOSED came; 13 (paging) confirmed history from a relay sending its pages in no order; 61
+/// (paging) both.
+const REGRESSIONS: [(u64, run::Shape); 3] = [
+    (1308, run::Shape::Small),
+    (13, run::Shape::Paging),
+    (61, run::Shape::Paging),
+];
 /// Threads running seeds side by side.
 const THREADS: usize = 2;
 
@@ -84,6 +93,19 @@ fn main() -> ExitCode {
 
     let next = AtomicU64::new(first);
     let failures: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
+    for (seed, shape) in REGRESSIONS {
+        if let Err(broken) = run::run(seed, shape) {
+            let paging = if shape == run::Shape::Paging {
+                " --paging"
+            } else {
+                ""
+            };
+            println!(
+                "regression seed {seed} failed: {broken}\n  replay: cargo xtask simulate{paging} --seed {seed}"
+            );
+            return ExitCode::FAILURE;
+        }
+    }
     let totals: Mutex<(u64, u64, u64)> = Mutex::new((0, 0, 0));
     std::thread::scope(|scope| {
         for _ in 0..THREADS {
