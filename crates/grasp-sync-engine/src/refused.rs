@@ -14,69 +14,98 @@
 //! filters of its shape are sent alone too, and a second refusal of that shape pauses the whole
 //! shape; a completed filter of the shape clears it. Pure state: time comes in as an argument.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use nostr::{Filter, JsonUtil};
-use serde_json::{Map, Value};
+use nostr::{EventId, Filter, SingleLetterTag};
 
 #[cfg(test)]
 mod tests;
 
-/// One unit of coverage: a filter shape and, if the filter has one value list, one value.
-type Atom = (String, Option<String>);
+/// The value list of a filter that its atoms take their values from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum ValueList {
+    Ids,
+    Tag(SingleLetterTag),
+}
 
-/// A filter split into its shape and the values of its one value list.
+/// A filter's shape: the filter without time bounds, limit and the list its atoms' values
+/// come from, and which list that is (`None`: the filter has no value list, or several, and
+/// is one atom).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Shape {
+    rest: Filter,
+    list: Option<ValueList>,
+}
+
+/// One value of a shape's value list.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum AtomValue {
+    Id(EventId),
+    Tag(String),
+}
+
+/// One unit of coverage: a filter shape and, if the filter has one value list, one value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Atom {
+    shape: Shape,
+    value: Option<AtomValue>,
+}
+
+/// A filter split into its shape and its atoms.
 struct Split {
-    /// The filter's JSON object, time bounds and limit included.
-    object: Map<String, Value>,
-    /// The value list's key (`ids` or `#x`), if the filter has exactly one.
-    list: Option<String>,
-    /// The atoms, in value order.
+    shape: Shape,
+    /// The atoms, in value order (none when the filter's one value list is empty).
     atoms: Vec<Atom>,
 }
 
-fn split(filter: &Filter) -> Option<Split> {
-    let Ok(Value::Object(object)) = serde_json::from_str::<Value>(&filter.as_json()) else {
-        return None;
-    };
-    let mut shape = object.clone();
-    for bound in ["since", "until", "limit"] {
-        shape.remove(bound);
-    }
-    let lists: Vec<String> = shape
+fn split(filter: &Filter) -> Split {
+    let mut rest = without_bounds(filter);
+    let lists: Vec<ValueList> = rest
+        .ids
         .iter()
-        .filter(|(key, value)| (*key == "ids" || key.starts_with('#')) && value.is_array())
-        .map(|(key, _)| key.clone())
+        .map(|_| ValueList::Ids)
+        .chain(rest.generic_tags.keys().map(|tag| ValueList::Tag(*tag)))
         .collect();
     let [list] = lists.as_slice() else {
-        let whole = Value::Object(shape).to_string();
-        return Some(Split {
-            object,
-            list: None,
-            atoms: vec![(whole, None)],
-        });
+        let shape = Shape { rest, list: None };
+        let whole = Atom {
+            shape: shape.clone(),
+            value: None,
+        };
+        return Split {
+            shape,
+            atoms: vec![whole],
+        };
     };
-    let values: Vec<String> = shape
-        .get(list)
-        .and_then(Value::as_array)
-        .map(|values| {
-            values
-                .iter()
-                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    shape.insert(list.clone(), Value::Array(Vec::new()));
-    let shape = Value::Object(shape).to_string();
-    Some(Split {
-        object,
-        list: Some(list.clone()),
-        atoms: values
+    let values: Vec<AtomValue> = match list {
+        ValueList::Ids => rest
+            .ids
+            .take()
             .into_iter()
-            .map(|value| (shape.clone(), Some(value)))
+            .flatten()
+            .map(AtomValue::Id)
             .collect(),
-    })
+        ValueList::Tag(tag) => rest
+            .generic_tags
+            .remove(tag)
+            .into_iter()
+            .flatten()
+            .map(AtomValue::Tag)
+            .collect(),
+    };
+    let shape = Shape {
+        rest,
+        list: Some(*list),
+    };
+    let atoms = values
+        .into_iter()
+        .map(|value| Atom {
+            shape: shape.clone(),
+            value: Some(value),
+        })
+        .collect();
+    Split { shape, atoms }
 }
 
 /// A refused filter paused until its probe is due.
@@ -105,7 +134,7 @@ pub(crate) struct RefusedCoverage {
     paused_atoms: BTreeMap<Atom, Instant>,
     suspect_atoms: BTreeMap<Atom, ()>,
     /// Shapes refused alone: how often, and until when the latest refusal pauses them.
-    shapes: BTreeMap<String, (u32, Instant)>,
+    shapes: BTreeMap<Shape, (u32, Instant)>,
 }
 
 /// Refusals of one shape, each of a filter sent alone, after which the whole shape is paused.
@@ -119,11 +148,9 @@ impl RefusedCoverage {
         match filters {
             [] => false,
             [filter] => {
-                let Some(split) = split(filter) else {
-                    return false;
-                };
-                if let Some((shape, _)) = split.atoms.first() {
-                    let entry = self.shapes.entry(shape.clone()).or_insert((0, until));
+                let split = split(filter);
+                if !split.atoms.is_empty() {
+                    let entry = self.shapes.entry(split.shape).or_insert((0, until));
                     entry.0 += 1;
                     entry.1 = until;
                 }
@@ -147,11 +174,9 @@ impl RefusedCoverage {
             }
             several => {
                 for filter in several {
-                    if let Some(split) = split(filter) {
-                        for atom in split.atoms {
-                            if !self.paused_atoms.contains_key(&atom) {
-                                self.suspect_atoms.insert(atom, ());
-                            }
+                    for atom in split(filter).atoms {
+                        if !self.paused_atoms.contains_key(&atom) {
+                            self.suspect_atoms.insert(atom, ());
                         }
                     }
                 }
@@ -168,13 +193,12 @@ impl RefusedCoverage {
         self.paused
             .retain(|p| !(p.probing && completed.contains(&p.filter)));
         for filter in filters {
-            if let Some(split) = split(filter) {
-                if let Some((shape, _)) = split.atoms.first() {
-                    cleared |= self.shapes.remove(shape).is_some();
-                }
-                for atom in split.atoms {
-                    cleared |= self.suspect_atoms.remove(&atom).is_some();
-                }
+            let split = split(filter);
+            if !split.atoms.is_empty() {
+                cleared |= self.shapes.remove(&split.shape).is_some();
+            }
+            for atom in split.atoms {
+                cleared |= self.suspect_atoms.remove(&atom).is_some();
             }
         }
         cleared
@@ -190,16 +214,12 @@ impl RefusedCoverage {
     pub(crate) fn affects(&self, filters: &[Filter]) -> bool {
         !self.is_empty()
             && filters.iter().any(|filter| {
-                split(filter).is_some_and(|split| {
-                    split
-                        .atoms
-                        .first()
-                        .is_some_and(|(shape, _)| self.shapes.contains_key(shape))
-                        || split.atoms.iter().any(|atom| {
-                            self.paused_atoms.contains_key(atom)
-                                || self.suspect_atoms.contains_key(atom)
-                        })
-                })
+                let split = split(filter);
+                self.shape_of(&split).is_some()
+                    || split.atoms.iter().any(|atom| {
+                        self.paused_atoms.contains_key(atom)
+                            || self.suspect_atoms.contains_key(atom)
+                    })
             })
     }
 
@@ -232,7 +252,7 @@ impl RefusedCoverage {
         filters
             .into_iter()
             .filter_map(|filter| {
-                let split = split(&filter)?;
+                let split = split(&filter);
                 let paused_shape = self
                     .shape_of(&split)
                     .is_some_and(|(refusals, _)| *refusals >= SHAPE_REFUSALS);
@@ -253,9 +273,7 @@ impl RefusedCoverage {
         now: Instant,
         filter: Filter,
     ) -> (Option<Admission>, Option<(Filter, Instant)>) {
-        let Some(whole) = split(&filter) else {
-            return (Some(Admission::Send(filter)), None);
-        };
+        let whole = split(&filter);
         let shape = self.shape_of(&whole);
         if self.shape_paused(&whole, now) {
             let until = shape.map_or(now, |(_, until)| *until);
@@ -274,10 +292,8 @@ impl RefusedCoverage {
         // A pause that ended but whose probe has not run yet is as good as a suspect: only the
         // probe, alone, may send it. So is a filter of a shape refused before.
         let suspect = shape.is_some()
-            || split(&kept).is_some_and(|split| {
-                split.atoms.iter().any(|atom| {
-                    self.suspect_atoms.contains_key(atom) || self.paused_atoms.contains_key(atom)
-                })
+            || split(&kept).atoms.iter().any(|atom| {
+                self.suspect_atoms.contains_key(atom) || self.paused_atoms.contains_key(atom)
             });
         let admission = if suspect {
             Admission::Alone(kept)
@@ -309,17 +325,18 @@ impl RefusedCoverage {
     pub(crate) fn blocks(&self, now: Instant, filters: &[Filter]) -> bool {
         !self.is_empty()
             && filters.iter().any(|filter| {
-                split(filter).is_some_and(|split| {
-                    self.shape_paused(&split, now)
-                        || split.atoms.iter().any(|atom| self.atom_paused(atom, now))
-                })
+                let split = split(filter);
+                self.shape_paused(&split, now)
+                    || split.atoms.iter().any(|atom| self.atom_paused(atom, now))
             })
     }
 
     /// Whether `filter`'s coverage is paused at `now` (a policy refusal re-paused it).
     pub(crate) fn is_paused(&self, now: Instant, filter: &Filter) -> bool {
         split(filter)
-            .is_some_and(|split| split.atoms.iter().any(|atom| self.atom_paused(atom, now)))
+            .atoms
+            .iter()
+            .any(|atom| self.atom_paused(atom, now))
     }
 
     /// Whether `atom`'s pause is running at `now`.
@@ -331,10 +348,10 @@ impl RefusedCoverage {
 
     /// The refusals of the split filter's shape and when the latest pause ends, if any.
     fn shape_of(&self, split: &Split) -> Option<&(u32, Instant)> {
-        split
-            .atoms
-            .first()
-            .and_then(|(shape, _)| self.shapes.get(shape))
+        if split.atoms.is_empty() {
+            return None;
+        }
+        self.shapes.get(&split.shape)
     }
 
     /// Whether the split filter's whole shape is paused at `now`.
@@ -362,28 +379,43 @@ impl RefusedCoverage {
 
     /// `filter` without the values whose atom `drop` selects; `None` if nothing is left.
     fn without(&self, filter: &Filter, drop: impl Fn(&Atom) -> bool) -> Option<Filter> {
-        let Some(split) = split(filter) else {
-            return Some(filter.clone());
-        };
-        let Some(list) = split.list else {
-            return (!split.atoms.iter().any(&drop)).then(|| filter.clone());
-        };
+        let split = split(filter);
         if !split.atoms.iter().any(&drop) {
             return Some(filter.clone());
         }
-        let mut object = split.object;
-        let values = object.get(&list).and_then(Value::as_array)?;
-        let kept: Vec<Value> = values
-            .iter()
-            .zip(&split.atoms)
-            .filter(|(_, atom)| !drop(atom))
-            .map(|(value, _)| value.clone())
+        let kept: Vec<AtomValue> = split
+            .atoms
+            .into_iter()
+            .filter(|atom| !drop(atom))
+            .filter_map(|atom| atom.value)
             .collect();
         if kept.is_empty() {
             return None;
         }
-        object.insert(list, Value::Array(kept));
-        Filter::from_json(Value::Object(object).to_string()).ok()
+        let mut filter = filter.clone();
+        match split.shape.list? {
+            ValueList::Ids => {
+                let ids: BTreeSet<EventId> = kept
+                    .into_iter()
+                    .filter_map(|value| match value {
+                        AtomValue::Id(id) => Some(id),
+                        AtomValue::Tag(_) => None,
+                    })
+                    .collect();
+                filter.ids = Some(ids);
+            }
+            ValueList::Tag(tag) => {
+                let values: BTreeSet<String> = kept
+                    .into_iter()
+                    .filter_map(|value| match value {
+                        AtomValue::Tag(value) => Some(value),
+                        AtomValue::Id(_) => None,
+                    })
+                    .collect();
+                filter.generic_tags.insert(tag, values);
+            }
+        }
+        Some(filter)
     }
 
     /// Refused filters whose pause has ended by `now`: each is handed out once, to be tried
@@ -399,11 +431,9 @@ impl RefusedCoverage {
         }
         self.paused_atoms.retain(|_, until| *until > now);
         for filter in &due {
-            if let Some(split) = split(filter) {
-                for atom in split.atoms {
-                    if !self.paused_atoms.contains_key(&atom) {
-                        self.suspect_atoms.insert(atom, ());
-                    }
+            for atom in split(filter).atoms {
+                if !self.paused_atoms.contains_key(&atom) {
+                    self.suspect_atoms.insert(atom, ());
                 }
             }
         }
