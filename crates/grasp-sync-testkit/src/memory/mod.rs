@@ -1,10 +1,12 @@
-//! `MemoryNetwork`: the engine's transport ([`RelayConnector`], [`RelaySession`]) over
-//! [`SimulatedRelay`]s in memory, on the tokio clock, so the real engine runs against strict
-//! relays on paused time and every start is read at an exact virtual instant.
+//! `MemoryNetwork`: the engine's transport ([`RelayConnector`],
+//! [`RelaySession`](grasp_sync_engine::RelaySession)) over [`SimulatedRelay`]s in memory, on
+//! the tokio clock, so the real engine runs against strict relays on paused time and every
+//! start is read at an exact virtual instant.
 //!
 //! Each client message goes through its relay's connection state at the instant it is sent
-//! (the strict relay's [`Gate`](crate::StrictLimits) decides, as behind a [`TestRelay`]'s
-//! proxy), and the relay counts it in the [`StrictStats`] a [`TestRelay`] keeps. Answers go
+//! (the strict relay's gate enforces its [`StrictLimits`](crate::StrictLimits), as behind a
+//! [`TestRelay`]'s proxy), and the relay counts it in the [`StrictStats`] a [`TestRelay`]
+//! keeps. Answers go
 //! back through one FIFO delivery task per connection, so they arrive in the order the relay
 //! sent them, as over a WebSocket. A connection cut (by the engine, by [`MemoryNetwork::kill`]
 //! or by a hook) loses what was not yet delivered: the engine gets
