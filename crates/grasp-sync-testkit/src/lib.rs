@@ -4,9 +4,11 @@
 //! test data, for the end-to-end tests, the conformance suite, the `demo` command and the
 //! simulator.
 //!
-//! It deliberately does not fake a relay: every [`TestRelay`] is a `nostr-relay-builder`
-//! relay behind a real socket, so the engine meets real framing, real `CLOSED` and `EOSE`
-//! messages and real disconnects. It does not sync anything itself and holds no sync logic;
+//! Its [`TestRelay`]s do not fake a relay: each is a `nostr-relay-builder` relay behind a real
+//! socket, so the engine meets real framing, real `CLOSED` and `EOSE` messages and real
+//! disconnects. Where time is what a test checks, [`MemoryNetwork`] runs the same strict relay
+//! logic ([`SimulatedRelay`]) in memory as the engine's transport, on the tokio clock, so
+//! paused time applies. It does not sync anything itself and holds no sync logic;
 //! the only rules it knows are which generated events a correct sync must end up with, and
 //! the limits its strict relays enforce.
 //! Its relays are not for production use: stores live in memory or in temporary
@@ -16,12 +18,14 @@
 #![doc = include_str!("../README.md")]
 
 mod error;
+mod memory;
 pub mod network;
 pub mod nip34;
 pub mod nip65;
 mod relay;
 
 pub use error::TestkitError;
+pub use memory::{ClientStart, MemoryNetwork, MessageFate, NetworkHooks};
 pub use network::{
     GeneratedNetwork, GeneratedOutbox, GeneratedRelayList, GeneratedRepo, NetworkSpec, OutboxSpec,
     RootCount, TestNetwork, generate,

@@ -1,29 +1,29 @@
 //! The strict-relay conformance suite: a gitnostr-shaped network scaled to run in seconds,
-//! synced through relays that enforce the limits of real implementations (advertised or hidden)
-//! with their refusal texts, or answer queries with their quirks (oldest first, exclusive
-//! `until`, a per-REQ cap, no EOSE for live REQs). For each profile: nothing the relay holds is
-//! lost, hidden limits cost at most one refusal per kind, advertised ones none, background
-//! starts never come faster than one per second on a connection, and no event is sent twice on
-//! a connection except where paging must read a boundary second again, or, on a relay known
-//! to take several filters per REQ (advertised, or proven by a REQ it accepted; there a new
-//! store's first sync goes by REQ+EOSE), what a later page reads again. Hand-built cases push
-//! each quirk past a page: a deep thread, a same-second burst, a wide REQ. Each run prints its
-//! figures.
-
-use std::time::Duration;
+//! synced on paused time through memory relays that enforce the limits of real implementations
+//! (advertised or hidden) with their refusal texts, or answer queries with their quirks (oldest
+//! first, exclusive `until`, a per-REQ cap, no EOSE for live REQs). For each profile: nothing
+//! the relay holds is lost, hidden limits cost at most one refusal per kind, advertised ones
+//! none, background starts on a connection are never less than one second apart, and no event
+//! is sent twice on a connection except where paging must read a boundary second again, or, on
+//! a relay known to take several filters per REQ (advertised, or proven by a REQ it accepted;
+//! there a new store's first sync goes by REQ+EOSE), what a later page reads again. Hand-built
+//! cases push each quirk past a page: a deep thread, a same-second burst, a wide REQ. Each run
+//! prints its figures.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{RootKind, ThreadTag, reply, root};
 use grasp_sync_testkit::{
-    NetworkSpec, RefusalKind, RootCount, StartKind, StrictStats, TestNetwork, TestRelay,
+    MemoryNetwork, NetworkSpec, RefusalKind, RootCount, SimulatedRelay, StrictStats,
     TestRelayConfig,
 };
 use nostr::{Event, EventId, Keys, Timestamp};
 
 use crate::support::{
-    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, test_config, wait_until,
+    RepoFixture, SERVICE_URL, ids, start_paused_engine, test_config, tight_background_starts,
+    wait_until,
 };
 
 /// What one profile run showed.
@@ -54,17 +54,19 @@ async fn run_profile(name: &str, profile: TestRelayConfig) -> Figures {
         share_not_listing_service: 0.1,
         ..NetworkSpec::small(23, SERVICE_URL)
     };
-    let network = TestNetwork::start(&spec, &[TestRelayConfig::default(), profile])
-        .await
-        .expect("network");
+    let (network, generated) =
+        MemoryNetwork::generate(&spec, &[TestRelayConfig::default(), profile]).expect("network");
     let urls = network.urls();
-    let expected = network.expected().clone();
-    let mut network = network;
-    let mut figures = measure(name, &mut network.relays[1], &urls[..1], &expected, None).await;
-    figures.page_rereads = page_rereads(
-        &network.relays[1].strict_stats(),
-        &network.generated.relay_events[1],
-    );
+    let mut figures = measure(
+        name,
+        &network,
+        &urls[1],
+        &urls[..1],
+        &generated.expected,
+        None,
+    )
+    .await;
+    figures.page_rereads = page_rereads(&network.stats(&urls[1]), &generated.relay_events[1]);
     figures
 }
 
@@ -95,10 +97,8 @@ async fn run_case(
     profile: TestRelayConfig,
     thread: impl FnOnce(&RepoFixture) -> Case,
 ) -> Figures {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let mut strict = TestRelay::start(profile).await.expect("strict relay");
+    let bootstrap = "ws://bootstrap.memory".to_owned();
+    let strict = "ws://strict.memory".to_owned();
     let fixture = RepoFixture::new("deep");
     let Case {
         events,
@@ -106,25 +106,33 @@ async fn run_case(
     } = thread(&fixture);
     let known = ids(&known_before);
     // The bootstrap relay is listed too when it holds part of the thread.
-    let mut listed = vec![SERVICE_URL.to_owned(), strict.url()];
+    let mut listed = vec![SERVICE_URL.to_owned(), strict.clone()];
     if !known.is_empty() {
-        listed.push(bootstrap.url());
+        listed.push(bootstrap.clone());
     }
     let announcement = fixture.announcement(&listed, 1_700_000_000);
-    bootstrap
-        .seed(known_before.into_iter().chain([announcement.clone()]))
-        .await
-        .expect("seed bootstrap");
     let mut expected = ids(&events);
     expected.insert(announcement.id);
-    strict
-        .seed(events.into_iter().chain([announcement]))
-        .await
-        .expect("seed strict relay");
+    let network = MemoryNetwork::new(vec![
+        (
+            bootstrap.clone(),
+            SimulatedRelay::new(
+                TestRelayConfig::default(),
+                known_before
+                    .into_iter()
+                    .chain([announcement.clone()])
+                    .collect(),
+            ),
+        ),
+        (
+            strict.clone(),
+            SimulatedRelay::new(profile, events.into_iter().chain([announcement]).collect()),
+        ),
+    ]);
     // With events known beforehand, the strict relay joins once they are stored, so its first
     // REQ covers them all.
     let late = (!known.is_empty()).then_some(&known);
-    measure(name, &mut strict, &[bootstrap.url()], &expected, late).await
+    measure(name, &network, &strict, &[bootstrap], &expected, late).await
 }
 
 /// The events of a hand-built case: all on the strict relay, some also on the bootstrap
@@ -150,90 +158,58 @@ impl Case {
 #[allow(clippy::print_stderr)]
 async fn measure(
     name: &str,
-    strict: &mut TestRelay,
+    network: &MemoryNetwork,
+    strict: &str,
     bootstrap: &[String],
     expected: &BTreeSet<EventId>,
     join_after: Option<&BTreeSet<EventId>>,
 ) -> Figures {
-    let store = TestStore::open().await;
     if join_after.is_some() {
-        strict.stop().await.expect("stop strict relay");
+        network.kill(strict);
     }
-    let engine = start_engine(&store, test_config(bootstrap)).await;
+    let run = start_paused_engine(network, test_config(bootstrap)).await;
     if let Some(known) = join_after {
         let stored = wait_until(Duration::from_secs(60), || async {
-            store.count_stored(known).await == known.len()
+            run.count_stored(known).await == known.len()
         })
         .await;
         assert!(
             stored,
             "{name}: the bootstrap relay's events did not arrive"
         );
-        strict.restart().await.expect("restart strict relay");
+        network.revive(strict);
     }
     let complete = wait_until(Duration::from_secs(120), || async {
-        store.count_stored(expected).await == expected.len()
+        run.count_stored(expected).await == expected.len()
     })
     .await;
-    let status = engine.status().await.expect("status");
-    let strict_key = RelayUrl::parse(&strict.url()).expect("url").to_string();
+    let status = run.engine.status().await.expect("status");
+    let strict_key = RelayUrl::parse(strict).expect("url").to_string();
     assert!(
         complete,
         "{name}: stored {} of {}: {status:#?}",
-        store.count_stored(expected).await,
+        run.count_stored(expected).await,
         expected.len()
     );
     // Every event the strict relay holds that a correct sync keeps ends in the store.
-    let held: Vec<_> = strict
-        .event_ids()
-        .await
-        .expect("ids")
-        .into_iter()
+    let held: BTreeSet<EventId> = network
+        .events(strict)
+        .iter()
+        .map(|e| e.id)
         .filter(|id| expected.contains(id))
         .collect();
-    let synced = {
-        let set: std::collections::BTreeSet<_> = held.iter().copied().collect();
-        store.count_stored(&set).await
-    };
-    engine.shutdown().await;
-    let stats = strict.strict_stats();
+    let synced = run.count_stored(&held).await;
+    run.engine.shutdown().await;
+    let stats = network.stats(strict);
     let refusal_kinds: Vec<(RefusalKind, u64)> =
         stats.refusals.iter().map(|(k, v)| (*k, *v)).collect();
-    // Background starts (history, pages, exact-ID fetches, negentropy rounds) at most one per
-    // second per connection; live subscriptions may start at once. The gate spaces decisions a
-    // full second apart, and every start is handed to the transport at its decision: a
-    // negentropy round's "have" set is read before the decision and its history slot taken at
-    // it. The allowance covers the rest of the way to the relay. The client library never sets
-    // TCP_NODELAY, so a start written while an earlier message of the connection is still
-    // unacknowledged waits for the relay's ACK, which Linux delays by about 40 ms when the
-    // relay has nothing to send back; and on a loaded two-core machine the tasks on either
-    // side wait up to a few tens of milliseconds for a worker. Together that reaches 60 ms,
-    // hence the 100 ms allowance.
-    let spacing = Duration::from_millis(900);
-    let background = stats.most_starts_within_by(spacing, |start| {
-        start.kind == StartKind::NegOpen || !start.subscription_id.starts_with("gs-live-")
-    });
-    let mut starts: Vec<_> = stats
-        .starts
-        .iter()
-        .filter(|s| s.kind == StartKind::NegOpen || !s.subscription_id.starts_with("gs-live-"))
-        .map(|s| (s.connection, s.at, s.subscription_id.clone()))
-        .collect();
-    starts.sort_by_key(|s| (s.0, s.1));
-    let tight: Vec<_> = starts
-        .windows(2)
-        .filter(|w| w[0].0 == w[1].0 && w[1].1.duration_since(w[0].1) <= spacing)
-        .map(|w| {
-            (
-                w[0].2.clone(),
-                w[1].2.clone(),
-                w[1].1.duration_since(w[0].1),
-            )
-        })
-        .collect();
+    // Background starts (history, pages, exact-ID fetches, negentropy rounds) at least one
+    // second apart per connection, as the relay reads them; live subscriptions may start at
+    // once.
+    let tight = tight_background_starts(&stats);
     assert!(
-        background <= 1,
-        "{name}: {background} background starts within one second: {tight:?}"
+        tight.is_empty(),
+        "{name}: background starts less than a second apart: {tight:?}"
     );
     let figures = Figures {
         refusals: stats.total_refusals(),
@@ -295,7 +271,7 @@ fn assert_only_boundaries_fetched_twice(name: &str, figures: &Figures, per_read:
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn nos_lol_like_advertised_limits_cost_no_refusal() {
     let figures = run_profile("nos.lol-like", TestRelayConfig::nos_lol_like()).await;
     assert_only_page_rereads_fetched_twice("nos.lol-like", &figures);
@@ -303,7 +279,7 @@ async fn nos_lol_like_advertised_limits_cost_no_refusal() {
     assert!(figures.peak_subscriptions <= 20);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn nostream_like_advertised_limits_cost_no_refusal() {
     let figures = run_profile("nostream-like", TestRelayConfig::nostream_like()).await;
     assert_only_page_rereads_fetched_twice("nostream-like", &figures);
@@ -311,7 +287,7 @@ async fn nostream_like_advertised_limits_cost_no_refusal() {
     assert!(figures.peak_subscriptions <= 10);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn strfry_filter_validation_like_hidden_filter_cap_is_learned_from_one_refusal() {
     let figures = run_profile(
         "strfry-filterValidation-like",
@@ -326,14 +302,14 @@ async fn strfry_filter_validation_like_hidden_filter_cap_is_learned_from_one_ref
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn ditto_like_hidden_page_size_is_paged_through_without_refusal() {
     let figures = run_profile("ditto-like", TestRelayConfig::ditto_like()).await;
     assert_only_page_rereads_fetched_twice("ditto-like", &figures);
     assert_eq!(figures.refusals, 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn rust_nostr_like_hidden_limits_cost_at_most_one_refusal_each() {
     let figures = run_profile("rust-nostr-like", TestRelayConfig::rust_nostr_like()).await;
     assert_only_page_rereads_fetched_twice("rust-nostr-like", &figures);
@@ -342,14 +318,14 @@ async fn rust_nostr_like_hidden_limits_cost_at_most_one_refusal_each() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn oldest_first_without_limit_like_network_is_complete() {
     let profile = TestRelayConfig::oldest_first_without_limit_like();
     let figures = run_profile("oldest-first-like", profile).await;
     assert_only_boundaries_fetched_twice("oldest-first-like", &figures, 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn exclusive_until_like_network_is_complete() {
     let figures = run_profile(
         "exclusive-until-like",
@@ -359,13 +335,13 @@ async fn exclusive_until_like_network_is_complete() {
     assert_only_boundaries_fetched_twice("exclusive-until-like", &figures, 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn per_req_cap_like_network_is_complete() {
     let figures = run_profile("per-REQ-cap-like", TestRelayConfig::per_req_cap_like()).await;
     assert_only_boundaries_fetched_twice("per-REQ-cap-like", &figures, 150);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn quirks_mixed_network_is_complete() {
     let figures = run_profile("quirks-mixed", TestRelayConfig::quirks_mixed()).await;
     assert_only_boundaries_fetched_twice("quirks-mixed", &figures, 200);
@@ -415,7 +391,7 @@ fn deep_thread(fixture: &RepoFixture) -> Case {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_thousand_reply_thread_arrives_whole_from_an_oldest_first_relay_capped_at_250() {
     let name = "deep thread, oldest-first-like";
     let figures = run_case(
@@ -462,7 +438,7 @@ fn same_second_burst(fixture: &RepoFixture) -> Case {
     Case::strict_only(issues.into_iter().chain(replies).collect())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_400_event_second_arrives_whole_from_an_exclusive_until_relay_capped_at_120() {
     let name = "same-second burst, exclusive-until-like";
     let figures = run_case(
@@ -535,7 +511,7 @@ fn wide_history(fixture: &RepoFixture) -> Case {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_seven_filter_req_arrives_whole_from_a_relay_capping_150_per_req() {
     let name = "wide REQ, per-REQ-cap-like";
     let figures = run_case(name, TestRelayConfig::per_req_cap_like(), wide_history).await;

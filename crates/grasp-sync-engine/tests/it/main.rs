@@ -1,4 +1,5 @@
-//! End-to-end tests of the engine against real relays on loopback and a real LMDB store.
+//! End-to-end tests of the engine against real relays on loopback and a real LMDB store, and,
+//! where time is the point, on paused time over the testkit's memory network.
 
 mod auth;
 mod auth_discovery;
@@ -11,7 +12,6 @@ mod delivery;
 mod discovery;
 mod exit;
 mod learned_restart;
-mod memory;
 mod negentropy;
 mod notice;
 mod participants;

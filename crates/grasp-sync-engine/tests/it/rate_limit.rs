@@ -1,19 +1,20 @@
-//! The rate-limit unwind end to end: a real relay whose query allowance is smaller than a full
-//! sync needs refuses a start with "too many queries"; the engine must keep the connection,
-//! send nothing during the configured cooldown, drop NIP-77 for the session, space every later
-//! start (live ones included) by the reactive interval, and still store everything.
+//! The rate-limit unwind, on paused time over a memory relay whose query allowance is smaller
+//! than a full sync needs: it refuses a start with "too many queries"; the engine must keep the
+//! connection, send nothing during the configured cooldown, drop NIP-77 for the session, space
+//! every later start (live ones included) by the reactive interval, and still store everything.
+//! Every start is read at its exact virtual instant, so the rules are checked exactly.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::{
-    NetworkSpec, QueryStart, RefusalKind, RootCount, StartKind, StrictLimits, TestNetwork,
+    MemoryNetwork, NetworkSpec, QueryStart, RefusalKind, RootCount, StartKind, StrictLimits,
     TestRelayConfig,
 };
 use tokio::time::Instant;
 
-use crate::support::{SERVICE_URL, TestStore, start_engine, test_config, wait_until};
+use crate::support::{SERVICE_URL, start_paused_engine, test_config, wait_until};
 
 /// Query starts the strict relay allows in any [`WINDOW`] on one connection.
 const ALLOWANCE: u32 = 3;
@@ -25,32 +26,27 @@ const WINDOW: Duration = Duration::from_millis(1500);
 /// The engine's configured first rate-limit cooldown. It outlasts [`WINDOW`], so when it ends
 /// every start made before the refusal has left the relay's window.
 const COOLDOWN: Duration = Duration::from_secs(3);
-/// The reactive gate's spacing after the first episode.
-const REACTIVE_INTERVAL: Duration = Duration::from_millis(600);
-/// Scheduling and loopback jitter allowed off the reactive interval, as the relay sees it (a
-/// start delayed on its way shortens the gap before the next one; on a loaded 2-core machine
-/// the gaps come within a few tens of milliseconds). Even with it, four starts span at least
-/// 3 × 550 ms = 1.65 s, more than [`WINDOW`]: once the cooldown is over the relay never sees
+/// The reactive gate's spacing after the first episode. Four starts span at least
+/// 3 × 600 ms = 1.8 s, more than [`WINDOW`]: once the cooldown is over the relay never sees
 /// more than [`ALLOWANCE`] starts in a window and never refuses again.
-const JITTER: Duration = Duration::from_millis(50);
-/// How long after the first refusal a start may still reach the relay because it was already on
-/// the wire before the engine read the refusal.
-const ON_THE_WIRE: Duration = Duration::from_millis(500);
-/// The most refusals a correct engine can draw. There is exactly one episode (see [`JITTER`]),
-/// and in it the relay can refuse only the starts the engine sent before it read the first
-/// refusal. Before any refusal only live coverage starts in a burst, so those are at most one
-/// live burst (three groups here) and one background start.
+const REACTIVE_INTERVAL: Duration = Duration::from_millis(600);
+/// The most refusals a correct engine can draw. There is exactly one episode, and in it the
+/// relay can refuse only the starts the engine sent at the instant of the first refusal, before
+/// it read it. Before any refusal only live coverage starts in a burst, so those are at most
+/// one live burst (three groups here) and one background start.
 const MAX_REFUSALS: usize = 4;
-/// How long the whole sync may take (an engine that keeps the rules needs 10 to 16 s here).
+/// How long the whole sync may take, in virtual time (an engine that keeps the rules needs 10 to
+/// 16 s here).
 const SYNC_DEADLINE: Duration = Duration::from_secs(30);
 
 /// What the relay saw, measured against the rules.
 struct Figures {
     refusals: Vec<Instant>,
-    /// Starts that reached the relay after the on-the-wire allowance but before the cooldown
-    /// ended, as (seconds after the first refusal, subscription ID).
+    /// Starts that reached the relay after the instant of the first refusal (when the engine
+    /// read it) but before the cooldown ended, as (seconds after the first refusal,
+    /// subscription ID).
     during_cooldown: Vec<(f64, String)>,
-    /// NEG-OPENs read after the on-the-wire allowance.
+    /// NEG-OPENs read after the instant of the first refusal.
     neg_opens_after: usize,
     /// Consecutive starts after the cooldown closer than the reactive interval allows, as
     /// (gap in ms, the later start's subscription ID).
@@ -79,11 +75,10 @@ fn measure(starts: &[QueryStart]) -> Figures {
             starts_after: 0,
         };
     };
-    let quiet_from = first + ON_THE_WIRE;
     let cooldown_end = first + COOLDOWN;
     let during_cooldown = starts
         .iter()
-        .filter(|s| s.at >= quiet_from && s.at < cooldown_end)
+        .filter(|s| s.at > first && s.at < cooldown_end)
         .map(|s| {
             (
                 s.at.duration_since(first).as_secs_f64(),
@@ -93,7 +88,7 @@ fn measure(starts: &[QueryStart]) -> Figures {
         .collect();
     let neg_opens_after = starts
         .iter()
-        .filter(|s| s.at >= quiet_from && s.kind == StartKind::NegOpen)
+        .filter(|s| s.at > first && s.kind == StartKind::NegOpen)
         .count();
     let after: Vec<&&QueryStart> = starts.iter().filter(|s| s.at >= cooldown_end).collect();
     let gaps: Vec<(Duration, String)> = after
@@ -110,7 +105,7 @@ fn measure(starts: &[QueryStart]) -> Figures {
         neg_opens_after,
         tight_after: gaps
             .iter()
-            .filter(|(gap, _)| *gap + JITTER < REACTIVE_INTERVAL)
+            .filter(|(gap, _)| *gap < REACTIVE_INTERVAL)
             .map(|(gap, id)| (gap.as_millis(), id.clone()))
             .collect(),
         min_gap_after: gaps.iter().map(|(gap, _)| *gap).min(),
@@ -125,7 +120,7 @@ fn first_few<T>(items: &[T]) -> &[T] {
 }
 
 #[allow(clippy::print_stderr)]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_query_rate_refusal_pauses_the_connection_for_the_cooldown_then_paces_every_start() {
     let spec = NetworkSpec {
         relays: 2,
@@ -141,38 +136,35 @@ async fn a_query_rate_refusal_pauses_the_connection_for_the_cooldown_then_paces_
         query_window: WINDOW,
         ..StrictLimits::default()
     });
-    let network = TestNetwork::start(&spec, &[TestRelayConfig::default(), limited])
-        .await
-        .expect("network");
+    let (network, generated) =
+        MemoryNetwork::generate(&spec, &[TestRelayConfig::default(), limited]).expect("network");
     let urls = network.urls();
-    let relay = &network.relays[1];
-    let store = TestStore::open().await;
+    let relay = &urls[1];
     let mut config = test_config(&urls[..1]);
     config.health.rate_limit_cooldown = COOLDOWN;
     config.health.validate().expect("a valid health config");
     let began = Instant::now();
-    let engine = start_engine(&store, config).await;
-    let expected = network.expected().clone();
+    let run = start_paused_engine(&network, config).await;
+    let expected = generated.expected.clone();
     let complete = wait_until(SYNC_DEADLINE, || async {
-        store.count_stored(&expected).await == expected.len()
+        run.count_stored(&expected).await == expected.len()
     })
     .await;
     let elapsed = began.elapsed();
-    let status = engine.status().await.expect("status");
+    let status = run.engine.status().await.expect("status");
     // Every event the limited relay holds that a correct sync keeps.
-    let held: BTreeSet<_> = relay
-        .event_ids()
-        .await
-        .expect("ids")
-        .into_iter()
+    let held: BTreeSet<_> = network
+        .events(relay)
+        .iter()
+        .map(|e| e.id)
         .filter(|id| expected.contains(id))
         .collect();
-    let synced = store.count_stored(&held).await;
-    let stored = store.count_stored(&expected).await;
-    engine.shutdown().await;
-    let stats = relay.strict_stats();
+    let synced = run.count_stored(&held).await;
+    let stored = run.count_stored(&expected).await;
+    run.engine.shutdown().await;
+    let stats = network.stats(relay);
     let figures = measure(&stats.starts);
-    let key = RelayUrl::parse(&relay.url()).expect("url").to_string();
+    let key = RelayUrl::parse(relay).expect("url").to_string();
     let relay_status = status.relays.get(&key).cloned().unwrap_or_default();
     eprintln!(
         "| rate-limit unwind | refusals {} | starts {} ({} after the cooldown, min gap {:?}) | \
@@ -209,8 +201,8 @@ async fn a_query_rate_refusal_pauses_the_connection_for_the_cooldown_then_paces_
     }
     if !figures.tight_after.is_empty() {
         broken.push(format!(
-            "{} starts after the cooldown closer than {REACTIVE_INTERVAL:?} less {JITTER:?} to \
-             the one before, first ones (gap in ms, subscription): {:?}",
+            "{} starts after the cooldown closer than {REACTIVE_INTERVAL:?} to the one before, \
+             first ones (gap in ms, subscription): {:?}",
             figures.tight_after.len(),
             first_few(&figures.tight_after)
         ));
@@ -219,13 +211,12 @@ async fn a_query_rate_refusal_pauses_the_connection_for_the_cooldown_then_paces_
         let late: Vec<f64> = figures
             .refusals
             .iter()
-            .filter(|at| at.duration_since(first) > ON_THE_WIRE)
+            .filter(|at| **at > first)
             .map(|at| at.duration_since(first).as_secs_f64())
             .collect();
         if !late.is_empty() {
             broken.push(format!(
-                "{} refusals after the first episode, first ones (seconds after the first \
-                 refusal): {:?}",
+                "{} refusals after the instant of the first, first ones (seconds after it): {:?}",
                 late.len(),
                 first_few(&late)
             ));

@@ -1,4 +1,4 @@
-//! Reconnect windows and the daily timer, on paused time over the in-memory network.
+//! Reconnect windows and the daily timer, on paused time over the testkit's memory network.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,9 +6,9 @@ use std::time::Duration;
 use grasp_sync_engine::{EngineParts, MemoryStore, StoreConfig, SyncEngine, TokioClock};
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{ThreadTag, reply};
+use grasp_sync_testkit::{MemoryNetwork, SimulatedRelay, TestRelayConfig};
 use nostr::{Keys, Timestamp};
 
-use crate::memory::MemoryNetwork;
 use crate::support::{RepoFixture, SERVICE_URL, ids, test_config, wait_until};
 
 const BOOTSTRAP: &str = "ws://bootstrap.test";
@@ -17,21 +17,27 @@ const START: u64 = 1_800_000_000;
 
 struct Setup {
     network: MemoryNetwork,
-    home: Arc<crate::memory::MemoryRelay>,
     store: MemoryStore,
     engine: grasp_sync_engine::EngineHandle,
     issue: nostr::Event,
 }
 
 async fn setup() -> Setup {
-    let network = MemoryNetwork::default();
     let fixture = RepoFixture::new("paused");
     let announcement =
         fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], START - 1000);
-    network.add(BOOTSTRAP, vec![announcement]);
     let thread = fixture.thread(START - 900);
     let issue = thread.last().expect("issue").clone();
-    let home = network.add(HOME, thread.clone());
+    let network = MemoryNetwork::new(vec![
+        (
+            BOOTSTRAP.to_owned(),
+            SimulatedRelay::new(TestRelayConfig::default(), vec![announcement]),
+        ),
+        (
+            HOME.to_owned(),
+            SimulatedRelay::new(TestRelayConfig::default(), thread.clone()),
+        ),
+    ]);
     // The store reads the engine's clock, so events dated by it are not "in the future".
     let clock = Arc::new(TokioClock::anchored_at(Timestamp::from_secs(START)));
     let store = MemoryStore::with_clock(
@@ -59,7 +65,6 @@ async fn setup() -> Setup {
     );
     Setup {
         network,
-        home,
         store,
         engine,
         issue,
@@ -85,7 +90,7 @@ async fn home_status(engine: &grasp_sync_engine::EngineHandle) -> grasp_sync_eng
 /// Takes the home relay down for `gap`, publishes a reply meanwhile, brings it back, and waits
 /// for the reply to arrive.
 async fn outage(setup: &Setup, gap: Duration, offset: u64) -> nostr::Event {
-    setup.home.kill().await;
+    setup.network.kill(HOME);
     tokio::time::sleep(gap / 2).await;
     let missed = reply(
         &Keys::generate(),
@@ -95,9 +100,9 @@ async fn outage(setup: &Setup, gap: Duration, offset: u64) -> nostr::Event {
         Timestamp::from_secs(START + offset),
     )
     .expect("reply");
-    setup.home.store(missed.clone());
+    setup.network.store(HOME, missed.clone());
     tokio::time::sleep(gap / 2).await;
-    setup.home.revive();
+    setup.network.revive(HOME);
     let missed_ids = ids(std::slice::from_ref(&missed));
     assert!(
         wait_until(Duration::from_secs(600), || async {
@@ -121,10 +126,10 @@ async fn a_five_minute_outage_is_a_quick_reconnect_that_catches_the_gap() {
     );
     // The catch-up asked only for what happened since the last connection (minus the overlap).
     let since_bounded = setup
-        .home
-        .reqs()
-        .iter()
-        .flat_map(|(_, filters)| filters.iter())
+        .network
+        .stats(HOME)
+        .req_starts()
+        .flat_map(|start| start.filters.iter())
         .any(|f| {
             f.since
                 .is_some_and(|s| s.as_secs() >= START - 60 && s.as_secs() <= START + 10)
@@ -133,7 +138,6 @@ async fn a_five_minute_outage_is_a_quick_reconnect_that_catches_the_gap() {
         since_bounded,
         "no historic filter carried the reconnect `since`"
     );
-    let _ = &setup.network;
     setup.engine.shutdown().await;
 }
 

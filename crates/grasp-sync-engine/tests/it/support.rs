@@ -1,5 +1,6 @@
 //! Shared fixtures: a service identity, an LMDB store with the GRASP policy, an engine wired to
-//! real relays, and waiting on conditions with deadlines.
+//! real relays or, on paused time, to the testkit's memory network, the pacing rule read from
+//! what a relay counted, and waiting on conditions with deadlines.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -7,10 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use grasp_sync_engine::{
-    AddressPolicy, EngineConfig, EngineHandle, EngineParts, EventStore, LmdbStore, SdkConnector,
-    StoreConfig, SyncEngine,
+    AddressPolicy, EngineConfig, EngineHandle, EngineParts, EventStore, LmdbStore, MemoryStore,
+    SdkConnector, StoreConfig, SyncEngine, TokioClock,
 };
 use grasp_sync_model::RelayUrl;
+use grasp_sync_testkit::{MemoryNetwork, QueryStart, StartKind, StrictStats};
 use nostr::EventId;
 
 /// The service's own relay URL: listed by announcements, never dialled.
@@ -138,6 +140,133 @@ async fn start_engine_with(
     SyncEngine::start(config, parts)
         .await
         .expect("engine starts")
+}
+
+/// The unix time a paused-time engine's clock starts at: after every fixture's events, so
+/// none is from the store's future.
+pub(crate) const PAUSED_START: u64 = 1_800_000_000;
+
+/// An engine on paused time over a memory network, with its store on the engine's clock.
+pub(crate) struct PausedEngine {
+    pub(crate) store: MemoryStore,
+    pub(crate) engine: EngineHandle,
+    pub(crate) clock: Arc<TokioClock>,
+}
+
+impl PausedEngine {
+    /// How many of `ids` the store holds (not counting rejections).
+    pub(crate) async fn count_stored(&self, ids: &BTreeSet<EventId>) -> usize {
+        let mut held = 0;
+        for id in ids {
+            if self.store.rejection_reason(id).ok().flatten().is_none()
+                && self.store.contains(id).await.expect("contains")
+            {
+                held += 1;
+            }
+        }
+        held
+    }
+
+    /// Waits until the store holds every event of `expected`; fails the test with the
+    /// engine's status if it does not within `deadline` (virtual time). Returns the status
+    /// at that moment.
+    pub(crate) async fn wait_for_store(
+        &self,
+        expected: &BTreeSet<EventId>,
+        deadline: Duration,
+    ) -> grasp_sync_engine::EngineStatus {
+        let complete = wait_until(deadline, || async {
+            self.count_stored(expected).await == expected.len()
+        })
+        .await;
+        let status = self.engine.status().await.expect("status");
+        assert!(
+            complete,
+            "stored {} of {}: {status:#?}",
+            self.count_stored(expected).await,
+            expected.len()
+        );
+        status
+    }
+
+    /// The engine's unix time now, for events published during a test.
+    pub(crate) fn unix_now(&self) -> nostr::Timestamp {
+        grasp_sync_engine::Clock::unix_now(&*self.clock)
+    }
+}
+
+/// Starts the engine over `network`, with a memory store as the own store and self feed and
+/// the engine's clock at [`PAUSED_START`]. Call it on paused time.
+pub(crate) async fn start_paused_engine(
+    network: &MemoryNetwork,
+    config: EngineConfig,
+) -> PausedEngine {
+    let (store, clock) = paused_store().await;
+    start_paused_engine_with(network, config, store.clone(), Arc::new(store), clock, None).await
+}
+
+/// An empty memory store on a clock at [`PAUSED_START`], and that clock.
+pub(crate) async fn paused_store() -> (MemoryStore, Arc<TokioClock>) {
+    let clock = Arc::new(TokioClock::anchored_at(nostr::Timestamp::from_secs(
+        PAUSED_START,
+    )));
+    let store = MemoryStore::with_clock(TestStore::config(), clock.clone())
+        .await
+        .expect("memory store");
+    (store, clock)
+}
+
+/// [`start_paused_engine`] with `events` as the own store (over `store`, the self feed), on
+/// `clock`, keeping learned relay limits in `limits` when given.
+pub(crate) async fn start_paused_engine_with(
+    network: &MemoryNetwork,
+    config: EngineConfig,
+    store: MemoryStore,
+    events: Arc<dyn EventStore>,
+    clock: Arc<TokioClock>,
+    limits: Option<Arc<dyn grasp_sync_engine::LimitsMemory>>,
+) -> PausedEngine {
+    init_logs();
+    let mut parts = EngineParts::new(Arc::new(network.clone()), events, Arc::new(store.clone()))
+        .clock(clock.clone());
+    if let Some(limits) = limits {
+        parts = parts.limits_memory(limits);
+    }
+    let engine = SyncEngine::start(config, parts)
+        .await
+        .expect("engine starts");
+    PausedEngine {
+        store,
+        engine,
+        clock,
+    }
+}
+
+/// The pacing rule's background starts: every NEG-OPEN and every REQ but a live one.
+pub(crate) fn background(start: &QueryStart) -> bool {
+    start.kind == StartKind::NegOpen || !start.subscription_id.starts_with("gs-live-")
+}
+
+/// The design's background spacing: one non-urgent start per second per connection.
+pub(crate) const BACKGROUND_SPACING: Duration = Duration::from_secs(1);
+
+/// Consecutive background starts on one connection closer than [`BACKGROUND_SPACING`], as
+/// (earlier subscription, later subscription, gap); empty when the rule held exactly.
+pub(crate) fn tight_background_starts(stats: &StrictStats) -> Vec<(String, String, Duration)> {
+    let mut starts: Vec<&QueryStart> = stats.starts.iter().filter(|s| background(s)).collect();
+    starts.sort_by_key(|s| (s.connection, s.at));
+    starts
+        .windows(2)
+        .filter(|w| w[0].connection == w[1].connection)
+        .map(|w| {
+            (
+                w[0].subscription_id.clone(),
+                w[1].subscription_id.clone(),
+                w[1].at.duration_since(w[0].at),
+            )
+        })
+        .filter(|(_, _, gap)| *gap < BACKGROUND_SPACING)
+        .collect()
 }
 
 /// Waits until the store holds every event of `expected`; fails the test with the engine's
