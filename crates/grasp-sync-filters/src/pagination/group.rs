@@ -40,7 +40,7 @@ pub struct Truncation {
 /// The pagination planner of one REQ.
 ///
 /// Feed it every raw event delivery of the subscription with [`handle_event`] (before any
-/// deduplication or acceptance) and its EOSE with [`handle_eose`], which returns the planners
+/// deduplication or acceptance; the relay's cap is estimated from distinct events) and its EOSE with [`handle_eose`], which returns the planners
 /// of the next REQs.
 ///
 /// Every filter is sent with `limit` (the session's page limit) and a window. A full page moves
@@ -115,7 +115,7 @@ impl GroupedPagination {
     pub fn handle_eose(self, session: &mut RelayPageSession) -> PageStep {
         let filters = self.cursors.len();
         for cursor in &self.cursors {
-            session.observe_page(cursor.page.count);
+            session.observe_page(cursor.page.distinct);
         }
         session.observe_request(self.total, filters);
         let outcome = EoseContext {

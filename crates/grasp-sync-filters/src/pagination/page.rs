@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use nostr::{EventId, Timestamp};
 
 use super::cursor::Boundary;
+use super::session::MAX_PAGE_LIMIT;
 
 /// The order a page's events came in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +38,14 @@ pub(super) struct Page {
     pub(super) descending: usize,
     pub(super) ids_at_min: BTreeSet<EventId>,
     pub(super) ids_at_max: BTreeSet<EventId>,
+    /// Deliveries of distinct events: what the relay's cap is estimated from. A relay whose
+    /// cap counts each event once may still send one twice; counted twice, it would raise
+    /// the estimated cap above the relay's, and a later full page would look short. (Whether
+    /// a page is full is still decided on [`Page::count`], the raw deliveries: a relay may
+    /// count repeats against its cap too.)
+    pub(super) distinct: usize,
+    /// The IDs seen so far (at most [`MAX_PAGE_LIMIT`], more than any page holds).
+    counted: BTreeSet<EventId>,
 }
 
 impl Page {
@@ -47,6 +56,9 @@ impl Page {
         boundary: Option<&Boundary>,
     ) {
         self.count += 1;
+        if self.counted.len() >= MAX_PAGE_LIMIT || self.counted.insert(id) {
+            self.distinct += 1;
+        }
         let at_boundary = boundary.is_some_and(|b| b.at == created_at);
         if at_boundary {
             self.at_boundary += 1;

@@ -81,8 +81,8 @@ impl RelayQuirks {
 /// else the advertised `default_limit`, else [`DEFAULT_PAGE_LIMIT`], at most
 /// [`MAX_PAGE_LIMIT`]. A relay may still answer with fewer, so whether a page is full is
 /// decided by the design's threshold, `max(90, floor(0.9 × estimated_cap))`, where
-/// `estimated_cap` is the largest raw page seen on this session, never above the limit sent
-/// nor a learned per-REQ cap. An advertised size never raises the threshold: a relay may cap
+/// `estimated_cap` is the largest page (in distinct events) seen on this session, never above
+/// the limit sent nor a learned per-REQ cap. An advertised size never raises the threshold: a relay may cap
 /// pages below what it advertises, and no follow-up page can tell a filter that ran out from a
 /// lower cap. Create a new session on every reconnect, so a lowered relay cap or a changed
 /// implementation leaves nothing stale behind.
@@ -141,7 +141,7 @@ impl RelayPageSession {
         }
     }
 
-    /// The largest raw page (events delivered for one filter before one EOSE) seen so far.
+    /// The largest page (distinct events delivered for one filter before one EOSE) seen so far.
     pub fn largest_page(&self) -> usize {
         self.largest_page
     }
@@ -161,9 +161,9 @@ impl RelayPageSession {
         self.threshold_for(self.estimated_cap())
     }
 
-    /// Records one filter's raw page size.
-    pub(crate) fn observe_page(&mut self, raw_events: usize) {
-        self.largest_page = self.largest_page.max(raw_events);
+    /// Records one filter's page size, in distinct events.
+    pub(crate) fn observe_page(&mut self, distinct_events: usize) {
+        self.largest_page = self.largest_page.max(distinct_events);
     }
 
     /// Records one REQ's total deliveries; a multi-filter REQ that delivered more than a

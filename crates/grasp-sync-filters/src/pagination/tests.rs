@@ -50,7 +50,9 @@ enum OldestFirst {
 /// `per_request` the merged result is cut to `cap` too. Filters are answered one after another
 /// and duplicates dropped, unless `merge_sorted`, which sorts the merged result newest first.
 /// With `shuffled`, the relay picks the same events but sends each answer in an order of its
-/// own (the seed's), as a relay merging shards or reading an unsorted index does.
+/// own (the seed's), as a relay merging shards or reading an unsorted index does. With
+/// `duplicated`, it sends some events of each answer twice (the seed chooses which), each
+/// counted once against its cap.
 #[derive(Clone)]
 struct SimRelay {
     events: Vec<Event>,
@@ -60,6 +62,7 @@ struct SimRelay {
     per_request: bool,
     merge_sorted: bool,
     shuffled: Option<u64>,
+    duplicated: Option<u64>,
 }
 
 impl std::fmt::Debug for SimRelay {
@@ -79,6 +82,7 @@ impl std::fmt::Debug for SimRelay {
             .field("per_request", &self.per_request)
             .field("merge_sorted", &self.merge_sorted)
             .field("shuffled", &self.shuffled)
+            .field("duplicated", &self.duplicated)
             .finish()
     }
 }
@@ -93,6 +97,7 @@ impl SimRelay {
             per_request: false,
             merge_sorted: true,
             shuffled: None,
+            duplicated: None,
         }
     }
 
@@ -143,12 +148,22 @@ impl SimRelay {
         if self.per_request {
             out.truncate(self.cap);
         }
+        let draw = |seed: u64, id: EventId| {
+            let mut hasher = std::hash::DefaultHasher::new();
+            std::hash::Hash::hash(&(seed, id), &mut hasher);
+            std::hash::Hasher::finish(&hasher)
+        };
         if let Some(seed) = self.shuffled {
-            out.sort_by_key(|e| {
-                let mut hasher = std::hash::DefaultHasher::new();
-                std::hash::Hash::hash(&(seed, e.id), &mut hasher);
-                std::hash::Hasher::finish(&hasher)
-            });
+            out.sort_by_key(|e| draw(seed, e.id));
+        }
+        if let Some(seed) = self.duplicated {
+            out = out
+                .into_iter()
+                .flat_map(|e| {
+                    let times = if draw(seed, e.id) % 4 == 0 { 2 } else { 1 };
+                    std::iter::repeat_n(e, times)
+                })
+                .collect();
         }
         out
     }
@@ -391,6 +406,30 @@ fn a_relay_sending_its_pages_in_no_order_is_walked_to_completion() {
     }
 }
 
+/// A relay that sends some events twice: a page counts each event once, so a duplicate never
+/// raises the estimated cap above the relay's, and a later full page is still full.
+#[test]
+fn events_sent_twice_count_once_against_the_page() {
+    // Two filters: the first page of each holds duplicates, the second is exactly the cap.
+    let events: Vec<Event> = (0..600)
+        .map(|n| event(n, 10_000 + n, if n % 2 == 0 { "a" } else { "b" }))
+        .collect();
+    for seed in 0..8 {
+        let relay = SimRelay {
+            duplicated: Some(seed),
+            ..SimRelay::new(events.clone(), 100)
+        };
+        let mut session = session();
+        let run = drive(
+            &relay,
+            vec![topic_filter("a"), topic_filter("b")],
+            &mut session,
+        );
+        assert_eq!(run.delivered, all_ids(&events), "seed {seed}");
+        assert_eq!(session.largest_page(), 100, "seed {seed}");
+    }
+}
+
 #[test]
 fn oldest_first_without_limit_costs_nothing_because_every_page_carries_limit() {
     let events: Vec<Event> = (0..1_000).map(|n| event(n, 10_000 + n, "t")).collect();
@@ -582,6 +621,7 @@ fn arb_relay() -> impl Strategy<Value = SimRelay> {
         any::<bool>(),
         any::<bool>(),
         prop::option::of(any::<u64>()),
+        prop::option::of(any::<u64>()),
     )
         .prop_map(
             |(
@@ -592,6 +632,7 @@ fn arb_relay() -> impl Strategy<Value = SimRelay> {
                 per_request,
                 merge_sorted,
                 shuffled,
+                duplicated,
             )| {
                 let mut events = Vec::new();
                 let mut n = 0u64;
@@ -616,6 +657,7 @@ fn arb_relay() -> impl Strategy<Value = SimRelay> {
                     per_request,
                     merge_sorted,
                     shuffled,
+                    duplicated,
                 }
             },
         )
