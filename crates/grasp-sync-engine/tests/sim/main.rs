@@ -36,11 +36,13 @@ const DEFAULT_SEEDS: u64 = 200;
 /// Seeds that once broke an invariant, run before the others every time, with the shape
 /// they broke it in: 1308 re-sent a filter count refused for a subscription retired before its
 /// CLOSED came; 13 (paging) confirmed history from a relay sending its pages in no order; 61
-/// (paging) both.
-const REGRESSIONS: [(u64, run::Shape); 3] = [
+/// (paging) both; 1511 (paging) took events sent twice for a larger page cap than the relay's,
+/// and a full page for a short one.
+const REGRESSIONS: [(u64, run::Shape); 4] = [
     (1308, run::Shape::Small),
     (13, run::Shape::Paging),
     (61, run::Shape::Paging),
+    (1511, run::Shape::Paging),
 ];
 /// Threads running seeds side by side.
 const THREADS: usize = 2;
