@@ -152,13 +152,23 @@ impl RelayTargets {
     ) -> Self {
         let mut targets = RelayTargets::new(own_relay, bounds, keep);
         targets.handle_changed_repos(index, index.iter().map(|(coordinate, _)| coordinate));
+        targets.relays.take_changed();
         targets
     }
 
     /// Brings the targets up to date with `index`, which `update` (or several merged ones) was
     /// the last change of: only the repositories it names are looked at again.
-    pub fn handle_index_update(&mut self, index: &RepoSyncIndex, update: &IndexUpdate) {
+    ///
+    /// Returns every relay whose targets changed, among them relays the update does not name
+    /// ([`IndexUpdate::dirty_relays`]): a relay the relay cap ranks in or out as others grow,
+    /// and a relay an author's host cap admits or drops. Each needs its diff again.
+    pub fn handle_index_update(
+        &mut self,
+        index: &RepoSyncIndex,
+        update: &IndexUpdate,
+    ) -> BTreeSet<RelayUrl> {
         self.handle_changed_repos(index, &update.changed_repos);
+        self.relays.take_changed()
     }
 
     /// The targets: per relay, the repositories (with their level) and root events to sync.

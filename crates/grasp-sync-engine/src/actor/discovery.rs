@@ -74,7 +74,7 @@ impl Actor {
         if update.is_empty() {
             return;
         }
-        self.targets.handle_index_update(&self.repos, update);
+        let changed = self.targets.handle_index_update(&self.repos, update);
         let report = self.targets.report();
         if report != self.tracking_report && report.leaves_out_any() {
             tracing::warn!(
@@ -94,7 +94,13 @@ impl Actor {
                 self.register_relay(relay, false);
             }
         }
-        for relay in &update.dirty_relays {
+        // The update's relays, and those whose targets the bounds changed (ranked back in
+        // under the relay cap, admitted by an author's host cap).
+        for relay in update
+            .dirty_relays
+            .iter()
+            .chain(changed.difference(&update.dirty_relays))
+        {
             self.recompute(relay);
         }
     }

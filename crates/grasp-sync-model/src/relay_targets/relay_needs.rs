@@ -25,6 +25,9 @@ pub(super) struct RelayNeeds {
     pub(super) other_shards: BTreeMap<RelayUrl, usize>,
     /// Root events more than one repository gives a relay of `targets` or `over_cap`.
     shared_roots: BTreeMap<RelayUrl, ExtraRefs>,
+    /// This shard's relays whose needs, or whose place within the cap, changed since the
+    /// last [`RelayNeeds::take_changed`].
+    changed: BTreeSet<RelayUrl>,
 }
 
 impl RelayNeeds {
@@ -54,6 +57,7 @@ impl RelayNeeds {
         let Some(needs) = needs_mut(&mut self.targets, &mut self.over_cap, relay) else {
             return;
         };
+        self.changed.insert(relay.clone());
         needs.repos.insert(coordinate.clone(), level);
         for id in roots {
             add_root(needs, &mut self.shared_roots, relay, *id);
@@ -72,6 +76,9 @@ impl RelayNeeds {
         let Some(needs) = needs_mut(&mut self.targets, &mut self.over_cap, relay) else {
             return; // another shard's relay: only the count of repositories is kept
         };
+        if needs.repos.get(coordinate) != Some(&level) || !add.is_empty() || !release.is_empty() {
+            self.changed.insert(relay.clone());
+        }
         if let Some(held) = needs.repos.get_mut(coordinate) {
             *held = level;
         }
@@ -101,6 +108,7 @@ impl RelayNeeds {
         let Some(needs) = needs_mut(&mut self.targets, &mut self.over_cap, relay) else {
             return;
         };
+        self.changed.insert(relay.clone());
         needs.repos.remove(coordinate);
         for id in roots {
             release_root(needs, &mut self.shared_roots, relay, id);
@@ -160,14 +168,21 @@ impl RelayNeeds {
             .collect();
         for relay in promoted {
             if let Some(needs) = self.over_cap.remove(&relay) {
+                self.changed.insert(relay.clone());
                 self.targets.insert(relay, needs);
             }
         }
         for relay in demoted {
             if let Some(needs) = self.targets.remove(&relay) {
+                self.changed.insert(relay.clone());
                 self.over_cap.insert(relay, needs);
             }
         }
+    }
+
+    /// The relays changed since the last call (see [`RelayNeeds::changed`]), and forgets them.
+    pub(super) fn take_changed(&mut self) -> BTreeSet<RelayUrl> {
+        std::mem::take(&mut self.changed)
     }
 }
 

@@ -2,7 +2,8 @@
 //! root events, relay sets replaced, purgatory entries added and removed, repositories promoted,
 //! updates merged into batches, and every tracking bound hit — the incremental targets, report
 //! and root set equal the full derivation of the same index; and fed the index as it was some
-//! batches earlier with the updates since, they go back to that index's derivation.
+//! batches earlier with the updates since, they go back to that index's derivation. Every
+//! relay whose targets an update changed is in what the update returns.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -160,7 +161,15 @@ proptest! {
             for change in batch {
                 update.merge(apply(&mut index, change));
             }
-            targets.handle_index_update(&index, &update);
+            let before = targets.targets().clone();
+            let changed = targets.handle_index_update(&index, &update);
+            // Every relay whose targets changed is reported, named by the update or not.
+            let after = targets.targets();
+            for relay in before.keys().chain(after.keys()) {
+                if before.get(relay) != after.get(relay) {
+                    prop_assert!(changed.contains(relay), "{relay} changed unreported after batch {n}");
+                }
+            }
             if n >= rewind_at {
                 since.merge(update);
             }
