@@ -40,8 +40,8 @@ pub struct Truncation {
 /// The pagination planner of one REQ.
 ///
 /// Feed it every raw event delivery of the subscription with [`handle_event`] (before any
-/// deduplication or acceptance; the relay's cap is estimated from distinct events) and its EOSE with [`handle_eose`], which returns the planners
-/// of the next REQs.
+/// deduplication or acceptance; the relay's cap is estimated from distinct events) and its
+/// EOSE with [`handle_eose`], which returns the planners of the next REQs.
 ///
 /// Every filter is sent with `limit` (the session's page limit) and a window. A full page moves
 /// the window past what it covered: for a newest-first page `until` becomes its oldest second,

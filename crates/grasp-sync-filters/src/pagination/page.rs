@@ -19,8 +19,8 @@ pub(crate) enum Order {
     Unknown,
 }
 
-/// A page is in one order when its steps the other way are at most this fraction of its
-/// steps that way: a relay answering several filters one after another steps back once per
+/// A page is in one order when it steps that way at least this many times as often as the
+/// other way: a relay answering several filters one after another steps back about once per
 /// filter, one sending in no order about as often as forward.
 const AGAINST_THE_ORDER: usize = 4;
 
