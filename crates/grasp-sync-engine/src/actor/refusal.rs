@@ -363,16 +363,25 @@ impl Actor {
             return;
         }
         // A NOTICE names no subscription: one that refuses a REQ answers the newest REQ not
-        // answered yet, and is handled as that REQ's CLOSED, which frees its slot. An
+        // answered yet (for its filter count: the widest, see
+        // `Session::take_widest_unanswered`), and is handled as that REQ's CLOSED, which frees
+        // its slot. An
         // `auth-required:` NOTICE so becomes that REQ's `auth-required:` CLOSED: parked for
         // the session's AUTH with a key, its coverage paused by policy without one; never a
         // pause of the whole relay.
         if refuses_a_req(refusal.category) {
+            let by_count = refusal.category == RefusalCategory::TooManyFilters;
             let refused = self
                 .runtimes
                 .get_mut(relay)
                 .and_then(|r| r.session.as_mut())
-                .and_then(|s| s.take_newest_unanswered());
+                .and_then(|s| {
+                    if by_count {
+                        s.take_widest_unanswered()
+                    } else {
+                        s.take_newest_unanswered()
+                    }
+                });
             if let Some(subscription_id) = refused {
                 tracing::debug!(%relay, subscription = %subscription_id, notice = %text,
                     "a refusal NOTICE answers the newest unanswered REQ");

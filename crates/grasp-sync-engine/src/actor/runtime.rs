@@ -159,6 +159,24 @@ impl Session {
         None
     }
 
+    /// The REQ still held that a NOTICE refusing a REQ for its filter count most likely
+    /// answers: of those the relay has not answered, the one with the most filters, the newest
+    /// among equals. A REQ of one filter is never refused for its count, and a burst of REQs
+    /// may be answered in any order (a refusal comes at once, results after a query), so the
+    /// newest unanswered REQ is not always the one refused.
+    pub(super) fn take_widest_unanswered(&mut self) -> Option<SubscriptionId> {
+        let at = self
+            .unanswered
+            .iter()
+            .enumerate()
+            .filter(|(_, (id, filters))| {
+                *filters > 1 && (self.live.contains_key(id) || self.transients.contains_key(id))
+            })
+            .max_by_key(|(at, (_, filters))| (*filters, *at))
+            .map(|(at, _)| at)?;
+        self.unanswered.remove(at).map(|(id, _)| id)
+    }
+
     /// Subscriptions still open that were sent before the one with send order `before`.
     pub(super) fn held_before(&self, before: u64) -> usize {
         self.live.values().filter(|g| g.sent < before).count()
