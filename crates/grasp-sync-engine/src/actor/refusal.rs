@@ -363,12 +363,11 @@ impl Actor {
             return;
         }
         // A NOTICE names no subscription: one that refuses a REQ answers the newest REQ not
-        // answered yet (for its filter count: the widest, see
+        // answered yet (one refusing a filter count, the widest: see
         // `Session::take_widest_unanswered`), and is handled as that REQ's CLOSED, which frees
-        // its slot. An
-        // `auth-required:` NOTICE so becomes that REQ's `auth-required:` CLOSED: parked for
-        // the session's AUTH with a key, its coverage paused by policy without one; never a
-        // pause of the whole relay.
+        // its slot. An `auth-required:` NOTICE so becomes that REQ's `auth-required:` CLOSED:
+        // parked for the session's AUTH with a key, its coverage paused by policy without one;
+        // never a pause of the whole relay.
         if refuses_a_req(refusal.category) {
             let by_count = refusal.category == RefusalCategory::TooManyFilters;
             let refused = self
@@ -384,7 +383,7 @@ impl Actor {
                 });
             if let Some(subscription_id) = refused {
                 tracing::debug!(%relay, subscription = %subscription_id, notice = %text,
-                    "a refusal NOTICE answers the newest unanswered REQ");
+                    "a refusal NOTICE answers an unanswered REQ");
                 self.handle_closed(relay, &subscription_id, text, None);
                 return;
             }
