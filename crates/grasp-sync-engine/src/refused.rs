@@ -14,7 +14,7 @@
 //! filters of its shape are sent alone too, and a second refusal of that shape pauses the whole
 //! shape; a completed filter of the shape clears it. Pure state: time comes in as an argument.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use nostr::{EventId, Filter, SingleLetterTag};
@@ -43,6 +43,22 @@ struct Shape {
 enum AtomValue {
     Id(EventId),
     Tag(String),
+}
+
+impl AtomValue {
+    fn into_id(self) -> Option<EventId> {
+        match self {
+            AtomValue::Id(id) => Some(id),
+            AtomValue::Tag(_) => None,
+        }
+    }
+
+    fn into_tag(self) -> Option<String> {
+        match self {
+            AtomValue::Tag(value) => Some(value),
+            AtomValue::Id(_) => None,
+        }
+    }
 }
 
 /// One unit of coverage: a filter shape and, if the filter has one value list, one value.
@@ -395,23 +411,10 @@ impl RefusedCoverage {
         let mut filter = filter.clone();
         match split.shape.list? {
             ValueList::Ids => {
-                let ids: BTreeSet<EventId> = kept
-                    .into_iter()
-                    .filter_map(|value| match value {
-                        AtomValue::Id(id) => Some(id),
-                        AtomValue::Tag(_) => None,
-                    })
-                    .collect();
-                filter.ids = Some(ids);
+                filter.ids = Some(kept.into_iter().filter_map(AtomValue::into_id).collect());
             }
             ValueList::Tag(tag) => {
-                let values: BTreeSet<String> = kept
-                    .into_iter()
-                    .filter_map(|value| match value {
-                        AtomValue::Tag(value) => Some(value),
-                        AtomValue::Id(_) => None,
-                    })
-                    .collect();
+                let values = kept.into_iter().filter_map(AtomValue::into_tag).collect();
                 filter.generic_tags.insert(tag, values);
             }
         }
