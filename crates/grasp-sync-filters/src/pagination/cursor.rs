@@ -40,7 +40,7 @@ pub(super) struct Cursor {
     /// Send in a REQ of its own.
     pub(super) alone: bool,
     /// Sent alone because its short page came in a REQ that may have been cut: that page's
-    /// count and the REQ's total.
+    /// and that REQ's distinct events.
     suspect: Option<(usize, usize)>,
     pub(super) boundary: Option<Boundary>,
     /// The previous page was this cursor alone in its REQ and full: its count.
@@ -118,7 +118,11 @@ impl Cursor {
         {
             session.observe_proven_cap(count);
         }
+        let full = session.is_full(page.count);
+        let order = read_order(&page, full, session);
         let boundary = self.boundary.take();
+        // The page's own order, not the session's: a page of one second tests `until`
+        // whatever order the relay's pages come in.
         if let Some(boundary) = &boundary
             && boundary.tests_until
             && (page.count > 0 || !eose.may_be_cut)
@@ -150,30 +154,16 @@ impl Cursor {
                 }
             }
         }
-        if let Some((grouped_count, grouped_total)) = self.suspect.take() {
+        if let Some((grouped_page, grouped_request)) = self.suspect.take() {
             self.alone = false;
-            if page.count > grouped_count {
-                session.learn_per_request_cap(grouped_total);
+            if page.distinct.count > grouped_page {
+                session.learn_per_request_cap(grouped_request);
             }
         }
-        let full = session.is_full(page.count);
-        let order = match page.order() {
-            Order::NewestFirst if full => {
-                session.learn_newest_first();
-                Order::NewestFirst
-            }
-            Order::OldestFirst if full => {
-                session.learn_oldest_first();
-                Order::OldestFirst
-            }
-            // A page in no order teaches nothing about the relay's order.
-            Order::NewestFirst | Order::OldestFirst | Order::Mixed => page.order(),
-            Order::Unknown => session.known_order(),
-        };
         if !full {
             if eose.may_be_cut {
                 // Send the same window again alone before calling it finished.
-                self.suspect = Some((page.count, eose.total));
+                self.suspect = Some((page.distinct.count, eose.distinct));
                 self.alone = true;
                 self.boundary = boundary;
                 next.push(self);
@@ -293,6 +283,32 @@ impl Cursor {
         let above = at.as_secs().checked_add(1)?;
         let inside = self.hi.is_none_or(|hi| hi.as_secs() >= above);
         inside.then(|| Timestamp::from(above))
+    }
+}
+
+/// The end of the window a page read: its own order when it tells one and the session knows
+/// no other (a full page teaches it), else the order the session learned. A page that does
+/// not tell, on a session that knows nothing (or saw both orders), is [`Order::Mixed`]: both
+/// ends are read on.
+fn read_order(page: &Page, full: bool, session: &mut RelayPageSession) -> Order {
+    let known = session.known_order();
+    match page.order() {
+        Order::NewestFirst if known != Order::OldestFirst && known != Order::Mixed => {
+            if full {
+                session.learn_newest_first();
+            }
+            Order::NewestFirst
+        }
+        Order::OldestFirst if known != Order::NewestFirst && known != Order::Mixed => {
+            if full {
+                session.learn_oldest_first();
+            }
+            Order::OldestFirst
+        }
+        // A page contradicting what the session learned teaches nothing: read both ends.
+        Order::NewestFirst | Order::OldestFirst => Order::Mixed,
+        Order::Mixed if known == Order::Unknown => Order::Mixed,
+        Order::Mixed | Order::Unknown => known,
     }
 }
 

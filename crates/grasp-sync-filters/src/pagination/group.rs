@@ -5,7 +5,8 @@ use nostr::filter::MatchEventOptions;
 use nostr::{Event, Filter, Timestamp};
 
 use super::cursor::Cursor;
-use super::session::RelayPageSession;
+use super::page::Distinct;
+use super::session::{MAX_PAGE_LIMIT, RelayPageSession};
 
 /// What to do after an EOSE.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +65,9 @@ pub struct GroupedPagination {
     max_filters: usize,
     /// Raw deliveries of the page in flight that matched any cursor.
     total: usize,
+    /// The distinct events among them (each cursor's page holds at most
+    /// [`MAX_PAGE_LIMIT`] of them): what a REQ-wide cap is learned from.
+    distinct: Distinct,
 }
 
 impl GroupedPagination {
@@ -71,6 +75,7 @@ impl GroupedPagination {
     /// any `limit` is replaced by the session's page limit.
     pub fn new(filters: Vec<Filter>, session: &RelayPageSession) -> Self {
         let max_filters = filters.len().max(1);
+        let distinct = Distinct::bounded(MAX_PAGE_LIMIT.saturating_mul(max_filters));
         let cursors = filters
             .into_iter()
             .map(|filter| Cursor::new(filter, session))
@@ -80,6 +85,7 @@ impl GroupedPagination {
             truncated: Vec::new(),
             max_filters,
             total: 0,
+            distinct,
         }
     }
 
@@ -107,6 +113,7 @@ impl GroupedPagination {
         }
         if matched {
             self.total += 1;
+            self.distinct.record(event.id);
         }
         matched
     }
@@ -115,12 +122,12 @@ impl GroupedPagination {
     pub fn handle_eose(self, session: &mut RelayPageSession) -> PageStep {
         let filters = self.cursors.len();
         for cursor in &self.cursors {
-            session.observe_page(cursor.page.distinct);
+            session.observe_page(cursor.page.distinct.count);
         }
-        session.observe_request(self.total, filters);
+        session.observe_request(self.distinct.count, filters);
         let outcome = EoseContext {
             filters,
-            total: self.total,
+            distinct: self.distinct.count,
             may_be_cut: filters > 1 && session.request_may_be_cut(self.total),
         };
         let mut next = Vec::new();
@@ -149,6 +156,7 @@ impl GroupedPagination {
         let mut planners: Vec<GroupedPagination> = reqs
             .into_iter()
             .map(|cursors| GroupedPagination {
+                distinct: Distinct::bounded(MAX_PAGE_LIMIT.saturating_mul(cursors.len())),
                 cursors,
                 truncated: Vec::new(),
                 max_filters: self.max_filters,
@@ -165,7 +173,8 @@ impl GroupedPagination {
 /// What the whole REQ's page showed, for each cursor's decision.
 pub(super) struct EoseContext {
     pub(super) filters: usize,
-    pub(super) total: usize,
+    /// Distinct events the whole REQ delivered.
+    pub(super) distinct: usize,
     /// The REQ may have been cut as a whole: its short filters prove nothing.
     pub(super) may_be_cut: bool,
 }

@@ -12,8 +12,9 @@ use super::session::MAX_PAGE_LIMIT;
 pub(crate) enum Order {
     NewestFirst,
     OldestFirst,
-    /// Steps both ways in like measure: the relay sends its pages in an order of its own, so
-    /// the page does not say which end of the window it read.
+    /// The page does not say which end of the window it read: it steps both ways in like
+    /// measure (a relay sending its pages in an order of its own), or too seldom between
+    /// seconds for its order to be told from chance.
     Mixed,
     /// All in one second: the page does not say.
     Unknown,
@@ -23,6 +24,12 @@ pub(crate) enum Order {
 /// other way: a relay answering several filters one after another steps back about once per
 /// filter, one sending in no order about as often as forward.
 const AGAINST_THE_ORDER: usize = 4;
+
+/// A page tells its order only when it steps that way at least this often. Fewer steps
+/// come out in one order by chance too often: a page of a hundred events in two seconds, one
+/// of them holding a single event, sent in no order, looks sorted one time in fifty. Three
+/// steps one way take four seconds in order, which chance seldom gives a full page.
+const DECISIVE_STEPS: usize = 3;
 
 /// The counters of one cursor's page in flight.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,9 +50,38 @@ pub(super) struct Page {
     /// the estimated cap above the relay's, and a later full page would look short. (Whether
     /// a page is full is still decided on [`Page::count`], the raw deliveries: a relay may
     /// count repeats against its cap too.)
-    pub(super) distinct: usize,
-    /// The IDs seen so far (at most [`MAX_PAGE_LIMIT`], more than any page holds).
-    counted: BTreeSet<EventId>,
+    pub(super) distinct: Distinct,
+}
+
+/// A count of distinct event IDs, remembering at most `bound` of them: past it, every
+/// delivery counts as new (more than any page the bound is chosen for holds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Distinct {
+    pub(super) count: usize,
+    seen: BTreeSet<EventId>,
+    bound: usize,
+}
+
+impl Default for Distinct {
+    fn default() -> Self {
+        Self::bounded(MAX_PAGE_LIMIT)
+    }
+}
+
+impl Distinct {
+    pub(super) fn bounded(bound: usize) -> Self {
+        Self {
+            count: 0,
+            seen: BTreeSet::new(),
+            bound,
+        }
+    }
+
+    pub(super) fn record(&mut self, id: EventId) {
+        if self.seen.len() >= self.bound || self.seen.insert(id) {
+            self.count += 1;
+        }
+    }
 }
 
 impl Page {
@@ -56,9 +92,7 @@ impl Page {
         boundary: Option<&Boundary>,
     ) {
         self.count += 1;
-        if self.counted.len() >= MAX_PAGE_LIMIT || self.counted.insert(id) {
-            self.distinct += 1;
-        }
+        self.distinct.record(id);
         let at_boundary = boundary.is_some_and(|b| b.at == created_at);
         if at_boundary {
             self.at_boundary += 1;
@@ -94,14 +128,17 @@ impl Page {
         }
     }
 
-    /// The page's order by a clear majority of its steps between seconds (a relay answering
-    /// overlapping filters one after another steps back now and then); without one,
-    /// [`Order::Mixed`].
+    /// The page's order by a clear majority of at least [`DECISIVE_STEPS`] steps between
+    /// seconds (a relay answering overlapping filters one after another steps back now and
+    /// then); without one, [`Order::Mixed`].
     pub(super) fn order(&self) -> Order {
+        let decisive = |along: usize, against: usize| {
+            along >= DECISIVE_STEPS && against * AGAINST_THE_ORDER <= along
+        };
         match (self.descending, self.ascending) {
             (0, 0) => Order::Unknown,
-            (down, up) if up * AGAINST_THE_ORDER <= down => Order::NewestFirst,
-            (down, up) if down * AGAINST_THE_ORDER <= up => Order::OldestFirst,
+            (down, up) if decisive(down, up) => Order::NewestFirst,
+            (down, up) if decisive(up, down) => Order::OldestFirst,
             _ => Order::Mixed,
         }
     }

@@ -30,7 +30,7 @@ pub enum CapScope {
     /// A filter sent alone found events its multi-filter REQ had cut: the relay caps the sum
     /// of a REQ's filters (about `cap` events), so pages go one filter per REQ.
     PerRequest {
-        /// The REQ total seen when the cap was learned.
+        /// The REQ total seen when the cap was learned, in distinct events.
         cap: usize,
     },
 }
@@ -91,7 +91,7 @@ pub struct RelayPageSession {
     page_limit: usize,
     largest_page: usize,
     quirks: RelayQuirks,
-    /// The largest REQ total (all filters) seen.
+    /// The largest REQ total (all filters, distinct events) seen.
     largest_request: usize,
     /// The largest single-filter page later proven cut by the relay's cap.
     proven_cap: usize,
@@ -166,23 +166,25 @@ impl RelayPageSession {
         self.largest_page = self.largest_page.max(distinct_events);
     }
 
-    /// Records one REQ's total deliveries; a multi-filter REQ that delivered more than a
-    /// proven single-filter cap shows each filter has its own allowance.
-    pub(crate) fn observe_request(&mut self, total: usize, filters: usize) {
-        self.largest_request = self.largest_request.max(total);
+    /// Records one REQ's distinct events; a multi-filter REQ that delivered more distinct
+    /// events than a proven single-filter page's raw deliveries shows each filter has its own
+    /// allowance. (Distinct against raw holds whether or not the relay counts repeats against
+    /// its cap: events sent twice never pass for a wider allowance.)
+    pub(crate) fn observe_request(&mut self, distinct_events: usize, filters: usize) {
+        self.largest_request = self.largest_request.max(distinct_events);
         // A single-filter cap equal to our own limit says nothing about a REQ's cap.
         if filters > 1
             && self.proven_cap > 0
             && self.proven_cap < self.page_limit
-            && total > self.proven_cap
+            && distinct_events > self.proven_cap
             && self.quirks.cap_scope == CapScope::Unknown
         {
             self.quirks.cap_scope = CapScope::PerFilter;
         }
     }
 
-    /// Whether a multi-filter REQ of `total` deliveries may have been cut as a whole, so its
-    /// short filters prove nothing.
+    /// Whether a multi-filter REQ of `total` raw deliveries may have been cut as a whole, so
+    /// its short filters prove nothing. (Raw, so repeats only make a REQ more suspect.)
     pub(crate) fn request_may_be_cut(&self, total: usize) -> bool {
         match self.quirks.cap_scope {
             CapScope::PerFilter => false,
@@ -199,14 +201,16 @@ impl RelayPageSession {
         self.proven_cap = self.proven_cap.max(raw_events);
     }
 
-    /// A filter sent alone found events its multi-filter REQ of `total` had cut.
-    pub(crate) fn learn_per_request_cap(&mut self, total: usize) {
+    /// A filter sent alone found events its multi-filter REQ of `distinct_events` had cut.
+    pub(crate) fn learn_per_request_cap(&mut self, distinct_events: usize) {
         if let CapScope::PerRequest { cap } = self.quirks.cap_scope {
             self.quirks.cap_scope = CapScope::PerRequest {
-                cap: cap.min(total),
+                cap: cap.min(distinct_events),
             };
         } else {
-            self.quirks.cap_scope = CapScope::PerRequest { cap: total };
+            self.quirks.cap_scope = CapScope::PerRequest {
+                cap: distinct_events,
+            };
         }
     }
 
@@ -220,14 +224,17 @@ impl RelayPageSession {
         self.newest_first_seen = true;
     }
 
-    /// The order full pages came in, if the session saw one.
+    /// The order full pages came in, if the session saw one: [`Order::Mixed`] when it saw
+    /// both.
+    ///
+    /// [`Order::Mixed`]: super::page::Order::Mixed
     pub(crate) fn known_order(&self) -> super::page::Order {
-        if self.quirks.oldest_first {
-            super::page::Order::OldestFirst
-        } else if self.newest_first_seen {
-            super::page::Order::NewestFirst
-        } else {
-            super::page::Order::Unknown
+        use super::page::Order;
+        match (self.quirks.oldest_first, self.newest_first_seen) {
+            (true, true) => Order::Mixed,
+            (true, false) => Order::OldestFirst,
+            (false, true) => Order::NewestFirst,
+            (false, false) => Order::Unknown,
         }
     }
 

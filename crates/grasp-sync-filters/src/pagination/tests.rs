@@ -406,6 +406,55 @@ fn a_relay_sending_its_pages_in_no_order_is_walked_to_completion() {
     }
 }
 
+/// A page sent in no order that steps between seconds only once or twice comes out sorted
+/// by chance: such a page tells no order, so an unordered relay whose pages each hold a busy
+/// second and a quiet one loses nothing, whichever end it reads.
+#[test]
+fn a_page_stepping_between_seconds_too_seldom_tells_no_order() {
+    // Each page: 99 events in one second and one in the next.
+    let mut events = Vec::new();
+    for block in 0..12u64 {
+        for i in 0..100u64 {
+            let at = 10_000 + block * 3 + u64::from(i == 99);
+            events.push(event(block * 100 + i, at, "t"));
+        }
+    }
+    for oldest_first in [OldestFirst::Never, OldestFirst::Always] {
+        for seed in 0..32 {
+            let relay = SimRelay {
+                oldest_first,
+                shuffled: Some(seed),
+                ..SimRelay::new(events.clone(), 100)
+            };
+            let run = drive(&relay, vec![topic_filter("t")], &mut session());
+            let lost = all_ids(&events).difference(&run.delivered).count();
+            assert_eq!(lost, 0, "{oldest_first:?}, seed {seed}: events lost");
+        }
+    }
+}
+
+/// An ordered relay's pages teach its order once they step between seconds often enough,
+/// and later pages that step too seldom to tell go by what the session learned.
+#[test]
+fn an_ordered_relay_is_walked_by_its_learned_order_through_pages_that_tell_none() {
+    // First 300 events one per second, then blocks of a busy second and a quiet one.
+    let mut events: Vec<Event> = (0..300).map(|n| event(n, 20_000 - n, "t")).collect();
+    for block in 0..6u64 {
+        for i in 0..100u64 {
+            let at = 19_000 - block * 3 - u64::from(i == 99);
+            events.push(event(1_000 + block * 100 + i, at, "t"));
+        }
+    }
+    let relay = SimRelay::new(events.clone(), 100);
+    let mut session = session();
+    let run = drive(&relay, vec![topic_filter("t")], &mut session);
+    assert_eq!(run.delivered, all_ids(&events));
+    assert_eq!(session.known_order(), super::page::Order::NewestFirst);
+    // Three pages of one event per second, then per block a page and its boundary second:
+    // reading both ends of every block's page as well would take 27.
+    assert!(run.pages <= 16, "{} pages", run.pages);
+}
+
 /// A relay that sends some events twice: a page counts each event once, so a duplicate never
 /// raises the estimated cap above the relay's, and a later full page is still full.
 #[test]
@@ -509,6 +558,42 @@ fn a_per_request_cap_is_learned_and_ten_filters_are_paged_one_per_request() {
         CapScope::PerRequest { cap: 150 }
     ));
     assert_eq!(session.filters_per_request(), Some(1));
+}
+
+/// A relay that caps whole REQs and sends some events twice: its REQ totals and proven
+/// pages are counted in distinct events, so duplicates neither pass for a per-filter
+/// allowance nor raise the learned per-REQ cap above the relay's.
+#[test]
+fn a_per_request_cap_is_learned_in_distinct_events_when_events_come_twice() {
+    let mut events = Vec::new();
+    for topic in 0..10u64 {
+        for n in 0..(40 + topic * 30) {
+            events.push(event(
+                topic * 1_000 + n,
+                20_000 - n * 7 - topic,
+                &format!("t{topic}"),
+            ));
+        }
+    }
+    let filters: Vec<Filter> = (0..10).map(|t| topic_filter(&format!("t{t}"))).collect();
+    for seed in 0..16 {
+        let relay = SimRelay {
+            per_request: true,
+            duplicated: Some(seed),
+            ..SimRelay::new(events.clone(), 150)
+        };
+        let mut session = session();
+        // A single filter first proves a cut page, as the walk of another REQ would.
+        drive(&relay, vec![topic_filter("t9")], &mut session);
+        let run = drive(&relay, filters.clone(), &mut session);
+        let lost = all_ids(&events).difference(&run.delivered).count();
+        assert_eq!(lost, 0, "seed {seed}: events lost");
+        assert_eq!(
+            session.quirks().cap_scope,
+            CapScope::PerRequest { cap: 150 },
+            "seed {seed}"
+        );
+    }
 }
 
 #[test]
