@@ -1,7 +1,8 @@
 //! Project automation, run as `cargo xtask <command>`.
 //!
 //! - `test`: every crate's tests, crate by crate in dependency order (the daemon's with its
-//!   `sim` feature, and its unit tests once more without it), then the doctests. The
+//!   `sim` feature, and its unit tests once more without it), then the doctests, with every
+//!   property test drawing from one fixed seed (`PROPTEST_RNG_SEED` picks another). The
 //!   daemon's tests include a browser test of its status page, which needs headless Chromium
 //!   (`/usr/bin/chromium`, or `$CHROMIUM`); `test` installs Debian's `chromium` with apt-get
 //!   when it is missing, and stops early with a clear message when it cannot.
@@ -71,18 +72,28 @@ fn main() -> Result<()> {
     }
 }
 
+/// The seed of every property test's generator in `test`, unless `PROPTEST_RNG_SEED` is set:
+/// the gate draws the same cases on every run, so it fails on a change, never on a draw.
+/// A plain `cargo test` draws new cases each run, which is how new cases are explored.
+const PROPTEST_SEED: &str = "20261202";
+
 /// Runs each crate's tests in dependency order, the daemon's with the `sim` feature (its
 /// `demo` and `sim` commands) and its unit tests once more without it (the production build),
-/// then every doctest.
+/// then every doctest. Property tests draw from [`PROPTEST_SEED`].
 fn test(root: &std::path::Path) -> Result<()> {
     need_chromium()?;
+    let seed = std::env::var("PROPTEST_RNG_SEED").unwrap_or_else(|_| PROPTEST_SEED.to_owned());
+    let envs = [("PROPTEST_RNG_SEED", seed.as_str())];
+    cmd::say(&format!(
+        "property tests draw from PROPTEST_RNG_SEED={seed}"
+    ));
     for krate in CRATES_IN_ORDER {
         cmd::step(&format!("tests of {krate}"));
         let mut args = vec!["test", "--package", krate, "--tests"];
         if *krate == BIN_CRATE {
             args.extend(["--features", "sim"]);
         }
-        cmd::cargo(root, &args, &[])?;
+        cmd::cargo(root, &args, &envs)?;
     }
     cmd::step(&format!(
         "unit tests of {BIN_CRATE} without the sim feature"
@@ -90,10 +101,10 @@ fn test(root: &std::path::Path) -> Result<()> {
     cmd::cargo(
         root,
         &["test", "--package", BIN_CRATE, "--lib", "--bins"],
-        &[],
+        &envs,
     )?;
     cmd::step("doctests");
-    cmd::cargo(root, &["test", "--workspace", "--doc"], &[])?;
+    cmd::cargo(root, &["test", "--workspace", "--doc"], &envs)?;
     Ok(())
 }
 
