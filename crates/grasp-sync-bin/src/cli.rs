@@ -374,7 +374,8 @@ pub struct SimArgs {
     #[arg(long)]
     pub reconcile: bool,
     /// After the run, start an idle daemon process on the synced store and read its memory
-    /// once it settled and idled this long.
+    /// once it settled (waiting up to `--timeout`: it reconciles every relay first) and idled
+    /// this long.
     #[arg(long, value_name = "DURATION")]
     pub idle_rss: Option<String>,
     /// Write the report as JSON to this file.

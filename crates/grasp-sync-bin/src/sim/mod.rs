@@ -51,8 +51,6 @@ use measure::{Mark, counts_since};
 const SAMPLE_INTERVAL: Duration = Duration::from_millis(500);
 /// How often the progress line is rewritten (on a terminal).
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
-/// Longest wait for the idle daemon to finish its start-up sync before its memory is read.
-const IDLE_SETTLE_LIMIT: Duration = Duration::from_secs(90);
 /// Background starts are paced at one per second per connection.
 const PACING: Duration = Duration::from_secs(1);
 
@@ -679,7 +677,9 @@ pub async fn run_sim(
                 service_url: service.clone(),
                 bootstrap: urls[0].clone(),
                 batch_window: format!("{}ms", options.batch_window.as_millis()),
-                settle_limit: options.timeout.min(IDLE_SETTLE_LIMIT),
+                // A restart reconciles every relay, paced as the first sync was: it gets the
+                // same wait.
+                settle_limit: options.timeout,
                 idle: *idle,
             };
             let measured = idle::measure_idle(&setup).await?;
