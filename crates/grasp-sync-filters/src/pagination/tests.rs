@@ -533,18 +533,24 @@ fn a_single_value_second_over_the_cap_is_reported_truncated_not_finished() {
     assert_eq!(run.truncated[0].part, topic_filter("t"));
 }
 
+/// Ten topics `t0`..`t9` of 40, 70, … 310 events, newest first within each topic.
+fn ten_topics() -> Vec<Event> {
+    (0..10u64)
+        .flat_map(|topic| {
+            (0..(40 + topic * 30)).map(move |n| {
+                event(
+                    topic * 1_000 + n,
+                    20_000 - n * 7 - topic,
+                    &format!("t{topic}"),
+                )
+            })
+        })
+        .collect()
+}
+
 #[test]
 fn a_per_request_cap_is_learned_and_ten_filters_are_paged_one_per_request() {
-    let mut events = Vec::new();
-    for topic in 0..10u64 {
-        for n in 0..(40 + topic * 30) {
-            events.push(event(
-                topic * 1_000 + n,
-                20_000 - n * 7 - topic,
-                &format!("t{topic}"),
-            ));
-        }
-    }
+    let events = ten_topics();
     let relay = SimRelay {
         per_request: true,
         ..SimRelay::new(events.clone(), 150)
@@ -565,16 +571,7 @@ fn a_per_request_cap_is_learned_and_ten_filters_are_paged_one_per_request() {
 /// allowance nor raise the learned per-REQ cap above the relay's.
 #[test]
 fn a_per_request_cap_is_learned_in_distinct_events_when_events_come_twice() {
-    let mut events = Vec::new();
-    for topic in 0..10u64 {
-        for n in 0..(40 + topic * 30) {
-            events.push(event(
-                topic * 1_000 + n,
-                20_000 - n * 7 - topic,
-                &format!("t{topic}"),
-            ));
-        }
-    }
+    let events = ten_topics();
     let filters: Vec<Filter> = (0..10).map(|t| topic_filter(&format!("t{t}"))).collect();
     for seed in 0..16 {
         let relay = SimRelay {
