@@ -164,6 +164,12 @@ impl Ingestor {
         self.in_flight
     }
 
+    /// Store calls in flight now: events offered whose save has not been answered.
+    pub(crate) fn saving(&self) -> usize {
+        self.in_flight
+            .saturating_sub(self.slots.available_permits())
+    }
+
     /// Offers one event; waits only for a free slot, not for the store. `watch` is released
     /// once the store answered, after a failure was queued on it.
     pub(crate) async fn submit(&self, source: RelayUrl, event: Event, watch: Option<SaveWatch>) {

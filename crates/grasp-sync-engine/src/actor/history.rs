@@ -386,7 +386,7 @@ impl Actor {
                 filters,
             });
             runtime.stats.req_starts_historic += 1;
-            tracing::debug!(%relay, subscription = %start.subscription_id, "historic REQ starts");
+            tracing::debug!(%relay, subscription = %start.subscription_id, filters = filter_count, batch = ?start.batch, "historic REQ starts");
             if let Some(metrics) = &self.metrics {
                 metrics.record_req("historic");
             }

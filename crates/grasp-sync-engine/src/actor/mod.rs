@@ -26,7 +26,7 @@ mod unsaved;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use grasp_sync_model::{
     AnnouncementLimits, PendingSyncIndex, RelaySyncIndex, RelayTargets, RelayUrl, RepoSyncIndex,
@@ -52,6 +52,13 @@ use crate::negentropy::{MissingEventRecovery, NegentropyFallbacks};
 
 /// Background history jobs (negentropy rounds) running at once across every relay.
 const HISTORY_JOBS: usize = 8;
+
+/// The shortest time between two self-feed batches when a batch is applied before its window
+/// ends ([`Actor::discovery_settled`]).
+const SETTLED_BATCH_GAP: Duration = Duration::from_millis(250);
+
+/// How long the self feed must have been quiet before a settled batch is applied early.
+const SETTLED_FEED_QUIET: Duration = Duration::from_millis(100);
 
 /// What the engine handle asks of the actor.
 #[derive(Debug)]
@@ -104,6 +111,9 @@ pub(crate) struct Actor {
     feed_buffer: Vec<Event>,
     feed_open: bool,
     next_batch_at: Instant,
+    /// When the last self-feed batch was applied, and when the last self-feed event arrived.
+    last_batch_at: Instant,
+    last_feed_at: Instant,
     next_purgatory_at: Instant,
     next_tick_at: Instant,
 
@@ -157,6 +167,8 @@ impl Actor {
         );
         let mut actor = Self {
             next_batch_at: now + config.batch_window,
+            last_batch_at: now,
+            last_feed_at: now,
             next_purgatory_at: now,
             next_tick_at: now,
             config,
@@ -223,7 +235,10 @@ impl Actor {
                 Some(report) = inputs.dials.recv() => self.handle_dial_report(report),
                 Some(report) = inputs.jobs.recv() => self.handle_job_report(report),
                 event = inputs.feed.recv(), if self.feed_open => match event {
-                    Some(event) => self.feed_buffer.push(event),
+                    Some(event) => {
+                        self.last_feed_at = self.now();
+                        self.feed_buffer.push(event);
+                    }
                     None => {
                         tracing::warn!("the self feed ended; no new repositories will be discovered");
                         self.feed_open = false;
@@ -242,7 +257,8 @@ impl Actor {
     /// Runs everything whose deadline has passed, by reading the clock.
     fn handle_timeouts(&mut self) {
         let now = self.now();
-        if now >= self.next_batch_at {
+        if now >= self.next_batch_at || self.discovery_settled_at().is_some_and(|at| now >= at) {
+            self.last_batch_at = now;
             self.next_batch_at = now + self.config.batch_window;
             self.process_feed_batch();
             self.sync_descendants();
@@ -270,10 +286,29 @@ impl Actor {
         }
     }
 
+    /// When the buffered self-feed events may be applied before the batch window ends: they
+    /// wait for the window only to be applied together, so once nothing can add to this
+    /// discovery generation (no relay has a batch pending, no save is in flight and the feed
+    /// has been quiet for [`SETTLED_FEED_QUIET`]) the next layer starts at once, at most every
+    /// [`SETTLED_BATCH_GAP`]. `None` while the buffer is empty or work is in flight.
+    fn discovery_settled_at(&self) -> Option<Instant> {
+        if self.feed_buffer.is_empty()
+            || self.ingestor.saving() > 0
+            || self
+                .runtimes
+                .keys()
+                .any(|relay| self.pending.has_pending(relay))
+        {
+            return None;
+        }
+        Some((self.last_batch_at + SETTLED_BATCH_GAP).max(self.last_feed_at + SETTLED_FEED_QUIET))
+    }
+
     /// The earliest instant anything is due.
     fn next_deadline(&self) -> Instant {
         let mut earliest = self
             .next_batch_at
+            .min(self.discovery_settled_at().unwrap_or(self.next_batch_at))
             .min(self.next_purgatory_at)
             .min(self.next_tick_at)
             .min(self.next_recovery_at);

@@ -225,6 +225,7 @@ impl Session {
             let Some(filters) = self.live.get(&id).map(|g| g.group.to_filters()) else {
                 continue;
             };
+            tracing::debug!(%relay, subscription = %id, filters = filters.len(), "live REQ starts");
             let sent = self.next_sent(&id, filters.len());
             if let Some(group) = self.live.get_mut(&id) {
                 group.sent = sent;

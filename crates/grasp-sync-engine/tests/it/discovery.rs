@@ -181,3 +181,38 @@ async fn a_shard_dials_only_the_bootstrap_relays_it_owns() {
     assert_eq!(status.tracking.shard, "0/2");
     engine.shutdown().await;
 }
+
+/// The batch window only collects a discovery generation: once nothing is in flight, the
+/// buffered announcements and roots are applied at once. With an hour-long window the
+/// announcement's relay and the replies reached through the thread's roots (two generations
+/// after the bootstrap relay's announcement) are synced well within the first window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_discovery_generation_is_planned_once_it_settles_not_when_the_window_ends() {
+    let bootstrap = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("bootstrap");
+    let relay_b = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("relay b");
+    let fixture = RepoFixture::new("settled");
+    let announcement =
+        fixture.announcement(&[SERVICE_URL.to_owned(), relay_b.url()], 1_700_000_000);
+    bootstrap
+        .seed([announcement.clone()])
+        .await
+        .expect("seed bootstrap");
+    let thread = fixture.thread(1_700_000_100);
+    relay_b.seed(thread.clone()).await.expect("seed b");
+
+    let store = TestStore::open().await;
+    let config = grasp_sync_engine::EngineConfig {
+        batch_window: Duration::from_secs(3600),
+        ..test_config(&[bootstrap.url()])
+    };
+    let engine = start_engine(&store, config).await;
+    let mut expected = ids(&thread);
+    expected.insert(announcement.id);
+    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(60)).await;
+    assert_eq!(status.total_refusals(), 0, "{status:#?}");
+    engine.shutdown().await;
+}
