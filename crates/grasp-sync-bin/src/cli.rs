@@ -345,8 +345,8 @@ pub struct SimArgs {
     /// Relay limit profiles, taken in turn.
     #[arg(long, value_enum, default_value_t = Profiles::Mixed)]
     pub profiles: Profiles,
-    /// The daemon's self-feed batch window.
-    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    /// The daemon's self-feed batch window [default: the daemon's].
+    #[arg(long, default_value = "5s", value_name = "DURATION")]
     pub batch_window: String,
     /// Stop waiting for convergence after this.
     #[arg(long, default_value = "600s", value_name = "DURATION")]

@@ -133,7 +133,7 @@ impl Default for SimOptions {
             mailbox_probe_interval: grasp_sync_engine::OutboxConfig::default()
                 .mailbox_probe_interval,
             profiles: Profiles::Mixed,
-            batch_window: Duration::from_secs(1),
+            batch_window: grasp_sync_engine::EngineConfig::default().batch_window,
             timeout: Duration::from_secs(600),
             first_sync_by_req: grasp_sync_engine::EngineConfig::default().first_sync_by_req,
             baseline: true,
