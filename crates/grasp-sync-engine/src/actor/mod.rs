@@ -54,7 +54,7 @@ use crate::negentropy::{MissingEventRecovery, NegentropyFallbacks};
 const HISTORY_JOBS: usize = 8;
 
 /// The shortest time between two self-feed batches when a batch is applied before its window
-/// ends ([`Actor::discovery_settled`]).
+/// ends ([`Actor::discovery_settled_at`]).
 const SETTLED_BATCH_GAP: Duration = Duration::from_millis(250);
 
 /// How long the self feed must have been quiet before a settled batch is applied early.
