@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
-use grasp_sync_testkit::{TestRelay, TestRelayConfig};
+use grasp_sync_testkit::{MemoryNetwork, SimulatedRelay, TestRelay, TestRelayConfig};
 
 use crate::support::{
-    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, test_config, wait_for_store, wait_until,
+    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, start_paused_engine, test_config,
+    wait_for_store, wait_until,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,34 +186,33 @@ async fn a_shard_dials_only_the_bootstrap_relays_it_owns() {
 /// The batch window only collects a discovery generation: once nothing is in flight, the
 /// buffered announcements and roots are applied at once. With an hour-long window the
 /// announcement's relay and the replies reached through the thread's roots (two generations
-/// after the bootstrap relay's announcement) are synced well within the first window.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// after the bootstrap relay's announcement) are synced within a minute of virtual time.
+#[tokio::test(start_paused = true)]
 async fn each_discovery_generation_is_planned_once_it_settles_not_when_the_window_ends() {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let relay_b = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("relay b");
+    const BOOTSTRAP: &str = "ws://bootstrap.memory";
+    const HOME: &str = "ws://home.memory";
     let fixture = RepoFixture::new("settled");
     let announcement =
-        fixture.announcement(&[SERVICE_URL.to_owned(), relay_b.url()], 1_700_000_000);
-    bootstrap
-        .seed([announcement.clone()])
-        .await
-        .expect("seed bootstrap");
+        fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
     let thread = fixture.thread(1_700_000_100);
-    relay_b.seed(thread.clone()).await.expect("seed b");
-
-    let store = TestStore::open().await;
+    let network = MemoryNetwork::new(vec![
+        (
+            BOOTSTRAP.to_owned(),
+            SimulatedRelay::new(TestRelayConfig::default(), vec![announcement.clone()]),
+        ),
+        (
+            HOME.to_owned(),
+            SimulatedRelay::new(TestRelayConfig::default(), thread.clone()),
+        ),
+    ]);
     let config = grasp_sync_engine::EngineConfig {
         batch_window: Duration::from_secs(3600),
-        ..test_config(&[bootstrap.url()])
+        ..test_config(&[BOOTSTRAP.to_owned()])
     };
-    let engine = start_engine(&store, config).await;
+    let run = start_paused_engine(&network, config).await;
     let mut expected = ids(&thread);
     expected.insert(announcement.id);
-    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(60)).await;
+    let status = run.wait_for_store(&expected, Duration::from_secs(60)).await;
     assert_eq!(status.total_refusals(), 0, "{status:#?}");
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }
