@@ -1,6 +1,7 @@
 //! `Cursor`: one filter (or one part of a split filter) of a walk, its window, and the rules
 //! that decide its next step after each page: advance the window, read a boundary or a single
-//! second again, split a full second, send a short filter again alone.
+//! second again, split a full second, read on past a short filter's page or send it again
+//! alone.
 
 use std::collections::BTreeSet;
 
@@ -21,6 +22,46 @@ pub(super) struct Boundary {
     pub(super) tests_until: bool,
 }
 
+/// How a short page of a REQ that may have been cut as a whole is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Suspect {
+    /// The rest of the window, past what the page covered, goes on in a REQ shared with the
+    /// other suspects: any event it brings beyond the boundary second's known ones is one the
+    /// REQ of `grouped_request` distinct events cut.
+    Continued { grouped_request: usize },
+    /// The same window is sent again alone (the page covered none of it, so no narrower
+    /// window exists): more than the page's `grouped_page` distinct events means the REQ of
+    /// `grouped_request` was cut.
+    Alone {
+        grouped_page: usize,
+        grouped_request: usize,
+    },
+}
+
+/// The seconds a page covered, its raw deliveries, and the events it brought at its oldest
+/// and newest second.
+#[derive(Debug, Clone)]
+struct Cover {
+    min_t: Timestamp,
+    max_t: Timestamp,
+    count: usize,
+    ids_at_min: BTreeSet<nostr::EventId>,
+    ids_at_max: BTreeSet<nostr::EventId>,
+}
+
+impl Cover {
+    /// What `page` covered; `None` for a page without events.
+    fn of(page: &Page) -> Option<Cover> {
+        Some(Cover {
+            min_t: page.min_t?,
+            max_t: page.max_t?,
+            count: page.count,
+            ids_at_min: page.ids_at_min.clone(),
+            ids_at_max: page.ids_at_max.clone(),
+        })
+    }
+}
+
 /// One filter (or one part of a split filter) and its window.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Cursor {
@@ -39,9 +80,8 @@ pub(super) struct Cursor {
     pub(super) wire: Filter,
     /// Send in a REQ of its own.
     pub(super) alone: bool,
-    /// Sent alone because its short page came in a REQ that may have been cut: that page's
-    /// and that REQ's distinct events.
-    suspect: Option<(usize, usize)>,
+    /// Its short page came in a REQ that may have been cut, and is being checked.
+    suspect: Option<Suspect>,
     pub(super) boundary: Option<Boundary>,
     /// The previous page was this cursor alone in its REQ and full: its count.
     prev_single_full: Option<usize>,
@@ -154,16 +194,45 @@ impl Cursor {
                 }
             }
         }
-        if let Some((grouped_page, grouped_request)) = self.suspect.take() {
-            self.alone = false;
-            if page.distinct.count > grouped_page {
+        match self.suspect.take() {
+            Some(Suspect::Continued { grouped_request }) if page.new_events > 0 => {
                 session.learn_per_request_cap(grouped_request);
             }
+            Some(Suspect::Alone {
+                grouped_page,
+                grouped_request,
+            }) => {
+                self.alone = false;
+                if page.distinct.count > grouped_page {
+                    session.learn_per_request_cap(grouped_request);
+                }
+            }
+            Some(Suspect::Continued { .. }) | None => {}
         }
         if !full {
             if eose.may_be_cut {
-                // Send the same window again alone before calling it finished.
-                self.suspect = Some((page.distinct.count, eose.distinct));
+                // Read on past what the page covered, with the REQ's other suspects, before
+                // calling it finished; where the page covered nothing, send it again alone.
+                // Only a page read in a known order says which end of the window is unread.
+                if self.second.is_none()
+                    && matches!(order, Order::NewestFirst | Order::OldestFirst)
+                    && let Some(cover) = Cover::of(&page)
+                    && self.narrows(&cover, order)
+                {
+                    let continued = Suspect::Continued {
+                        grouped_request: eose.distinct,
+                    };
+                    let first = next.len();
+                    self.read_on(cover, order, session, eose, next);
+                    for cursor in &mut next[first..] {
+                        cursor.suspect = Some(continued);
+                    }
+                    return;
+                }
+                self.suspect = Some(Suspect::Alone {
+                    grouped_page: page.distinct.count,
+                    grouped_request: eose.distinct,
+                });
                 self.alone = true;
                 self.boundary = boundary;
                 next.push(self);
@@ -173,9 +242,10 @@ impl Cursor {
             }
             return;
         }
-        let (Some(min_t), Some(max_t)) = (page.min_t, page.max_t) else {
+        let Some(cover) = Cover::of(&page) else {
             return;
         };
+        let (min_t, max_t) = (cover.min_t, cover.max_t);
         if min_t == max_t {
             if !session.until_known() {
                 // Learn how the relay reads `until` on this second before splitting around it.
@@ -194,6 +264,36 @@ impl Cursor {
             self.push_sides(min_t, order, next);
             return;
         }
+        self.read_on(cover, order, session, eose, next);
+    }
+
+    /// Whether reading on past `cover` in `order` leaves a window narrower than this one.
+    fn narrows(&self, cover: &Cover, order: Order) -> bool {
+        match order {
+            Order::OldestFirst => self.lo.is_none_or(|lo| cover.max_t > lo),
+            Order::NewestFirst | Order::Mixed | Order::Unknown => {
+                self.hi.is_none_or(|hi| cover.min_t < hi)
+            }
+        }
+    }
+
+    /// Moves the window past what a page read (`cover`, in `order`), the edge second read
+    /// again, and pushes what goes on into `next`.
+    fn read_on(
+        mut self,
+        cover: Cover,
+        order: Order,
+        session: &RelayPageSession,
+        eose: &EoseContext,
+        next: &mut Vec<Cursor>,
+    ) {
+        let Cover {
+            min_t,
+            max_t,
+            count,
+            ids_at_min,
+            ids_at_max,
+        } = cover;
         match order {
             Order::Mixed => {
                 // Either end of the window may be the one read: read on from both edges of the
@@ -201,14 +301,14 @@ impl Cursor {
                 let mut newer = self.with_window(Some(max_t), self.hi, self.base.clone());
                 newer.boundary = Some(Boundary {
                     at: max_t,
-                    seen: page.ids_at_max,
+                    seen: ids_at_max,
                     tests_until: false,
                 });
                 next.push(newer);
                 self.hi = Some(min_t);
                 self.boundary = Some(Boundary {
                     at: min_t,
-                    seen: page.ids_at_min,
+                    seen: ids_at_min,
                     tests_until: !session.until_known(),
                 });
             }
@@ -216,7 +316,7 @@ impl Cursor {
                 self.lo = Some(max_t);
                 self.boundary = Some(Boundary {
                     at: max_t,
-                    seen: page.ids_at_max,
+                    seen: ids_at_max,
                     tests_until: false,
                 });
             }
@@ -224,12 +324,12 @@ impl Cursor {
                 self.hi = Some(min_t);
                 self.boundary = Some(Boundary {
                     at: min_t,
-                    seen: page.ids_at_min,
+                    seen: ids_at_min,
                     tests_until: !session.until_known(),
                 });
             }
         }
-        self.prev_single_full = (eose.filters == 1).then_some(page.count);
+        self.prev_single_full = (eose.filters == 1).then_some(count);
         next.push(self);
     }
 

@@ -49,8 +49,11 @@ pub struct Truncation {
 /// for an oldest-first page `since` becomes its newest second, and the boundary second is read
 /// again. A full page inside one second splits the filter into halves for that second
 /// ([`split_filter`](crate::split_filter)); a part that cannot be split is a [`Truncation`]. A short filter of a
-/// multi-filter REQ whose total may have been cut by a per-REQ cap is sent again alone before
-/// it counts as finished.
+/// multi-filter REQ whose total may have been cut by a per-REQ cap is verified before it
+/// counts as finished: when its page told the relay's order, the rest of its window past
+/// what the page covered is read, in REQs shared with the other such filters, the way a full
+/// page moves on (a relay that cut the REQ sends events the first REQ lacked; one that did
+/// not sends the boundary second again); otherwise the same window is sent again alone.
 ///
 /// Termination: every next window is strictly narrower than the page's window, or is one
 /// second of a strictly narrower filter, or is the same window sent alone once.

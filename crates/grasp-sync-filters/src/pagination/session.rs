@@ -23,11 +23,12 @@ pub struct PageHints {
 /// Whether the relay's result cap applies to each filter or to a whole REQ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CapScope {
-    /// Not learned yet: a short filter of a full multi-filter REQ is verified alone.
+    /// Not learned yet: a short filter of a full multi-filter REQ is verified, by reading on
+    /// past what it got (with the REQ's other suspects) or by sending it again alone.
     Unknown,
     /// One REQ delivered more than a single filter's cap: each filter has its own allowance.
     PerFilter,
-    /// A filter sent alone found events its multi-filter REQ had cut: the relay caps the sum
+    /// A verified filter found events its multi-filter REQ had cut: the relay caps the sum
     /// of a REQ's filters (about `cap` events), so pages go one filter per REQ.
     PerRequest {
         /// The REQ total seen when the cap was learned, in distinct events.
@@ -201,7 +202,7 @@ impl RelayPageSession {
         self.proven_cap = self.proven_cap.max(raw_events);
     }
 
-    /// A filter sent alone found events its multi-filter REQ of `distinct_events` had cut.
+    /// A verified filter found events its multi-filter REQ of `distinct_events` had cut.
     pub(crate) fn learn_per_request_cap(&mut self, distinct_events: usize) {
         if let CapScope::PerRequest { cap } = self.quirks.cap_scope {
             self.quirks.cap_scope = CapScope::PerRequest {
