@@ -433,6 +433,10 @@ impl Actor {
         };
         let first_sync = barely && matches!(neg.phase, NegPhase::Rounds) && !neg.fell_back;
         if !first_sync {
+            tracing::debug!(%relay, %batch, filters = neg.filters.len(), reconciling, several_per_req,
+                held = held.as_ref().map(|ids| ids.len()).unwrap_or_default(),
+                delivered_here = held.as_ref().is_ok_and(|ids| !runtime.delivered.delivered_none_of(ids)),
+                "the batch is reconciled by NIP-77");
             self.drive_queue(&relay);
             return;
         }
