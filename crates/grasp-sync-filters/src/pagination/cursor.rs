@@ -29,8 +29,8 @@ enum Suspect {
     /// other suspects: any event it brings beyond the boundary second's known ones is one the
     /// REQ of `grouped_request` distinct events cut.
     Continued { grouped_request: usize },
-    /// The same window is sent again alone (the page covered none of it, so no narrower
-    /// window exists): more than the page's `grouped_page` distinct events means the REQ of
+    /// The same window is sent again alone (the page was empty, told no order, or left no
+    /// narrower window): more than the page's `grouped_page` distinct events means the REQ of
     /// `grouped_request` was cut.
     Alone {
         grouped_page: usize,
@@ -211,9 +211,9 @@ impl Cursor {
         }
         if !full {
             if eose.may_be_cut {
-                // Read on past what the page covered, with the REQ's other suspects, before
-                // calling it finished; where the page covered nothing, send it again alone.
-                // Only a page read in a known order says which end of the window is unread.
+                // Before calling it finished, read on past what the page covered, with the
+                // REQ's other suspects, where the page's order says which end of the window is
+                // unread and a narrower window is left; otherwise send it again alone.
                 if self.second.is_none()
                     && matches!(order, Order::NewestFirst | Order::OldestFirst)
                     && let Some(cover) = Cover::of(&page)
