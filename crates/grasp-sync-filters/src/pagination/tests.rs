@@ -593,17 +593,22 @@ fn a_per_request_cap_is_learned_in_distinct_events_when_events_come_twice() {
     }
 }
 
+/// 40 events on each of three topics, one topic per second in turn.
+fn three_topics() -> Vec<Event> {
+    (0..3u64)
+        .flat_map(|topic| {
+            (0..40u64)
+                .map(move |n| event(topic * 100 + n, 5_000 - n * 3 - topic, &format!("t{topic}")))
+        })
+        .collect()
+}
+
 /// Three short filters whose REQ reached the threshold in total: each may have been cut by a
 /// cap on the whole REQ, so each is read on past what it got, all three in one REQ, not one
 /// REQ each; on a relay that caps each filter that REQ brings only the boundary seconds again.
 #[test]
 fn short_filters_of_a_request_that_may_have_been_cut_are_read_on_together() {
-    let events: Vec<Event> = (0..3u64)
-        .flat_map(|topic| {
-            (0..40u64)
-                .map(move |n| event(topic * 100 + n, 5_000 - n * 3 - topic, &format!("t{topic}")))
-        })
-        .collect();
+    let events = three_topics();
     let relay = SimRelay::new(events.clone(), 100);
     let filters: Vec<Filter> = (0..3).map(|t| topic_filter(&format!("t{t}"))).collect();
     let mut session = session();
@@ -618,12 +623,7 @@ fn short_filters_of_a_request_that_may_have_been_cut_are_read_on_together() {
 /// first REQ cut, which teaches the per-REQ cap, and every event still arrives.
 #[test]
 fn reading_on_short_filters_teaches_a_per_request_cap_and_loses_nothing() {
-    let events: Vec<Event> = (0..3u64)
-        .flat_map(|topic| {
-            (0..40u64)
-                .map(move |n| event(topic * 100 + n, 5_000 - n * 3 - topic, &format!("t{topic}")))
-        })
-        .collect();
+    let events = three_topics();
     let relay = SimRelay {
         per_request: true,
         ..SimRelay::new(events.clone(), 90)
