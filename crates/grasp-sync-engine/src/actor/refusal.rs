@@ -8,7 +8,7 @@ use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
 use super::Actor;
-use crate::session::{SessionEvent, SessionKey};
+use crate::session::{Outbound, SessionEvent, SessionKey};
 
 impl Actor {
     pub(super) fn handle_session_event(&mut self, key: SessionKey, event: SessionEvent) {
@@ -384,6 +384,15 @@ impl Actor {
             if let Some(subscription_id) = refused {
                 tracing::debug!(%relay, subscription = %subscription_id, notice = %text,
                     "a refusal NOTICE answers an unanswered REQ");
+                // A NOTICE names no subscription: it may have refused an earlier REQ (one a
+                // restart of coverage closed, say) while the relay holds this one, which may
+                // never answer (no EOSE for `limit: 0` on some relays). CLOSE it, so the
+                // relay frees the slot if it held it; a relay ignores a CLOSE of nothing.
+                if let Some(session) = self.runtimes.get(relay).and_then(|r| r.session.as_ref()) {
+                    session
+                        .handle
+                        .send(Outbound::Close(subscription_id.clone()));
+                }
                 self.handle_closed(relay, &subscription_id, text, None);
                 return;
             }

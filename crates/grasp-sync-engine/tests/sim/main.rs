@@ -37,12 +37,14 @@ const DEFAULT_SEEDS: u64 = 200;
 /// they broke it in: 1308 re-sent a filter count refused for a subscription retired before its
 /// CLOSED came; 13 (paging) confirmed history from a relay sending its pages in no order; 61
 /// (paging) both; 1511 (paging) took events sent twice for a larger page cap than the relay's,
-/// and a full page for a short one.
-const REGRESSIONS: [(u64, run::Shape); 4] = [
+/// and a full page for a short one; 3202 took a late NOTICE refusal as refusing a REQ the
+/// relay held (it sends no EOSE for `limit: 0`) and lost the relay's slots for the session.
+const REGRESSIONS: [(u64, run::Shape); 5] = [
     (1308, run::Shape::Small),
     (13, run::Shape::Paging),
     (61, run::Shape::Paging),
     (1511, run::Shape::Paging),
+    (3202, run::Shape::Small),
 ];
 /// Threads running seeds side by side.
 const THREADS: usize = 2;
