@@ -318,7 +318,7 @@ impl Actor {
         let mut rejected: Vec<BatchId> = Vec::new();
         while let Some(front) = session.queue.front() {
             if let Some(until) = paused_until {
-                tracing::debug!(%relay, "queue waits for a health pause");
+                tracing::debug!(%relay, wait_ms = until.saturating_duration_since(now).as_millis() as u64, "queue waits for a health pause");
                 session.gate_wait = Some(session.gate_wait.map_or(until, |w| w.min(until)));
                 break;
             }
