@@ -387,7 +387,8 @@ impl Actor {
                 // A NOTICE names no subscription: it may have refused an earlier REQ (one a
                 // restart of coverage closed, say) while the relay holds this one, which may
                 // never answer (no EOSE for `limit: 0` on some relays). CLOSE it, so the
-                // relay frees the slot if it held it; a relay ignores a CLOSE of nothing.
+                // relay frees the slot if it held it (NIP-01 gives a CLOSE no answer, so one
+                // for a REQ the relay did refuse costs one message).
                 if let Some(session) = self.runtimes.get(relay).and_then(|r| r.session.as_ref()) {
                     session
                         .handle
