@@ -91,10 +91,10 @@ async fn nostream_refuses_a_req_past_its_subscription_cap_stating_the_cap() {
 }
 
 #[tokio::test]
-async fn rnostr_refuses_a_req_past_its_subscription_cap_with_a_notice() {
+async fn rnostr_refuses_a_req_past_its_subscription_cap_with_a_closed() {
     check_subscription_cap(
         Dialect::Rnostr,
-        json!(["NOTICE", "Number of subscriptions exceeds limit"]),
+        json!(["CLOSED", "c", "Number of subscriptions exceeds limit"]),
     )
     .await;
 }
@@ -163,7 +163,7 @@ async fn rnostr_refuses_too_many_filters_stating_its_ceiling() {
     check_filter_cap(
         Dialect::Rnostr,
         10,
-        json!(["NOTICE", "invalid: limitation.max_filters 10"]),
+        json!(["CLOSED", "big", "invalid: limitation.max_filters 10"]),
     )
     .await;
 }

@@ -174,8 +174,9 @@ pub enum Dialect {
     /// Too many filters: Number of filters per susbscription must be less then or equal to
     /// MAX"` (its spelling).
     Nostream,
-    /// rnostr: `NOTICE "Number of subscriptions exceeds limit"` and `NOTICE "invalid:
-    /// limitation.max_filters MAX"`.
+    /// rnostr: `CLOSED "Number of subscriptions exceeds limit"` and `CLOSED "invalid:
+    /// limitation.max_filters MAX"`, naming the refused REQ (rnostr sends `CLOSED` since
+    /// August 2024; earlier releases sent both texts as a `NOTICE`).
     Rnostr,
 }
 

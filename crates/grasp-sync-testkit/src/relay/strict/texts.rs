@@ -42,7 +42,7 @@ pub(super) fn too_many_subscriptions(dialect: Dialect, max: usize) -> Reply {
         Dialect::Nostream => Reply::Notice(format!(
             "Subscription rejected: Too many subscriptions: Number of subscriptions must be less than or equal to {max}"
         )),
-        Dialect::Rnostr => Reply::Notice("Number of subscriptions exceeds limit".to_owned()),
+        Dialect::Rnostr => Reply::Closed("Number of subscriptions exceeds limit".to_owned()),
     }
 }
 
@@ -56,7 +56,7 @@ pub(super) fn too_many_filters(dialect: Dialect, max: usize, submitted: usize) -
         Dialect::Nostream => Reply::Notice(format!(
             "Subscription rejected: Too many filters: Number of filters per susbscription must be less then or equal to {max}"
         )),
-        Dialect::Rnostr => Reply::Notice(format!("invalid: limitation.max_filters {max}")),
+        Dialect::Rnostr => Reply::Closed(format!("invalid: limitation.max_filters {max}")),
     }
 }
 

@@ -173,7 +173,7 @@ fn each_dialect_refuses_subscriptions_with_its_text() {
         ),
         (
             Dialect::Rnostr,
-            json!(["NOTICE", "Number of subscriptions exceeds limit"]),
+            json!(["CLOSED", "b", "Number of subscriptions exceeds limit"]),
         ),
     ];
     for (dialect, expected) in cases {
@@ -211,7 +211,7 @@ fn each_dialect_refuses_filters_with_its_text() {
         ),
         (
             Dialect::Rnostr,
-            json!(["NOTICE", "invalid: limitation.max_filters 3"]),
+            json!(["CLOSED", "b", "invalid: limitation.max_filters 3"]),
         ),
     ];
     for (dialect, expected) in cases {
