@@ -26,6 +26,7 @@ use async_trait::async_trait;
 use grasp_sync_model::RelayUrl;
 use nostr::Keys;
 use nostr::{ClientMessage, Event, EventId, Filter, RelayMessage, SubscriptionId, Timestamp};
+use nostr_database::{IntoNostrDatabase, MemoryDatabase, MemoryDatabaseOptions};
 use nostr_sdk::Relay;
 use nostr_sdk::pool::{RelayNotification, RelayOptions, RelayPool, RelayPoolOptions, RelayStatus};
 use tokio::sync::{broadcast, mpsc};
@@ -38,6 +39,11 @@ use super::{
 };
 use crate::address::AddressPolicy;
 use crate::error::TransportError;
+
+/// Capacity of the pool-wide notification broadcast, which nothing reads: sessions read their
+/// relay's own broadcast (`SdkConnectorOptions::notification_capacity`). The pool pre-allocates
+/// every slot, so its default of 4,096 cost each session about 1.5 MiB.
+const POOL_NOTIFICATION_CAPACITY: usize = 1;
 
 /// Tuning of the nostr-sdk transport.
 #[derive(Debug, Clone, Copy)]
@@ -102,10 +108,23 @@ impl RelayConnector for SdkConnector {
         let sdk_url = nostr::RelayUrl::parse(url.as_str())
             .map_err(|e| TransportError::BadUrl(e.to_string()))?;
         let transport = GuardedWebSocket::new(Arc::clone(&self.policy));
-        let pool = RelayPool::builder()
+        let mut builder = RelayPool::builder()
             .websocket_transport(transport.clone())
-            .opts(RelayPoolOptions::new().automatic_authentication(self.auth.is_some()))
-            .build();
+            .opts(
+                RelayPoolOptions::new()
+                    .automatic_authentication(self.auth.is_some())
+                    .notification_channel_size(POOL_NOTIFICATION_CAPACITY),
+            );
+        // The pool's default event-ID tracker pre-allocates 35,000 entries per session. It only
+        // decides whether `RelayNotification::Event` fires; the engine reads
+        // `RelayNotification::Message`, which comes for every event, and de-duplicates in its
+        // store. A tracker of one ID costs nothing and loses nothing.
+        builder.__database = MemoryDatabase::with_opts(MemoryDatabaseOptions {
+            events: false,
+            max_events: Some(1),
+        })
+        .into_nostr_database();
+        let pool = builder.build();
         if let Some(keys) = &self.auth {
             pool.state().set_signer(keys.clone()).await;
         }
