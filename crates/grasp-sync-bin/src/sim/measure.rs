@@ -140,6 +140,9 @@ pub struct Memory {
     pub hwm_kib: u64,
     /// Anonymous resident memory (`RssAnon`): the heap, without mapped files such as LMDB.
     pub anon_kib: u64,
+    /// Resident pages of mapped files (`RssFile`): the executable and the store's LMDB pages
+    /// the process has read, which the kernel may drop under memory pressure.
+    pub file_kib: u64,
 }
 
 /// Parses the memory lines of a `/proc/<pid>/status` text; absent lines read as 0.
@@ -155,6 +158,7 @@ pub fn parse_memory(status: &str) -> Memory {
         rss_kib: field("VmRSS"),
         hwm_kib: field("VmHWM"),
         anon_kib: field("RssAnon"),
+        file_kib: field("RssFile"),
     }
 }
 

@@ -685,12 +685,13 @@ pub async fn run_sim(
             let measured = idle::measure_idle(&setup).await?;
             writeln!(
                 out,
-                "idle daemon: {} repositories tracked, settled {} in {:.1}s, RSS {} MiB ({} MiB anonymous)",
+                "idle daemon: {} repositories tracked, settled {} in {:.1}s, RSS {} MiB ({} MiB anonymous, {} MiB of mapped files)",
                 measured.repos_tracked,
                 if measured.settled { "yes" } else { "NO" },
                 measured.settled_ms as f64 / 1000.0,
                 measured.memory.rss_kib / 1024,
-                measured.memory.anon_kib / 1024
+                measured.memory.anon_kib / 1024,
+                measured.memory.file_kib / 1024
             )?;
             Some(measured)
         }

@@ -4,14 +4,14 @@ use super::*;
 
 #[test]
 fn memory_lines_are_read_in_kib() {
-    let status =
-        "Name:\tgrasp-sync\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\nRssAnon:\t   51200 kB\n";
+    let status = "Name:\tgrasp-sync\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\nRssAnon:\t   51200 kB\nRssFile:\t   51000 kB\n";
     assert_eq!(
         parse_memory(status),
         Memory {
             rss_kib: 102_400,
             hwm_kib: 204_800,
             anon_kib: 51_200,
+            file_kib: 51_000,
         }
     );
 }
