@@ -17,6 +17,14 @@ use grasp_sync_bin::{Cli, Command, run, run_status};
 use grasp_sync_bin::{DemoOptions, SimOptions, run_demo, run_sim};
 use tracing_subscriber::EnvFilter;
 
+/// The allocator of the executable: jemalloc. A restart reconciles every relay and holds the
+/// coverage of every pending batch at once; once that is freed, glibc's allocator kept most of
+/// it resident (at ten times the gitnostr size, 203 of an idle daemon's 363 MiB of anonymous
+/// memory were free heap it had not returned), where jemalloc returns it. See
+/// `docs/performance.md`, "The idle daemon's memory".
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Exit code for an unusable configuration.
 const CONFIG_ERROR: u8 = 2;
 /// Log filter of `run` when `RUST_LOG` is unset: `info`, the nostr libraries at `warn`.
