@@ -28,6 +28,7 @@ use nostr::Keys;
 use nostr::{ClientMessage, Event, EventId, Filter, RelayMessage, SubscriptionId, Timestamp};
 use nostr_database::{IntoNostrDatabase, MemoryDatabase, MemoryDatabaseOptions};
 use nostr_sdk::Relay;
+use nostr_sdk::pool::pool::RelayPoolBuilder;
 use nostr_sdk::pool::{RelayNotification, RelayOptions, RelayPool, RelayPoolOptions, RelayStatus};
 use tokio::sync::{broadcast, mpsc};
 
@@ -108,23 +109,26 @@ impl RelayConnector for SdkConnector {
         let sdk_url = nostr::RelayUrl::parse(url.as_str())
             .map_err(|e| TransportError::BadUrl(e.to_string()))?;
         let transport = GuardedWebSocket::new(Arc::clone(&self.policy));
-        let mut builder = RelayPool::builder()
-            .websocket_transport(transport.clone())
-            .opts(
-                RelayPoolOptions::new()
-                    .automatic_authentication(self.auth.is_some())
-                    .notification_channel_size(POOL_NOTIFICATION_CAPACITY),
-            );
-        // The pool's default event-ID tracker pre-allocates 35,000 entries per session. It only
-        // decides whether `RelayNotification::Event` fires; the engine reads
-        // `RelayNotification::Message`, which comes for every event, and de-duplicates in its
-        // store. A tracker of one ID costs nothing and loses nothing.
-        builder.__database = MemoryDatabase::with_opts(MemoryDatabaseOptions {
-            events: false,
-            max_events: Some(1),
-        })
-        .into_nostr_database();
-        let pool = builder.build();
+        // Built field by field, so the builder's default event-ID tracker (35,000 entries,
+        // pre-allocated) is never made. The tracker only decides whether
+        // `RelayNotification::Event` fires; the engine reads `RelayNotification::Message`,
+        // which comes for every event, and de-duplicates in its store. A tracker of one ID loses
+        // nothing (a repeated event now fires `Event` too, as a new one always did).
+        let pool = RelayPoolBuilder {
+            websocket_transport: Arc::new(transport.clone()),
+            admit_policy: None,
+            monitor: None,
+            opts: RelayPoolOptions::new()
+                .automatic_authentication(self.auth.is_some())
+                .notification_channel_size(POOL_NOTIFICATION_CAPACITY),
+            __database: MemoryDatabase::with_opts(MemoryDatabaseOptions {
+                events: false,
+                max_events: Some(1),
+            })
+            .into_nostr_database(),
+            __signer: None,
+        }
+        .build();
         if let Some(keys) = &self.auth {
             pool.state().set_signer(keys.clone()).await;
         }
