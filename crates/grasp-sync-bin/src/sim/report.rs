@@ -152,7 +152,7 @@ pub(super) fn targets(report: &SimReport) -> Vec<TargetCheck> {
     let idle = report.idle.as_ref();
     out.push(check(
         "idle daemon RSS",
-        "< 150 MB",
+        &format!("< {IDLE_RSS_TARGET_MIB} MiB"),
         idle.map_or("not measured".to_owned(), |i| {
             format!(
                 "{} MiB ({} MiB anonymous){}",
