@@ -177,6 +177,32 @@ async fn concurrent_rounds_on_one_session_each_get_their_own_diff() {
     assert_eq!(third.expect("all notes").missing, Vec::<EventId>::new());
 }
 
+/// The session's pool tracks one event ID (`transport/sdk.rs`): an event delivered again, on
+/// another subscription or after other events, must still reach the engine every time, since
+/// each delivery counts for its own subscription.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_delivered_again_reaches_the_session_every_time() {
+    let keys = keys();
+    let relay = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("relay");
+    // One event, so each round's delivery is the one the tracker saw last.
+    relay.seed(notes(&keys, 1)).await.expect("seed");
+    let RelayConnection {
+        session,
+        mut inbound,
+    } = connect(&relay.url()).await;
+    let the_note = || vec![Filter::new().kind(Kind::TextNote).author(keys.public_key())];
+    for round in ["first", "second", "third"] {
+        let id = SubscriptionId::new(round);
+        session
+            .subscribe(id.clone(), the_note())
+            .await
+            .expect("req");
+        assert_eq!(events_before_eose(&mut inbound, &id).await, 1, "{round}");
+    }
+}
+
 /// Counts events arriving before `marker`'s EOSE.
 async fn events_before_eose(
     inbound: &mut mpsc::Receiver<RelayInbound>,
