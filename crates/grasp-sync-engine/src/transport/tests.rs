@@ -177,9 +177,9 @@ async fn concurrent_rounds_on_one_session_each_get_their_own_diff() {
     assert_eq!(third.expect("all notes").missing, Vec::<EventId>::new());
 }
 
-/// The session's pool tracks one event ID (`transport/sdk.rs`): an event delivered again, on
-/// another subscription or after other events, must still reach the engine every time, since
-/// each delivery counts for its own subscription.
+/// The session's pool tracks one event ID (`transport/sdk.rs`): an event delivered again on
+/// another subscription must still reach the engine every time, since each delivery counts for
+/// its own subscription.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_delivered_again_reaches_the_session_every_time() {
     let keys = keys();
