@@ -32,5 +32,6 @@ pub use ledger::{
 };
 pub use permit::{ClassCounts, Generation, Permit, PermitClass};
 pub use planner::{
-    DeferReason, Deferred, HeldGroup, LiveBudget, LivePlan, LivePlanner, Rollback, plan_live,
+    DeferReason, Deferred, FittedPlan, HeldGroup, LiveBudget, LivePlan, LivePlanner, Rollback,
+    plan_live, plan_live_fitting,
 };

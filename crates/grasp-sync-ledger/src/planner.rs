@@ -11,9 +11,12 @@ use crate::error::PlanRefusal;
 use crate::learned::LearnedLimits;
 use crate::ledger::SessionBudget;
 
+mod fitting;
 mod tail;
 #[cfg(test)]
 mod tests;
+
+pub use fitting::{FittedPlan, plan_live_fitting};
 
 /// A live group the connection holds, with the subscription that carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]

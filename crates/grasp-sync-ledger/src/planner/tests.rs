@@ -322,3 +322,92 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn essential_too_big_for_one_connection_is_split_across_connections() {
+    // Two live groups per connection (5 slots less the margin and a transient slot).
+    let b = budget(5, 1, 96 * 1024);
+    let incoming: Vec<TieredFilter> = ["e", "d", "c", "b", "a"].map(essential).to_vec();
+    let first = plan_live_fitting(&[], incoming.clone(), &b);
+    assert_eq!(first.plan.open.len(), 2);
+    assert!(first.plan.deferred.is_empty());
+    assert_eq!(
+        first.rest,
+        vec![essential("c"), essential("d"), essential("e")]
+    );
+    let second = plan_live_fitting(&[], first.rest.clone(), &b);
+    assert_eq!(second.plan.open.len(), 2);
+    assert_eq!(second.rest, vec![essential("e")]);
+    let third = plan_live_fitting(&[], second.rest, &b);
+    assert!(third.rest.is_empty());
+    // The same input splits the same way.
+    assert_eq!(plan_live_fitting(&[], incoming, &b), first);
+}
+
+#[test]
+fn a_fitting_plan_fills_the_room_left_next_to_held_groups_and_keeps_tier_order() {
+    let b = budget(6, 1, 96 * 1024);
+    let held = held(&[vec![essential("h")]], &b.limits);
+    let incoming = vec![
+        filter("u", 8, CoverageTier::RootUppercase),
+        essential("a"),
+        essential("b"),
+        filter("q", 8, CoverageTier::HistoricOnly),
+    ];
+    let fitted = plan_live_fitting(&held, incoming, &b);
+    // Three live groups fit: the held one and the two essential filters.
+    assert_eq!(fitted.plan.live_groups, 3);
+    assert_eq!(fitted.plan.admitted, vec![CoverageTier::Essential]);
+    // The lower tier waits for the next connection; historic-only coverage is never live.
+    assert_eq!(
+        fitted.rest,
+        vec![filter("u", 8, CoverageTier::RootUppercase)]
+    );
+}
+
+#[test]
+fn coverage_that_fits_whole_is_planned_as_plan_live_plans_it() {
+    let b = budget(20, 2, 96 * 1024);
+    let incoming = vec![essential("a"), essential("b"), essential("c")];
+    let fitted = plan_live_fitting(&[], incoming.clone(), &b);
+    assert_eq!(Ok(fitted.plan), plan_live(&[], incoming, &b));
+    assert!(fitted.rest.is_empty());
+}
+
+proptest! {
+    #[test]
+    fn connections_filled_in_turn_hold_every_live_filter_once_within_budget(
+        slots in 4usize..10,
+        max_filters in 1usize..4,
+        incoming in proptest::collection::vec(tiered(), 0..40),
+    ) {
+        let budget = LiveBudget {
+            slots,
+            limits: PackLimits { max_req_bytes: 4000, max_filters_per_req: max_filters },
+            persistent_bytes: None,
+        };
+        let mut rest: Vec<TieredFilter> =
+            incoming.iter().filter(|f| f.tier.may_be_live()).cloned().collect();
+        let mut placed: Vec<Filter> = Vec::new();
+        for _ in 0..100 {
+            if rest.is_empty() {
+                break;
+            }
+            let fitted = plan_live_fitting(&[], rest, &budget);
+            prop_assert!(fitted.plan.live_groups <= budget.max_live());
+            // Every filter here fits a group alone, so each connection takes something.
+            prop_assert!(!fitted.plan.open.is_empty());
+            placed.extend(fitted.plan.open.iter().flat_map(|g| g.filters.iter().map(|f| f.filter.clone())));
+            rest = fitted.rest;
+        }
+        prop_assert!(rest.is_empty());
+        let wanted: BTreeSet<Filter> = incoming
+            .iter()
+            .filter(|f| f.tier.may_be_live())
+            .map(|f| f.filter.clone())
+            .collect();
+        let unique: BTreeSet<Filter> = placed.iter().cloned().collect();
+        prop_assert_eq!(unique.len(), placed.len());
+        prop_assert_eq!(unique, wanted);
+    }
+}
