@@ -71,6 +71,8 @@ mod tests {
                     connected: 3,
                     status: 1,
                     failures: 0,
+                    connections: 2,
+                    live_subscriptions: 21,
                     wire: grasp_sync_engine::WireBytes {
                         sent: 120,
                         received: 4_096,
@@ -93,6 +95,14 @@ mod tests {
         );
         assert!(
             first.contains(r#"grasp_sync_relay_failures{relay="wss://a.example"} 0"#),
+            "{first}"
+        );
+        assert!(
+            first.contains(r#"grasp_sync_relay_connections{relay="wss://a.example"} 2"#),
+            "{first}"
+        );
+        assert!(
+            first.contains(r#"grasp_sync_relay_live_subscriptions{relay="wss://a.example"} 21"#),
             "{first}"
         );
         assert!(

@@ -228,6 +228,12 @@ impl RelayRow {
         if relay.catch_up_filters > 0 {
             learned.push(format!("{} by catch-up", relay.catch_up_filters));
         }
+        if relay.extra_connections > 0 {
+            learned.push(format!(
+                "{} extra connections ({} live)",
+                relay.extra_connections, relay.extra_live_subscriptions
+            ));
+        }
         learned.extend(relay.quirks.iter().cloned());
         RelayRow {
             url: url.to_owned(),

@@ -33,6 +33,7 @@ pub mod status;
 pub mod store;
 pub mod transport;
 
+pub use actor::MAX_CONNECTIONS_PER_RELAY;
 pub use address::{AddressPolicy, AddressRefusal};
 pub use boundary::{
     EventStore, IngestOutcome, NoPurgatory, PurgatorySource, SelfFeed, SyncedEventHook,

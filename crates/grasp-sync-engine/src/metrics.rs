@@ -21,6 +21,11 @@ pub struct RelayReading {
     pub status: u64,
     /// Consecutive connection failures (`grasp_sync_relay_failures`).
     pub failures: u64,
+    /// Connections open now, the session and its extra live connections
+    /// (`grasp_sync_relay_connections`).
+    pub connections: u64,
+    /// Live subscriptions held now over every connection (`grasp_sync_relay_live_subscriptions`).
+    pub live_subscriptions: u64,
     /// Text-frame bytes sent and received since the relay was first tracked
     /// (`grasp_sync_relay_bytes_total`).
     pub wire: crate::transport::WireBytes,
@@ -33,7 +38,7 @@ type Readings = Arc<Mutex<BTreeMap<String, RelayReading>>>;
 #[derive(Debug, Clone)]
 pub struct SyncMetrics {
     readings: Readings,
-    _relay_gauges: Arc<[ObservableGauge<u64>; 3]>,
+    _relay_gauges: Arc<[ObservableGauge<u64>; 5]>,
     _relay_bytes: Arc<ObservableCounter<u64>>,
     connection_attempts: Counter<u64>,
     events_synced: Counter<u64>,
@@ -97,6 +102,16 @@ impl SyncMetrics {
                 "grasp_sync_relay_failures",
                 "consecutive connection failures per relay",
                 |reading| reading.failures,
+            ),
+            observed(
+                "grasp_sync_relay_connections",
+                "connections open per relay: the session and the extra connections that hold live coverage one connection's budget cannot",
+                |reading| reading.connections,
+            ),
+            observed(
+                "grasp_sync_relay_live_subscriptions",
+                "live subscriptions held per relay, over every connection",
+                |reading| reading.live_subscriptions,
             ),
         ];
         let relay_bytes = {

@@ -182,6 +182,11 @@ pub struct RelayStatus {
     pub live_subscriptions: usize,
     /// Of those, auxiliary (descendant) live subscriptions.
     pub auxiliary_subscriptions: usize,
+    /// Extra connections open now, holding the essential live coverage the session's budget
+    /// cannot (at most three).
+    pub extra_connections: usize,
+    /// Live subscriptions held on the extra connections (not counted in `live_subscriptions`).
+    pub extra_live_subscriptions: usize,
     /// Transient subscriptions held now.
     pub transient_subscriptions: usize,
     /// Negentropy rounds running now.
@@ -226,7 +231,7 @@ pub struct RelayStatus {
     pub refusals: BTreeMap<String, u64>,
     /// Refusals answering subscriptions already retired (ignored: they teach nothing).
     pub stale_refusals: u64,
-    /// Successful connections.
+    /// Successful connections of the session (extra live connections are not counted).
     pub connections: u64,
     /// Reconnects within 15 minutes of a disconnect (confirmed state kept).
     pub quick_reconnects: u64,
@@ -242,7 +247,8 @@ pub struct RelayStatus {
     /// `failed`; empty while not connected.
     #[serde(default)]
     pub auth: String,
-    /// Filters left out of the live set by the relay's byte cap, fetched by paced catch-up.
+    /// Filters no live subscription holds (left out by the relay's byte cap, or by every
+    /// connection's budget), fetched by paced catch-up.
     pub catch_up_filters: usize,
     /// Catch-up queries started.
     pub catch_ups: u64,

@@ -104,3 +104,23 @@ fn bytes_read_at_a_glance() {
     assert_eq!(format_bytes(12 * 1024 * 1024), "12.0 MiB");
     assert_eq!(format_bytes(3 * 1024 * 1024 * 1024), "3.0 GiB");
 }
+
+#[test]
+fn extra_live_connections_are_shown_with_what_they_hold() {
+    let relay = RelayStatus {
+        subscription_budget: 20,
+        live_subscriptions: 17,
+        extra_connections: 2,
+        extra_live_subscriptions: 30,
+        ..RelayStatus::default()
+    };
+    let row = RelayRow::of("ws://a/", &relay, None);
+    assert!(
+        row.learned
+            .contains(&"2 extra connections (30 live)".to_owned()),
+        "{:?}",
+        row.learned
+    );
+    let single = RelayRow::of("ws://a/", &RelayStatus::default(), None);
+    assert!(!single.learned.iter().any(|l| l.contains("extra")));
+}

@@ -71,6 +71,25 @@ impl Actor {
         }
     }
 
+    /// Adds coverage no live connection holds to the catch-up (see [`Actor::note_catch_up`]).
+    pub(super) fn hand_to_catch_up(&mut self, relay: &RelayUrl, filters: Vec<Filter>) {
+        let now = self.now();
+        let unix = self.clock.unix_now();
+        let interval = self.config.catch_up_interval;
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let catch_up = &mut runtime.catch_up;
+        let before = catch_up.filters.len();
+        catch_up.filters.extend(filters);
+        if catch_up.filters.len() > before {
+            catch_up.query.start_at(unix);
+            catch_up.next_at.get_or_insert(now + interval);
+            tracing::info!(%relay, filters = catch_up.filters.len(),
+                "live coverage no connection holds gets a paced catch-up");
+        }
+    }
+
     /// Starts the catch-up query when it is due and none is in flight.
     pub(super) fn run_catch_up(&mut self, relay: &RelayUrl) {
         let now = self.now();

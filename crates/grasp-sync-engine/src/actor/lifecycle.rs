@@ -160,6 +160,7 @@ impl Actor {
         if !runtime.health.may_retire() {
             return;
         }
+        self.close_lanes(relay);
         if let Some(runtime) = self.runtimes.remove(relay) {
             if let Some(session) = runtime.session {
                 session.handle.send(Outbound::Disconnect);
@@ -186,6 +187,17 @@ impl Actor {
                 attempt,
                 result,
             } => {
+                if self
+                    .runtimes
+                    .get(&relay)
+                    .is_some_and(|r| r.lanes.owns_attempt(attempt))
+                {
+                    let result = result
+                        .map(|(connection, _)| connection)
+                        .map_err(|e| e.to_string());
+                    self.handle_lane_dialled(&relay, attempt, result);
+                    return;
+                }
                 let current = self
                     .runtimes
                     .get(&relay)
@@ -324,6 +336,7 @@ impl Actor {
         tracing::info!(%relay, budget = budget.slots(), "connected");
         self.reset_descendant_mode(relay);
         self.reset_catch_up(relay);
+        self.close_lanes(relay);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.consolidation_queued = false;
         }
@@ -372,6 +385,7 @@ impl Actor {
     pub(super) fn restart_coverage(&mut self, relay: &RelayUrl) {
         let now = self.now();
         self.abandon_transients(relay);
+        self.close_lanes(relay);
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
@@ -528,6 +542,10 @@ impl Actor {
         {
             return;
         }
+        self.close_lanes(relay);
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
         runtime.neg_batches.clear();
         runtime.end_session();
         runtime.completion_check = None;

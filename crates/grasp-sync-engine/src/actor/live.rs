@@ -2,7 +2,10 @@
 //! ledger's live planner and admitted atomically; retired groups release their slots.
 
 use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
-use grasp_sync_ledger::{DeferReason, HeldGroup, LiveBudget, LivePlan, ReleaseReason, plan_live};
+use grasp_sync_ledger::{
+    DeferReason, Deferred, HeldGroup, LiveBudget, LivePlan, PlanRefusal, ReleaseReason, plan_live,
+    plan_live_fitting,
+};
 use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
@@ -22,7 +25,7 @@ impl Actor {
         if incoming.is_empty() {
             return Vec::new();
         }
-        let Some(plan) = self.plan_live(relay, incoming) else {
+        let Some((plan, overflow)) = self.plan_live(relay, incoming) else {
             return Vec::new();
         };
         let mut deferred: Vec<CoverageTier> = plan
@@ -38,6 +41,9 @@ impl Actor {
             deferred.extend(opened);
         }
         self.check_consolidation(relay);
+        if !overflow.is_empty() {
+            self.place_on_lanes(relay, overflow);
+        }
         deferred
     }
 
@@ -142,11 +148,14 @@ impl Actor {
         true
     }
 
+    /// The plan for `incoming` on the session, and the essential coverage it cannot hold (for
+    /// the extra connections). Essential coverage that does not fit whole is split: the
+    /// session takes what fits next to its groups; lower tiers behind it are deferred.
     fn plan_live(
         &self,
         relay: &RelayUrl,
         incoming: Vec<TieredFilter>,
-    ) -> Option<grasp_sync_ledger::LivePlan> {
+    ) -> Option<(LivePlan, Vec<TieredFilter>)> {
         let runtime = self.runtimes.get(relay)?;
         let session = runtime.session.as_ref()?;
         let ledger = runtime.ledger.as_ref()?;
@@ -159,14 +168,60 @@ impl Actor {
             })
             .collect();
         let budget = LiveBudget::new(&ledger.budget(), &runtime.learned, PackLimits::default());
-        match plan_live(&held, incoming, &budget) {
-            Ok(plan) => Some(plan),
+        match plan_live(&held, incoming.clone(), &budget) {
+            Ok(mut plan) => {
+                let overflow = take_overflow(&mut plan);
+                Some((plan, overflow))
+            }
+            Err(refusal @ PlanRefusal::EssentialDoesNotFit { .. }) => {
+                tracing::debug!(%relay, %refusal, "essential live coverage does not fit one connection");
+                let fitted = plan_live_fitting(&held, incoming, &budget);
+                let mut plan = fitted.plan;
+                let (overflow, descendants): (Vec<TieredFilter>, Vec<TieredFilter>) = fitted
+                    .rest
+                    .into_iter()
+                    .partition(|f| super::lanes::lane_tier(f.tier));
+                for tier in CoverageTier::ALL {
+                    let filters: Vec<TieredFilter> = descendants
+                        .iter()
+                        .filter(|f| f.tier == tier)
+                        .cloned()
+                        .collect();
+                    if !filters.is_empty() {
+                        plan.deferred.push(Deferred {
+                            tier,
+                            reason: DeferReason::SlotBudget,
+                            filters,
+                        });
+                    }
+                }
+                Some((plan, overflow))
+            }
             Err(refusal) => {
                 tracing::warn!(%relay, %refusal, "live coverage does not fit this relay's budget");
                 None
             }
         }
     }
+}
+
+/// Core coverage the plan left out for the session's slot budget (not for a learned byte
+/// cap, which the catch-up serves): taken out of the plan's deferrals, for the extra
+/// connections.
+fn take_overflow(plan: &mut LivePlan) -> Vec<TieredFilter> {
+    if plan.needs_catch_up() {
+        return Vec::new();
+    }
+    let (overflow, kept): (Vec<Deferred>, Vec<Deferred>) = std::mem::take(&mut plan.deferred)
+        .into_iter()
+        .partition(|d| {
+            matches!(
+                d.reason,
+                DeferReason::SlotBudget | DeferReason::HigherTierDeferred
+            ) && super::lanes::lane_tier(d.tier)
+        });
+    plan.deferred = kept;
+    overflow.into_iter().flat_map(|d| d.filters).collect()
 }
 
 impl Actor {
@@ -377,6 +432,9 @@ impl Actor {
         plan.rollback.reopen = held;
         runtime.catch_up.clear_filters();
         self.note_catch_up(relay, &plan);
-        self.apply_live_plan(relay, plan);
+        if self.apply_live_plan(relay, plan) {
+            // The session holds the whole live set now: the extra connections close.
+            self.close_lanes(relay);
+        }
     }
 }

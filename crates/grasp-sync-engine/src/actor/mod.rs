@@ -14,6 +14,7 @@ mod delivered;
 mod descendants;
 mod discovery;
 mod history;
+mod lanes;
 mod lifecycle;
 pub(crate) mod limits_keeper;
 mod live;
@@ -46,6 +47,7 @@ use crate::metrics::SyncMetrics;
 use crate::session::{SessionEvent, SessionKey};
 use crate::status::EngineStatus;
 
+pub use self::lanes::MAX_CONNECTIONS_PER_RELAY;
 pub(crate) use self::negentropy::JobReport;
 use self::runtime::RelayRuntime;
 use crate::negentropy::{MissingEventRecovery, NegentropyFallbacks};
@@ -341,6 +343,10 @@ impl Actor {
     }
 
     async fn shutdown(&mut self) {
+        let relays: Vec<RelayUrl> = self.runtimes.keys().cloned().collect();
+        for relay in &relays {
+            self.close_lanes(relay);
+        }
         for runtime in self.runtimes.values_mut() {
             if let Some(session) = runtime.session.take() {
                 let sent_live = session

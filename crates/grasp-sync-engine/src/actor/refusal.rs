@@ -13,6 +13,14 @@ use crate::session::{Outbound, SessionEvent, SessionKey};
 impl Actor {
     pub(super) fn handle_session_event(&mut self, key: SessionKey, event: SessionEvent) {
         let relay = key.relay.clone();
+        if self
+            .runtimes
+            .get(&relay)
+            .is_some_and(|r| r.lanes.owns_session(&key))
+        {
+            self.handle_lane_event(&key, event);
+            return;
+        }
         let current = self
             .runtimes
             .get(&relay)

@@ -69,6 +69,8 @@ pub(super) struct RelayRuntime {
     pub(super) unsaved_streak: u32,
     /// Text-frame bytes moved by this relay's sessions that have ended.
     pub(super) ended_sessions_bytes: crate::transport::WireBytes,
+    /// Extra connections holding the essential live coverage the session's budget cannot.
+    pub(super) lanes: super::lanes::LiveLanes,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
@@ -339,6 +341,7 @@ impl RelayRuntime {
             unsaved_batches: BTreeMap::new(),
             unsaved_streak: 0,
             ended_sessions_bytes: crate::transport::WireBytes::default(),
+            lanes: super::lanes::LiveLanes::default(),
         }
     }
 
@@ -350,7 +353,7 @@ impl RelayRuntime {
             .as_ref()
             .map(|s| s.handle.wire_bytes())
             .unwrap_or_default();
-        self.ended_sessions_bytes + current
+        self.ended_sessions_bytes + current + self.lanes.wire_bytes()
     }
 
     /// Ends the current session, keeping what it moved in the relay's byte count.

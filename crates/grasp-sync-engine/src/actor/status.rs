@@ -48,6 +48,8 @@ impl Actor {
                         .session
                         .as_ref()
                         .map_or(0, |s| s.live.len() - s.core_live()),
+                    extra_connections: runtime.lanes.connected(),
+                    extra_live_subscriptions: runtime.lanes.live_groups(),
                     transient_subscriptions: runtime
                         .session
                         .as_ref()
@@ -158,6 +160,11 @@ impl Actor {
                     connected: u64::from(status.metric_value()),
                     status: u64::from(health.status),
                     failures: u64::from(health.consecutive_failures),
+                    connections: u64::from(runtime.session.is_some())
+                        + runtime.lanes.connected() as u64,
+                    live_subscriptions: (runtime.session.as_ref().map_or(0, |s| s.live.len())
+                        + runtime.lanes.live_groups())
+                        as u64,
                     wire: runtime.wire_bytes(),
                 },
             );

@@ -13,8 +13,8 @@ use grasp_sync_engine::{EngineConfig, EngineHandle, MemoryStore, RelayStatus, To
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{KIND_ISSUE, KIND_REPO_ANNOUNCEMENT, ThreadTag, reply};
 use grasp_sync_testkit::{
-    Dialect, FilterLimit, FilterPredicate, MemoryNetwork, PolicyRule, RefusalKind, SimulatedRelay,
-    StrictLimits, SubscriptionLimit, TestRelay, TestRelayConfig,
+    Dialect, FilterLimit, FilterPredicate, MemoryNetwork, NetworkHooks, PolicyRule, RefusalKind,
+    SimulatedRelay, StrictLimits, SubscriptionLimit, TestRelay, TestRelayConfig,
 };
 use nostr::{Event, EventId, Keys, TagKind, Timestamp};
 
@@ -38,6 +38,15 @@ struct Network {
 
 impl Network {
     fn start(home: TestRelayConfig, repos: usize) -> Self {
+        Self::start_with_hooks(home, repos, None)
+    }
+
+    /// [`Network::start`], with `hooks` on the memory network.
+    fn start_with_hooks(
+        home: TestRelayConfig,
+        repos: usize,
+        hooks: Option<Arc<dyn NetworkHooks>>,
+    ) -> Self {
         let fixtures: Vec<RepoFixture> = (0..repos)
             .map(|n| RepoFixture::new(&format!("repo-{n}")))
             .collect();
@@ -50,13 +59,17 @@ impl Network {
             events.push(announcement);
             events.extend(fixture.thread(1_700_000_100 + n as u64 * 100));
         }
-        let relays = MemoryNetwork::new(vec![
+        let relays = vec![
             (
                 BOOTSTRAP.to_owned(),
                 SimulatedRelay::new(TestRelayConfig::default(), announcements),
             ),
             (HOME.to_owned(), SimulatedRelay::new(home, events.clone())),
-        ]);
+        ];
+        let relays = match hooks {
+            Some(hooks) => MemoryNetwork::with_hooks(relays, hooks),
+            None => MemoryNetwork::new(relays),
+        };
         let urls = relays.urls();
         Self {
             bootstrap: urls[0].clone(),
@@ -524,5 +537,159 @@ async fn an_auxiliary_closed_moves_descendants_to_history_and_leaves_core_covera
         "{refused:?}"
     );
     assert_eq!(stats.connections(), 1);
+    run.engine.shutdown().await;
+}
+
+/// A relay that advertises five subscriptions per connection and one filter per REQ, as a
+/// strfry with those settings would: two live groups fit one connection (five slots less the
+/// margin and a transient slot), and each holds one filter. It lists no NIP-77.
+fn narrow_relay() -> TestRelayConfig {
+    let mut config = TestRelayConfig::strict(StrictLimits {
+        subscriptions: Some(SubscriptionLimit {
+            max: 5,
+            dialect: Dialect::Strfry,
+            counts_negentropy: true,
+            advertised: true,
+        }),
+        filters_per_req: Some(FilterLimit {
+            max: 1,
+            dialect: Dialect::Strfry,
+            advertised: true,
+        }),
+        negentropy_enabled: false,
+        ..StrictLimits::default()
+    });
+    config.advertise_negentropy = false;
+    config
+}
+
+#[tokio::test(start_paused = true)]
+async fn essential_live_coverage_too_big_for_one_connection_is_held_on_extra_connections() {
+    let network = Network::start(narrow_relay(), 3);
+    let key = network.home_key();
+    let run = start_paused_engine(
+        &network.relays,
+        test_config(std::slice::from_ref(&network.bootstrap)),
+    )
+    .await;
+    let all: BTreeSet<EventId> = network.events.iter().map(|e| e.id).collect();
+    run.wait_for_store(&all, Duration::from_secs(120)).await;
+    let engine = &run.engine;
+    let settled = wait_until(Duration::from_secs(60), || async {
+        engine
+            .status()
+            .await
+            .is_some_and(|s| s.relays.get(&key).is_some_and(history_settled))
+    })
+    .await;
+    let status = home_status(engine, &key).await;
+    assert!(settled, "{status:#?}");
+    assert!(status.extra_connections >= 1, "{status:#?}");
+    assert!(
+        status.extra_connections < grasp_sync_engine::MAX_CONNECTIONS_PER_RELAY,
+        "{status:#?}"
+    );
+    assert_eq!(status.catch_up_filters, 0, "{status:#?}");
+
+    // A reply to a root, and a new issue of a repository: essential coverage, which must
+    // arrive live, long before the paced catch-up would run.
+    let author = Keys::generate();
+    let root_reply = reply(
+        &author,
+        network.issue(),
+        ThreadTag::LowerE,
+        "live",
+        run.unix_now(),
+    )
+    .expect("reply");
+    network.relays.publish(&network.home, root_reply.clone());
+    run.wait_for_store(&ids(&[root_reply]), Duration::from_secs(10))
+        .await;
+
+    let stats = network.home_stats();
+    assert_eq!(stats.total_refusals(), 0, "{stats:#?}");
+    assert!(stats.peak_open_subscriptions() <= 5, "{stats:#?}");
+    // The session and its extra connections, nothing more: no connection was replaced.
+    assert_eq!(
+        stats.connections(),
+        1 + status.extra_connections,
+        "{stats:#?}"
+    );
+    eprintln!(
+        "narrow relay: {} extra connections, {} + {} live subscriptions",
+        status.extra_connections, status.live_subscriptions, status.extra_live_subscriptions
+    );
+    run.engine.shutdown().await;
+}
+
+/// Refuses every dial to the home relay after the first `allowed`, as a relay that caps the
+/// connections one address may hold (chorus takes five) refuses the next handshake.
+struct ConnectionCap {
+    allowed: usize,
+    dials: std::sync::atomic::AtomicUsize,
+}
+
+impl NetworkHooks for ConnectionCap {
+    fn dial(&self, relay: &str) -> bool {
+        if !relay.starts_with(HOME) {
+            return true;
+        }
+        let dials = self.dials.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        dials < self.allowed
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_extra_connection_the_relay_refuses_is_not_retried_and_its_coverage_is_caught_up() {
+    // The narrow relay needs three extra connections for this coverage; it takes two in all.
+    let cap = Arc::new(ConnectionCap {
+        allowed: 2,
+        dials: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let hooks: Arc<dyn NetworkHooks> = Arc::clone(&cap) as Arc<dyn NetworkHooks>;
+    let network = Network::start_with_hooks(narrow_relay(), 3, Some(hooks));
+    let key = network.home_key();
+    let mut config = test_config(std::slice::from_ref(&network.bootstrap));
+    config.catch_up_interval = Duration::from_secs(60);
+    let run = start_paused_engine(&network.relays, config).await;
+    let all: BTreeSet<EventId> = network.events.iter().map(|e| e.id).collect();
+    run.wait_for_store(&all, Duration::from_secs(120)).await;
+    let engine = &run.engine;
+    let settled = wait_until(Duration::from_secs(60), || async {
+        engine
+            .status()
+            .await
+            .is_some_and(|s| s.relays.get(&key).is_some_and(history_settled))
+    })
+    .await;
+    let status = home_status(engine, &key).await;
+    assert!(settled, "{status:#?}");
+    assert_eq!(status.extra_connections, 1, "{status:#?}");
+    assert!(status.catch_up_filters >= 1, "{status:#?}");
+    assert_eq!(status.health, "healthy", "{status:#?}");
+
+    // Coverage no connection holds still arrives, by the paced catch-up.
+    let author = Keys::generate();
+    let quote = reply(
+        &author,
+        network.issue(),
+        ThreadTag::Q,
+        "caught up",
+        run.unix_now(),
+    )
+    .expect("quote");
+    network.relays.publish(&network.home, quote.clone());
+    let status = run
+        .wait_for_store(&ids(&[quote]), Duration::from_secs(150))
+        .await;
+    let status = status.relays.get(&key).cloned().expect("home status");
+    assert!(status.catch_ups >= 1, "{status:#?}");
+
+    // Ten minutes on, the refused third connection was never tried again.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(cap.dials.load(std::sync::atomic::Ordering::SeqCst), 3);
+    let stats = network.home_stats();
+    assert_eq!(stats.total_refusals(), 0, "{stats:#?}");
+    assert_eq!(stats.connections(), 2, "{stats:#?}");
     run.engine.shutdown().await;
 }
