@@ -378,6 +378,11 @@ pub struct SimArgs {
     /// this long.
     #[arg(long, value_name = "DURATION")]
     pub idle_rss: Option<String>,
+    /// Once the first sync settled, publish fresh events tagging N sampled tracked
+    /// repositories and one root of each (every core tag family) and count how many reach
+    /// the daemon's store within 20 s, that is through live subscriptions.
+    #[arg(long, value_name = "N")]
+    pub live_probe: Option<usize>,
     /// Write the report as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

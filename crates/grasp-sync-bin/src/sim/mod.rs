@@ -4,6 +4,7 @@
 
 mod floor;
 mod idle;
+mod live_probe;
 mod measure;
 mod naive;
 mod outbox;
@@ -36,6 +37,7 @@ use crate::progress::{ProgressLine, SyncProgress};
 
 pub use floor::{FamilyFloor, REQ_PAYLOAD_BUDGET, RelayFloor, TargetSet, target_sets};
 pub use idle::IdleDaemon;
+pub use live_probe::LiveProbe;
 pub use measure::{Memory, RelayCounts, parse_memory};
 pub use naive::{ITEMS_PER_FILTER, NaiveOutcome};
 pub use outbox::OutboxReport;
@@ -111,6 +113,9 @@ pub struct SimOptions {
     /// Once the daemon converged, measure a reconciliation of the complete store (a restart
     /// over it).
     pub reconcile: bool,
+    /// Once the first sync settled, probe live coverage with fresh events for this many
+    /// tracked repositories ([`live_probe`]).
+    pub live_probe: Option<usize>,
 }
 
 impl Default for SimOptions {
@@ -143,6 +148,7 @@ impl Default for SimOptions {
             progress: false,
             shards: None,
             reconcile: false,
+            live_probe: None,
         }
     }
 }
@@ -217,6 +223,7 @@ impl TryFrom<&SimArgs> for SimOptions {
             progress: false,
             shards: args.shards,
             reconcile: args.reconcile,
+            live_probe: args.live_probe,
         })
     }
 }
@@ -286,8 +293,12 @@ pub struct EngineCounts {
     pub req_starts_historic: u64,
     /// Refusals by category.
     pub refusals: BTreeMap<String, u64>,
-    /// Most live subscriptions seen held at once (sampled).
+    /// Most live subscriptions seen held at once over every connection (sampled).
     pub peak_live_subscriptions: usize,
+    /// Extra live connections open at the end (lever 4).
+    pub extra_connections: usize,
+    /// Filters no live subscription held at the end, left to the paced catch-up.
+    pub catch_up_filters: usize,
     /// Most subscriptions held at once (the engine's own peak).
     pub peak_subscriptions: usize,
     /// Events delivered.
@@ -408,6 +419,9 @@ pub struct SimReport {
     pub process_memory: Memory,
     /// The idle daemon process, if measured.
     pub idle: Option<IdleDaemon>,
+    /// The live probe, with `--live-probe`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live_probe: Option<LiveProbe>,
     /// The design's targets.
     pub targets: Vec<TargetCheck>,
     /// Per shard, when the run had several daemons (`--shards`).
@@ -499,7 +513,7 @@ pub async fn run_sim(
         let status = daemon.status().await.unwrap_or_default();
         for (url, relay) in &status.relays {
             let peak = peak_live.entry(url.clone()).or_default();
-            *peak = (*peak).max(relay.live_subscriptions);
+            *peak = (*peak).max(relay.live_subscriptions + relay.extra_live_subscriptions);
         }
         if remaining.is_empty() || Instant::now() >= deadline {
             break;
@@ -548,6 +562,29 @@ pub async fn run_sim(
         Some((settled, first, bytes))
     } else {
         None
+    };
+    let live_probe = match options.live_probe {
+        Some(repos) => {
+            let settled = match &full_sync {
+                Some((settled, _, _)) => *settled,
+                None => reconcile::wait_settled(&daemon, deadline).await.0,
+            };
+            let probe = live_probe::run(&network, &daemon, repos, settled).await?;
+            writeln!(
+                out,
+                "live probe: {} of {} fresh events arrived within {} s{}",
+                probe.arrived,
+                probe.sent,
+                live_probe::PROBE_WAIT.as_secs(),
+                if settled {
+                    ""
+                } else {
+                    " (first sync not settled)"
+                }
+            )?;
+            Some(probe)
+        }
+        None => None,
     };
     daemon.shutdown().await;
     let own = totals(
@@ -729,6 +766,7 @@ pub async fn run_sim(
         reconcile,
         process_memory: measure::own_memory(),
         idle,
+        live_probe,
         targets: Vec::new(),
         shards: None,
     };
@@ -869,6 +907,8 @@ fn relay_rows(
                     req_starts_historic: r.req_starts_historic,
                     refusals: r.refusals.clone(),
                     peak_live_subscriptions: peak_live.get(key).copied().unwrap_or(0),
+                    extra_connections: r.extra_connections,
+                    catch_up_filters: r.catch_up_filters,
                     peak_subscriptions: r.peak_subscriptions,
                     events_received: r.events_received,
                     bytes_sent: r.bytes_sent,

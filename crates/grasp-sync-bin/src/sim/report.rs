@@ -78,6 +78,61 @@ pub(super) fn targets(report: &SimReport) -> Vec<TargetCheck> {
         },
         Some(over.is_empty()),
     ));
+    let uncovered: Vec<String> = report
+        .relays
+        .iter()
+        .filter(|r| r.engine.catch_up_filters > 0)
+        .map(|r| format!("{} filters", r.engine.catch_up_filters))
+        .collect();
+    let extra: Vec<usize> = report
+        .relays
+        .iter()
+        .map(|r| r.engine.extra_connections)
+        .collect();
+    out.push(check(
+        "live coverage left to the paced catch-up at the end",
+        "0 filters on every relay",
+        format!(
+            "{}; extra live connections per relay {}-{}",
+            if uncovered.is_empty() {
+                "none".to_owned()
+            } else {
+                format!("{} relays: {}", uncovered.len(), uncovered.join(", "))
+            },
+            extra.iter().min().copied().unwrap_or(0),
+            extra.iter().max().copied().unwrap_or(0),
+        ),
+        Some(uncovered.is_empty()),
+    ));
+    let probe = report.live_probe.as_ref();
+    out.push(check(
+        "fresh events for tracked items arrive live (live probe)",
+        "all",
+        probe.map_or("not measured".to_owned(), |p| {
+            let missed: Vec<String> = p
+                .by_tag
+                .iter()
+                .filter(|(_, (sent, arrived))| arrived < sent)
+                .map(|(tag, (sent, arrived))| format!("{tag} {arrived}/{sent}"))
+                .collect();
+            format!(
+                "{}/{} arrived{}{}",
+                p.arrived,
+                p.sent,
+                if missed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (missed: {})", missed.join(", "))
+                },
+                if p.settled {
+                    ""
+                } else {
+                    ", first sync not settled"
+                }
+            )
+        }),
+        probe.map(|p| p.settled && p.complete()),
+    ));
     let bound = report.pacing_bound_ms as f64 * PACING_SLACK;
     out.push(check(
         "convergence time",

@@ -161,7 +161,7 @@ pub(super) async fn run_sharded(
             let status = daemon.status().await.unwrap_or_default();
             for (url, relay) in &status.relays {
                 let peak = peak_live[shard].entry(url.clone()).or_default();
-                *peak = (*peak).max(relay.live_subscriptions);
+                *peak = (*peak).max(relay.live_subscriptions + relay.extra_live_subscriptions);
             }
             let busy = status
                 .relays
@@ -270,6 +270,7 @@ pub(super) async fn run_sharded(
         reconcile: None,
         process_memory: measure::own_memory(),
         idle: None,
+        live_probe: None,
         targets: Vec::new(),
         outbox: None,
         shards: Some(ShardsReport {

@@ -32,7 +32,8 @@ async fn the_sim_converges_and_compares_with_the_naive_baseline() {
             .as_ref()
             .is_some_and(|raw| raw.saved == report.network.expected)
     );
-    assert_eq!(report.targets.len(), 9, "{text}");
+    assert_eq!(report.targets.len(), 11, "{text}");
+    assert!(report.live_probe.is_none(), "not asked for");
     assert!(report.reconcile.is_none(), "not asked for");
     assert!(report.own.bytes() > 0, "{text}");
     assert!(naive.bytes() > 0, "{text}");
@@ -44,6 +45,38 @@ async fn the_sim_converges_and_compares_with_the_naive_baseline() {
     assert!(text.contains("targets:"), "{text}");
     let json = serde_json::to_value(&report).expect("serializes");
     assert_eq!(json["network"]["expected"], report.network.expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sim_probes_live_coverage_with_fresh_events() {
+    let options = SimOptions {
+        preset: Preset::Small,
+        seed: 5,
+        relays: Some(2),
+        repos: Some(4),
+        roots: Some(4),
+        profiles: Profiles::B20,
+        timeout: Duration::from_secs(60),
+        baseline: false,
+        raw_ingest: false,
+        live_probe: Some(3),
+        ..SimOptions::default()
+    };
+    let mut out = Vec::new();
+    let report = run_sim(&options, &mut out).await.expect("sim runs");
+    let text = String::from_utf8_lossy(&out);
+    assert!(report.converged(), "{text}");
+    let probe = report.live_probe.as_ref().expect("probed");
+    assert!(probe.settled, "{text}");
+    // Three repository comments per sampled repository, three replies per root.
+    assert!(probe.sent >= 9, "{text}");
+    assert!(probe.complete(), "{text}");
+    let target = report
+        .targets
+        .iter()
+        .find(|t| t.name.contains("live probe"))
+        .expect("the probe's target");
+    assert_eq!(target.met, Some(true), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
