@@ -148,9 +148,9 @@ impl Actor {
         true
     }
 
-    /// The plan for `incoming` on the session, and the essential coverage it cannot hold (for
-    /// the extra connections). Essential coverage that does not fit whole is split: the
-    /// session takes what fits next to its groups; lower tiers behind it are deferred.
+    /// The plan for `incoming` on the session, and the core coverage it cannot hold (for the
+    /// extra connections). Essential coverage that does not fit whole is split: the session
+    /// takes what fits next to its groups, and the core tiers behind it overflow too.
     fn plan_live(
         &self,
         relay: &RelayUrl,
@@ -432,9 +432,14 @@ impl Actor {
         plan.rollback.reopen = held;
         runtime.catch_up.clear_filters();
         self.note_catch_up(relay, &plan);
+        let overflow = take_overflow(&mut plan);
         if self.apply_live_plan(relay, plan) {
-            // The session holds the whole live set now: the extra connections close.
+            // The live set was packed from scratch: the extra connections hold what the
+            // session does not, packed anew (none when it holds everything).
             self.close_lanes(relay);
+            if !overflow.is_empty() {
+                self.place_on_lanes(relay, overflow);
+            }
         }
     }
 }
