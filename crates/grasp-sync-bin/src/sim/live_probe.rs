@@ -28,7 +28,7 @@ pub(super) const PROBE_WAIT: Duration = Duration::from_secs(20);
 pub struct LiveProbe {
     /// Events published.
     pub sent: usize,
-    /// Of those, held by the daemon's store within [`PROBE_WAIT`].
+    /// Of those, held by the daemon's store within the probe's wait (20 s).
     pub arrived: usize,
     /// Sent and arrived per tag family (`a`, `A`, `q` on repositories; `e`, `E`, `q` on roots).
     pub by_tag: BTreeMap<String, (usize, usize)>,

@@ -114,7 +114,7 @@ pub struct SimOptions {
     /// over it).
     pub reconcile: bool,
     /// Once the first sync settled, probe live coverage with fresh events for this many
-    /// tracked repositories ([`live_probe`]).
+    /// tracked repositories ([`LiveProbe`]).
     pub live_probe: Option<usize>,
 }
 
