@@ -40,38 +40,24 @@ impl Actor {
         if !plan.needs_catch_up() {
             return;
         }
-        let now = self.now();
-        let unix = self.clock.unix_now();
-        let interval = self.config.catch_up_interval;
-        let Some(runtime) = self.runtimes.get_mut(relay) else {
-            return;
-        };
-        let catch_up = &mut runtime.catch_up;
-        let before = catch_up.filters.len();
-        for deferred in &plan.deferred {
-            if matches!(
-                deferred.reason,
-                DeferReason::ByteBudget | DeferReason::HigherTierDeferred
-            ) {
-                // Live filters carry `limit: 0`; the catch-up wants every match.
-                catch_up.filters.extend(
-                    deferred
-                        .filters
-                        .iter()
-                        .map(|f| crate::refused::without_bounds(&f.filter)),
-                );
-            }
-        }
-        if catch_up.filters.len() > before {
-            // History up to now is fetched by the batch that brought the coverage.
-            catch_up.query.start_at(unix);
-            catch_up.next_at.get_or_insert(now + interval);
-            tracing::info!(%relay, filters = catch_up.filters.len(),
-                "coverage beyond the relay's byte cap gets a paced catch-up");
-        }
+        // Live filters carry `limit: 0`; the catch-up wants every match.
+        let filters: Vec<Filter> = plan
+            .deferred
+            .iter()
+            .filter(|d| {
+                matches!(
+                    d.reason,
+                    DeferReason::ByteBudget | DeferReason::HigherTierDeferred
+                )
+            })
+            .flat_map(|d| d.filters.iter())
+            .map(|f| crate::refused::without_bounds(&f.filter))
+            .collect();
+        self.hand_to_catch_up(relay, filters);
     }
 
-    /// Adds coverage no live connection holds to the catch-up (see [`Actor::note_catch_up`]).
+    /// Adds coverage no live connection holds to the catch-up: a byte cap or every
+    /// connection's budget keeps it out of the live set.
     pub(super) fn hand_to_catch_up(&mut self, relay: &RelayUrl, filters: Vec<Filter>) {
         let now = self.now();
         let unix = self.clock.unix_now();
@@ -83,10 +69,11 @@ impl Actor {
         let before = catch_up.filters.len();
         catch_up.filters.extend(filters);
         if catch_up.filters.len() > before {
+            // History up to now is fetched by the batch that brought the coverage.
             catch_up.query.start_at(unix);
             catch_up.next_at.get_or_insert(now + interval);
             tracing::info!(%relay, filters = catch_up.filters.len(),
-                "live coverage no connection holds gets a paced catch-up");
+                "coverage no live subscription holds gets a paced catch-up");
         }
     }
 

@@ -23,14 +23,12 @@ use std::collections::BTreeMap;
 
 use grasp_sync_filters::{CoverageTier, PackLimits, TieredFilter};
 use grasp_sync_health::{RefusalCategory, classify};
-use grasp_sync_ledger::{
-    HeldGroup, LiveBudget, ReleaseReason, SubscriptionLedger, plan_live_fitting,
-};
+use grasp_sync_ledger::{LiveBudget, ReleaseReason, SubscriptionLedger, plan_live_fitting};
 use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
 use super::Actor;
-use super::runtime::LiveGroup;
+use super::runtime::{LiveGroup, held_groups};
 use crate::session::{Outbound, SessionEvent, SessionHandle, SessionKey, spawn_session};
 use crate::transport::RelayConnection;
 
@@ -181,14 +179,7 @@ impl Actor {
             if runtime.lanes.unplaced.is_empty() {
                 break;
             }
-            let held: Vec<HeldGroup> = lane
-                .live
-                .iter()
-                .map(|(id, live)| HeldGroup {
-                    subscription_id: id.clone(),
-                    group: live.group.clone(),
-                })
-                .collect();
+            let held = held_groups(&lane.live);
             let budget = LiveBudget::new(&lane.ledger.budget(), &learned, PackLimits::default());
             let waiting = runtime.lanes.unplaced.clone();
             let fitted = plan_live_fitting(&held, waiting, &budget);

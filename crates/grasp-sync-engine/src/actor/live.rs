@@ -3,14 +3,14 @@
 
 use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
 use grasp_sync_ledger::{
-    DeferReason, Deferred, HeldGroup, LiveBudget, LivePlan, PlanRefusal, ReleaseReason, plan_live,
+    DeferReason, Deferred, LiveBudget, LivePlan, PlanRefusal, ReleaseReason, plan_live,
     plan_live_fitting,
 };
 use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
 use super::Actor;
-use super::runtime::{LiveGroup, UNSENT};
+use super::runtime::{LiveGroup, UNSENT, held_groups};
 use crate::session::Outbound;
 
 impl Actor {
@@ -159,14 +159,7 @@ impl Actor {
         let runtime = self.runtimes.get(relay)?;
         let session = runtime.session.as_ref()?;
         let ledger = runtime.ledger.as_ref()?;
-        let held: Vec<HeldGroup> = session
-            .live
-            .iter()
-            .map(|(id, live)| HeldGroup {
-                subscription_id: id.clone(),
-                group: live.group.clone(),
-            })
-            .collect();
+        let held = held_groups(&session.live);
         let budget = LiveBudget::new(&ledger.budget(), &runtime.learned, PackLimits::default());
         match plan_live(&held, incoming.clone(), &budget) {
             Ok(mut plan) => {
@@ -420,14 +413,7 @@ impl Actor {
         let Some(session) = runtime.session.as_ref() else {
             return;
         };
-        let held: Vec<HeldGroup> = session
-            .live
-            .iter()
-            .map(|(id, live)| HeldGroup {
-                subscription_id: id.clone(),
-                group: live.group.clone(),
-            })
-            .collect();
+        let held = held_groups(&session.live);
         plan.close = held.iter().map(|h| h.subscription_id.clone()).collect();
         plan.rollback.reopen = held;
         runtime.catch_up.clear_filters();

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, VecDeque};
 use grasp_sync_filters::{CoverageTier, FilterGroup, GroupedPagination, RelayPageSession};
 use grasp_sync_health::RelayHealth;
 use grasp_sync_ledger::{
-    BackgroundGate, GateRejection, LearnedLimits, Permit, PermitClass, ReactiveGate, StartDecision,
-    StartKind, SubscriptionLedger,
+    BackgroundGate, GateRejection, HeldGroup, LearnedLimits, Permit, PermitClass, ReactiveGate,
+    StartDecision, StartKind, SubscriptionLedger,
 };
 use grasp_sync_model::BatchId;
 use nostr::SubscriptionId;
@@ -272,6 +272,16 @@ pub(super) const UNANSWERED_KEPT: usize = 64;
 
 /// The send order of a live group whose REQ has not been sent: after every real one.
 pub(super) const UNSENT: u64 = u64::MAX;
+
+/// The groups of `live` as the live planner takes them.
+pub(super) fn held_groups(live: &BTreeMap<SubscriptionId, LiveGroup>) -> Vec<HeldGroup> {
+    live.iter()
+        .map(|(id, live)| HeldGroup {
+            subscription_id: id.clone(),
+            group: live.group.clone(),
+        })
+        .collect()
+}
 
 impl LiveGroup {
     /// Whether its REQ was sent (a CLOSE is due when it is retired).
