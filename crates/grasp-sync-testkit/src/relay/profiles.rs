@@ -191,6 +191,24 @@ impl TestRelayConfig {
         }
     }
 
+    /// The rust-nostr relay builder whose live delivery falls behind: every second event stored
+    /// after a subscription's EOSE is not delivered, silently, as the builder skips the new
+    /// events a connection lags more than 1,024 behind on while several clients write at once
+    /// (`QueryQuirks::skip_live_every`). Stored events are all served.
+    pub fn live_skipping_like() -> Self {
+        Self {
+            name: "live-skipping strict relay".to_owned(),
+            strict: Some(StrictLimits {
+                quirks: QueryQuirks {
+                    skip_live_every: Some(2),
+                    ..QueryQuirks::default()
+                },
+                ..StrictLimits::default()
+            }),
+            ..Self::strict_base()
+        }
+    }
+
     /// At most 150 stored events per REQ, summed over its filters, on top of 500 per filter
     /// (`max_limit` and `default_limit` 500 advertised; NIP-11 has no field for the per-REQ
     /// cap), like strfry's proposed `maxTotalEventsPerReq` (hoytech/strfry#208). NIP-77 is
@@ -239,6 +257,7 @@ impl TestRelayConfig {
                     exclusive_until: true,
                     per_req_cap: Some(200),
                     no_eose_for_live: true,
+                    skip_live_every: None,
                 },
                 ..StrictLimits::default()
             }),

@@ -32,6 +32,11 @@ pub struct QueryQuirks {
     pub per_req_cap: Option<usize>,
     /// A REQ whose every filter has `limit: 0` gets no EOSE.
     pub no_eose_for_live: bool,
+    /// Every Nth live event (one stored after the subscription's EOSE) of a connection is not
+    /// delivered, without a notice: as the rust-nostr relay builder skips, silently, the new
+    /// events a connection fell more than 1,024 behind on (its per-connection broadcast
+    /// lags), which happens when several clients write at once. Modelled by the proxy only.
+    pub skip_live_every: Option<u32>,
 }
 
 /// The per-filter result caps a relay applies before any quirk, as the rust-nostr relay

@@ -31,6 +31,8 @@ pub(crate) struct StoredPhases {
     pending: HashMap<String, VecDeque<EoseAction>>,
     /// Per subscription ID, the events the proxy's answers sent, until the subscription ends.
     answered: HashMap<String, HashSet<String>>,
+    /// Live events seen on this connection (`skip_live_every`).
+    live_events: u64,
 }
 
 impl StoredPhases {
@@ -39,6 +41,7 @@ impl StoredPhases {
             quirks,
             pending: HashMap::new(),
             answered: HashMap::new(),
+            live_events: 0,
         }
     }
 
@@ -101,6 +104,19 @@ impl StoredPhases {
             .entry(id.to_owned())
             .or_default()
             .extend(events);
+    }
+
+    /// Whether an event for `id` is one the relay skips (`skip_live_every`): every Nth event
+    /// that comes after the subscription's stored phase ended.
+    pub(crate) fn skips(&mut self, id: &str) -> bool {
+        let Some(every) = self.quirks.skip_live_every.filter(|n| *n > 0) else {
+            return false;
+        };
+        if self.pending.contains_key(id) {
+            return false;
+        }
+        self.live_events += 1;
+        self.live_events % u64::from(every) == 0
     }
 
     /// Whether a live event for `id` repeats one the proxy's answer already sent: an event

@@ -59,6 +59,7 @@ const OLDEST_FIRST: QueryQuirks = QueryQuirks {
     exclusive_until: false,
     per_req_cap: None,
     no_eose_for_live: false,
+    skip_live_every: None,
 };
 
 const EXCLUSIVE_UNTIL: QueryQuirks = QueryQuirks {
@@ -66,6 +67,7 @@ const EXCLUSIVE_UNTIL: QueryQuirks = QueryQuirks {
     exclusive_until: true,
     per_req_cap: None,
     no_eose_for_live: false,
+    skip_live_every: None,
 };
 
 fn per_req_cap(max: usize) -> QueryQuirks {
@@ -197,6 +199,7 @@ fn every_switch_together() {
         exclusive_until: true,
         per_req_cap: Some(3),
         no_eose_for_live: true,
+        skip_live_every: None,
     };
     let until = |secs| Timestamp::from_secs(secs);
     // Oldest first below 50: notes a b c (their cap) and x, of which the per-REQ cap keeps
@@ -243,6 +246,7 @@ fn quirks_strategy() -> impl Strategy<Value = QueryQuirks> {
             exclusive_until: exclusive,
             per_req_cap: cap,
             no_eose_for_live: live,
+            skip_live_every: None,
         })
 }
 

@@ -11,6 +11,7 @@ const ANSWERS: QueryQuirks = QueryQuirks {
     exclusive_until: true,
     per_req_cap: None,
     no_eose_for_live: false,
+    skip_live_every: None,
 };
 
 const NO_LIVE_EOSE: QueryQuirks = QueryQuirks {
@@ -18,6 +19,7 @@ const NO_LIVE_EOSE: QueryQuirks = QueryQuirks {
     exclusive_until: false,
     per_req_cap: None,
     no_eose_for_live: true,
+    skip_live_every: None,
 };
 
 /// Kind-1 filters, one per comma-separated limit (`-` for none).
@@ -177,4 +179,18 @@ fn live_events_repeating_an_answer_are_known_until_the_subscription_ends() {
             ("live b e3", "new"),
         ],
     );
+}
+
+#[test]
+fn every_third_live_event_is_skipped_and_no_stored_one() {
+    let mut phases = StoredPhases::new(QueryQuirks {
+        skip_live_every: Some(3),
+        ..QueryQuirks::default()
+    });
+    let _ = phases.handle_req("s", &filters("-"));
+    let stored: Vec<bool> = (0..5).map(|_| phases.skips("s")).collect();
+    assert_eq!(stored, vec![false; 5], "stored events before the EOSE pass");
+    assert_eq!(phases.handle_eose("s"), EoseAction::Pass);
+    let live: Vec<bool> = (0..6).map(|_| phases.skips("s")).collect();
+    assert_eq!(live, vec![false, false, true, false, false, true]);
 }
