@@ -11,6 +11,15 @@
 //! synced one, and is re-processed if its dependency arrives while its copy is hot (else it is
 //! offered again on the next reconnection). A reconnect starts over, so events published
 //! during an outage are not missed; delivery is at least once.
+//!
+//! A live subscription can lose events without a disconnect: a relay whose subscriber falls
+//! behind skips what it could not deliver (nostr-relay-builder drops the oldest of the 1,024
+//! new events a connection has not taken yet, silently), as it does when several shards write
+//! at once. So after the live subscription delivered anything, once it has been quiet for
+//! [`REREAD_QUIET`], the stored events are paged through again; the pause between two re-reads
+//! starts at [`REREAD_MIN`] and doubles up to [`REREAD_MAX`] while re-reads find nothing the
+//! live subscription missed (`created_at` is the author's, so `since` cannot ask for what
+//! arrived lately: each re-read pages everything, which the policy answers as duplicates).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -23,6 +32,7 @@ use grasp_sync_engine::{IngestOutcome, SelfFeed, StoreError};
 use grasp_sync_filters::{GroupedPagination, PageHints, PageStep, RelayPageSession};
 use nostr::{Event, EventId, Filter, Kind, SubscriptionId};
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 use super::link::{OwnRelayLink, SubscriptionMessage};
 use super::store::ExternalStore;
@@ -33,6 +43,12 @@ const PAGE_DEADLINE: Duration = Duration::from_secs(30);
 const RETRY_DELAY: Duration = Duration::from_secs(2);
 /// Capacity of a subscription's route.
 const CHANNEL_CAPACITY: usize = 1024;
+/// How long the live subscription is quiet, after it delivered, before a re-read.
+pub(crate) const REREAD_QUIET: Duration = Duration::from_secs(5);
+/// The shortest pause between two re-reads of the stored events.
+pub(crate) const REREAD_MIN: Duration = Duration::from_secs(30);
+/// The longest pause between two re-reads, reached while re-reads find nothing new.
+pub(crate) const REREAD_MAX: Duration = Duration::from_secs(3600);
 /// Event IDs one history round remembers to skip a page boundary's re-read: the newest this
 /// many. The own relay's history may be far larger; an event re-read past them is offered again,
 /// which the policy answers as a duplicate.
@@ -93,6 +109,7 @@ impl SelfFeed for ExternalFeed {
                 store: self.store.clone(),
                 settle,
                 serial: 0,
+                reread: Reread::new(tokio::time::Instant::now()),
             };
             tokio::spawn(reader.run());
         }
@@ -116,6 +133,63 @@ struct Reader {
     /// Asks the settler to publish what the last offers released (one request pending at most).
     settle: mpsc::Sender<()>,
     serial: u64,
+    reread: Reread,
+}
+
+/// When the stored events are paged through again (see the module documentation).
+#[derive(Debug)]
+struct Reread {
+    /// Live events offered since the last pass through the stored events began.
+    live_since_read: usize,
+    /// Events the last pass accepted as new (the live subscription had missed them).
+    found_by_read: usize,
+    last_live_at: Instant,
+    last_read_at: Instant,
+    pause: Duration,
+}
+
+impl Reread {
+    fn new(now: Instant) -> Self {
+        Self {
+            live_since_read: 0,
+            found_by_read: 0,
+            last_live_at: now,
+            last_read_at: now,
+            pause: REREAD_MIN,
+        }
+    }
+
+    /// A pass through the stored events begins.
+    fn handle_read_started(&mut self, now: Instant) {
+        self.live_since_read = 0;
+        self.found_by_read = 0;
+        self.last_read_at = now;
+    }
+
+    /// A pass through the stored events ended: the next pause doubles if it found nothing the
+    /// live subscription had not delivered.
+    fn handle_read_done(&mut self, first: bool) {
+        if first {
+            return;
+        }
+        self.pause = if self.found_by_read > 0 {
+            REREAD_MIN
+        } else {
+            (self.pause * 2).min(REREAD_MAX)
+        };
+    }
+
+    fn handle_live(&mut self, now: Instant) {
+        self.live_since_read += 1;
+        self.last_live_at = now;
+    }
+
+    /// When the next re-read is due: `None` while the live subscription delivered nothing
+    /// since the last one.
+    fn poll_timeout(&self) -> Option<Instant> {
+        (self.live_since_read > 0)
+            .then(|| (self.last_live_at + REREAD_QUIET).max(self.last_read_at + self.pause))
+    }
 }
 
 /// Publishes what the intake's acceptances released, apart from the reader: those
@@ -165,10 +239,11 @@ impl Reader {
         {
             return RoundEnd::Failed;
         }
-        let end = self.history(epoch, &mut live).await;
+        let end = self.read_stored(epoch, &mut live, true).await;
         let end = match end {
             Some(end) => end,
             None => loop {
+                let reread = self.reread.poll_timeout();
                 tokio::select! {
                     changed = epoch.changed() => break match changed {
                         Ok(()) => RoundEnd::Reconnected,
@@ -182,10 +257,43 @@ impl Reader {
                         }
                         None => break RoundEnd::Failed,
                     },
+                    () = sleep_until_some(reread) => {
+                        if let Some(end) = self.read_stored(epoch, &mut live, false).await {
+                            break end;
+                        }
+                    }
                 }
             },
         };
         self.link.unsubscribe(&live_id);
+        end
+    }
+
+    /// One pass through the stored events ([`Self::history`]), timed for the re-reads: the
+    /// `first` of a connection, or a re-read.
+    async fn read_stored(
+        &mut self,
+        epoch: &mut watch::Receiver<u64>,
+        live: &mut mpsc::Receiver<SubscriptionMessage>,
+        first: bool,
+    ) -> Option<RoundEnd> {
+        self.reread.handle_read_started(Instant::now());
+        let end = self.history(epoch, live).await;
+        if end.is_none() {
+            if !first {
+                tracing::debug!(
+                    found = self.reread.found_by_read,
+                    "re-read the own relay's stored feed events"
+                );
+                if self.reread.found_by_read > 0 {
+                    tracing::info!(
+                        found = self.reread.found_by_read,
+                        "the own relay's live feed had skipped events; a re-read of its stored events found them"
+                    );
+                }
+            }
+            self.reread.handle_read_done(first);
+        }
         end
     }
 
@@ -236,8 +344,10 @@ impl Reader {
                     message = page.recv() => match message {
                         Some(SubscriptionMessage::Event(event)) => {
                             planner.handle_event(&event);
-                            if delivered.insert(event.id) {
-                                self.offer(*event).await;
+                            if delivered.insert(event.id)
+                                && matches!(self.offer(*event).await, Some(IngestOutcome::Saved))
+                            {
+                                self.reread.found_by_read += 1;
                             }
                         }
                         Some(SubscriptionMessage::Eose) => break None,
@@ -269,6 +379,7 @@ impl Reader {
     async fn handle_live(&mut self, message: SubscriptionMessage) -> Option<RoundEnd> {
         match message {
             SubscriptionMessage::Event(event) => {
+                self.reread.handle_live(Instant::now());
                 self.offer(*event).await;
                 None
             }
@@ -280,19 +391,23 @@ impl Reader {
         }
     }
 
-    /// Offers one event the relay holds to the policy; accepted, it reaches the feed.
-    async fn offer(&self, event: Event) {
-        match self.store.offer_from_relay(&event).await {
+    /// Offers one event the relay holds to the policy; accepted, it reaches the feed. The
+    /// policy's answer, `None` when the offer failed.
+    async fn offer(&self, event: Event) -> Option<IngestOutcome> {
+        let outcome = match self.store.offer_from_relay(&event).await {
             Ok(IngestOutcome::Rejected(reason)) => {
                 tracing::debug!(id = %event.id, %reason, "the policy refused an event the own relay holds");
+                Some(IngestOutcome::Rejected(reason))
             }
-            Ok(_) => {}
+            Ok(outcome) => Some(outcome),
             Err(error) => {
                 tracing::warn!(id = %event.id, %error, "cannot offer an event the own relay holds");
+                None
             }
-        }
+        };
         // Full: a request is pending already, and covers this offer too.
         let _ = self.settle.try_send(());
+        outcome
     }
 
     fn next_id(&mut self, what: &str) -> SubscriptionId {
@@ -303,3 +418,11 @@ impl Reader {
 
 #[cfg(test)]
 mod tests;
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -174,3 +174,62 @@ async fn the_feed_reads_every_announcement_from_an_own_relay_with_exclusive_unti
     assert!(all_read, "{} announcements never read", unread().await);
     daemon.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn announcements_the_own_relay_skips_on_the_live_feed_are_read_from_its_stored_events() {
+    // The own relay delivers only every other new event live, as a relay whose subscriber
+    // lags skips events without a word; the feed must find the rest among the stored ones.
+    let own = TestRelay::start(TestRelayConfig::live_skipping_like())
+        .await
+        .expect("own relay");
+    let owner = Keys::generate();
+    let announcement = |i: u64| {
+        nip34::announcement(
+            &owner,
+            &Announcement {
+                identifier: format!("repo-{i}"),
+                name: format!("repo {i}"),
+                relays: vec![own.url()],
+                clone: vec![clone_url(&own, &owner, &format!("repo-{i}"))],
+                maintainers: Vec::new(),
+                created_at: Timestamp::from_secs(1_700_000_000 + i),
+            },
+        )
+        .expect("announcement")
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let settings = Settings {
+        own_relay: Some(RelayUrl::parse(&own.url()).expect("url")),
+        ..test_settings(dir.path())
+    };
+    let daemon = Daemon::start(&settings).await.expect("daemon");
+    let first = announcement(0);
+    own.publish(first.clone()).await.expect("publish");
+    let read = wait_until(Duration::from_secs(20), || async {
+        daemon.holds(&first.id).await.expect("holds")
+    })
+    .await;
+    assert!(read, "the first announcement was never read");
+    // Published live, one at a time: the relay skips every other one.
+    let later: Vec<_> = (1..=4).map(announcement).collect();
+    for event in &later {
+        own.publish(event.clone()).await.expect("publish");
+    }
+    let unread = || async {
+        let mut left = 0;
+        for event in &later {
+            if !daemon.holds(&event.id).await.expect("holds") {
+                left += 1;
+            }
+        }
+        left
+    };
+    let all_read = wait_until(Duration::from_secs(90), || async { unread().await == 0 }).await;
+    assert!(all_read, "{} announcements never read", unread().await);
+    assert!(
+        own.strict_stats().connections() == 1,
+        "read without reconnecting: {:?}",
+        own.strict_stats()
+    );
+    daemon.shutdown().await;
+}
