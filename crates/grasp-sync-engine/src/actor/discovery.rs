@@ -101,8 +101,43 @@ impl Actor {
             .iter()
             .chain(changed.difference(&update.dirty_relays))
         {
-            self.recompute(relay);
+            self.recompute_once_queue_drains(relay);
         }
+    }
+
+    /// The diff of an index update for `relay`, at once, or once the background starts queued
+    /// there have all gone out. Updates that arrive while a relay works through a backlog then
+    /// become one batch, packed together, instead of one small batch each, queued behind it:
+    /// the self feed brings new roots every window while a first sync runs (a shard reads the
+    /// other shards' roots as they are written). Their coverage would start no sooner queued.
+    fn recompute_once_queue_drains(&mut self, relay: &RelayUrl) {
+        if let Some(session) = self
+            .runtimes
+            .get_mut(relay)
+            .and_then(|r| r.session.as_mut())
+            && session.has_queued_background()
+        {
+            session.index_update_waits = true;
+            return;
+        }
+        self.recompute(relay);
+    }
+
+    /// Runs the index update's diff that waited for `relay`'s queue
+    /// ([`Self::recompute_once_queue_drains`]), once nothing is queued.
+    pub(super) fn recompute_if_queue_drained(&mut self, relay: &RelayUrl) {
+        let Some(session) = self
+            .runtimes
+            .get_mut(relay)
+            .and_then(|r| r.session.as_mut())
+        else {
+            return;
+        };
+        if !session.index_update_waits || session.has_queued_background() {
+            return;
+        }
+        session.index_update_waits = false;
+        self.recompute(relay);
     }
 
     /// Tracks a relay; dialing happens on the health tick.

@@ -412,6 +412,7 @@ impl Actor {
             );
         }
         self.drive_negentropy(relay);
+        self.recompute_if_queue_drained(relay);
     }
 
     /// EOSE on a subscription held: the relay took its REQ's filter count (taught to the

@@ -326,6 +326,7 @@ impl Actor {
             neg_queue: VecDeque::new(),
             neg_in_flight: BTreeMap::new(),
             rounds_before_auth: std::collections::BTreeSet::new(),
+            index_update_waits: false,
         });
         runtime.stats.connections += 1;
         runtime.completion_check = None;
@@ -564,6 +565,9 @@ impl Actor {
     /// Per-relay deadlines: watchdog, gate waits, the completion double check, retries, the
     /// daily reconciliation.
     pub(super) fn handle_relay_timeouts(&mut self, relay: &RelayUrl, now: Instant) {
+        // Level-triggered too: a queue emptied by a failure or a fallback lets its waiting
+        // index update run after the input that emptied it.
+        self.recompute_if_queue_drained(relay);
         self.handle_watchdog(relay, now);
         self.handle_auth_timeout(relay, now);
         let probes = self

@@ -41,12 +41,22 @@ const PREPARED_AHEAD: usize = 2;
 type HaveSet = Vec<(EventId, Timestamp)>;
 
 /// During the first sync of a store that was empty when the engine started, a batch of several
-/// filters whose coverage the store holds fewer events of than this goes by REQ+EOSE instead of
-/// NIP-77 on a relay that has not completed a historic sync yet (with
+/// filters whose coverage the store holds fewer events of than this, or than the batch has
+/// items (repositories and roots) if that is more ([`first_sync_max_held`]), goes by REQ+EOSE
+/// instead of NIP-77 on a relay that has not completed a historic sync yet (with
 /// [`EngineConfig::first_sync_by_req`]).
 ///
 /// [`EngineConfig::first_sync_by_req`]: crate::EngineConfig
 pub(crate) const FIRST_SYNC_MAX_HELD: usize = 100;
+
+/// How many held events still make a batch of `items` repositories and roots a first sync of
+/// its coverage: fewer than one per item (a store that holds a repository's coverage holds its
+/// state and roots, a root's its replies), and never fewer than [`FIRST_SYNC_MAX_HELD`]. A batch
+/// that merges many index updates (learned while the relay worked through a backlog) is
+/// judged by its size, as its parts would have been one by one.
+fn first_sync_max_held(items: &PendingItems) -> usize {
+    FIRST_SYNC_MAX_HELD.max(items.repos.len() + items.root_events.len())
+}
 
 /// What a background job reports to the actor.
 #[derive(Debug)]
@@ -57,8 +67,8 @@ pub(crate) enum JobReport {
         subscription_id: SubscriptionId,
         have: Result<HaveSet, StoreError>,
     },
-    /// The events a new batch's filters match in the store, up to [`FIRST_SYNC_MAX_HELD`]
-    /// (see [`EngineConfig::first_sync_by_req`](crate::EngineConfig)), or the read failed.
+    /// The events a new batch's filters match in the store, up to its
+    /// [`first_sync_max_held`] (see [`EngineConfig::first_sync_by_req`](crate::EngineConfig)), or the read failed.
     CoverageHeld {
         key: SessionKey,
         batch: BatchId,
@@ -103,6 +113,8 @@ pub(super) struct NegBatch {
     phase: NegPhase,
     /// While the store is asked whether it holds any of the batch's coverage, its rounds wait.
     checking_held: bool,
+    /// Fewer held events than this make the batch a first sync ([`first_sync_max_held`]).
+    max_held: usize,
 }
 
 enum NegPhase {
@@ -135,6 +147,7 @@ impl Actor {
         if !allowed || filters.is_empty() {
             return None;
         }
+        let max_held = first_sync_max_held(&items);
         let batch = self
             .pending
             .open_batch(relay, items, SyncMethod::Negentropy);
@@ -164,6 +177,7 @@ impl Actor {
                 session.handle.key.clone(),
                 batch,
                 filters.clone(),
+                max_held,
                 store,
                 jobs,
             ));
@@ -178,6 +192,7 @@ impl Actor {
                 refused: false,
                 phase: NegPhase::Rounds,
                 checking_held: check,
+                max_held,
             },
         );
         self.prepare_rounds(relay);
@@ -376,7 +391,7 @@ impl Actor {
     /// holds is a first sync of that coverage: REQ+EOSE does it in fewer starts (several
     /// filters per REQ, where NIP-77 spends one round per filter), so the whole batch goes by
     /// REQ+EOSE and NIP-77 stays for reconciling coverage the store holds. "Barely" is fewer
-    /// than [`FIRST_SYNC_MAX_HELD`] events for a batch of several filters during the first
+    /// than [`first_sync_max_held`] events for a batch of several filters during the first
     /// sync of a store that was empty when the engine started, on a relay that has not
     /// completed a historic sync yet and delivered none of them so far (so REQ+EOSE sends
     /// again at most that many events, which other relays delivered first, to save starts;
@@ -426,7 +441,7 @@ impl Actor {
                 !reconciling
                     && neg.filters.len() > 1
                     && several_per_req
-                    && ids.len() < FIRST_SYNC_MAX_HELD
+                    && ids.len() < neg.max_held
                     && runtime.delivered.delivered_none_of(ids)
             }
             Err(_) => false,
@@ -987,6 +1002,7 @@ fn neg_shell(filters: Vec<Filter>) -> NegBatch {
         refused: false,
         phase: NegPhase::Rounds,
         checking_held: false,
+        max_held: FIRST_SYNC_MAX_HELD,
     }
 }
 
@@ -1011,23 +1027,24 @@ fn prepare_ahead(
     }
 }
 
-/// Reads the IDs of the events the store holds that `filters` match, up to
-/// [`FIRST_SYNC_MAX_HELD`] (an event two filters match is read twice), and reports them.
+/// Reads the IDs of the events the store holds that `filters` match, up to `max_held` (an
+/// event two filters match is read twice), and reports them.
 async fn read_held(
     key: SessionKey,
     batch: BatchId,
     filters: Vec<Filter>,
+    max_held: usize,
     store: Arc<dyn EventStore>,
     jobs: tokio::sync::mpsc::Sender<JobReport>,
 ) {
     let mut held: Result<Vec<EventId>, StoreError> = Ok(Vec::new());
     for filter in filters {
         let Ok(ids) = &mut held else { break };
-        if ids.len() >= FIRST_SYNC_MAX_HELD {
+        if ids.len() >= max_held {
             break;
         }
         match store
-            .negentropy_items(filter.limit(FIRST_SYNC_MAX_HELD - ids.len()))
+            .negentropy_items(filter.limit(max_held - ids.len()))
             .await
         {
             Ok(items) => ids.extend(items.into_iter().map(|(id, _)| id)),
@@ -1095,4 +1112,31 @@ async fn run_round(
             result,
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FIRST_SYNC_MAX_HELD, PendingItems, first_sync_max_held};
+    use nostr::EventId;
+
+    fn items(roots: usize) -> PendingItems {
+        let mut items = PendingItems::default();
+        for n in 0..roots {
+            let mut bytes = [0u8; 32];
+            bytes[..8].copy_from_slice(&(n as u64).to_be_bytes());
+            items.root_events.insert(EventId::from_byte_array(bytes));
+        }
+        items
+    }
+
+    #[test]
+    fn a_small_batch_is_a_first_sync_below_the_fixed_floor() {
+        assert_eq!(first_sync_max_held(&items(3)), FIRST_SYNC_MAX_HELD);
+    }
+
+    #[test]
+    fn a_large_batch_is_a_first_sync_below_one_held_event_per_item() {
+        let roots = FIRST_SYNC_MAX_HELD * 5;
+        assert_eq!(first_sync_max_held(&items(roots)), roots);
+    }
 }

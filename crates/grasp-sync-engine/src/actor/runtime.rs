@@ -128,9 +128,18 @@ pub(super) struct Session {
     pub(super) rounds_before_auth: std::collections::BTreeSet<SubscriptionId>,
     /// NIP-42 on this connection and the coverage parked until its AUTH succeeds.
     pub(super) auth: crate::session_auth::SessionAuth<super::auth::ParkedWork>,
+    /// An index update changed this relay's targets while background starts were queued: its
+    /// diff runs once the queue has drained ([`Session::has_queued_background`]).
+    pub(super) index_update_waits: bool,
 }
 
 impl Session {
+    /// Whether historic REQs or negentropy rounds wait in this session's queues for the gates
+    /// or a slot.
+    pub(super) fn has_queued_background(&self) -> bool {
+        !self.queue.is_empty() || !self.neg_queue.is_empty()
+    }
+
     /// The send order for the next REQ, `id`'s, sent with `filters` filters; it stays
     /// unanswered until the relay says anything about it.
     pub(super) fn next_sent(&mut self, id: &SubscriptionId, filters: usize) -> u64 {
