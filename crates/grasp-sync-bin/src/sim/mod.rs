@@ -6,6 +6,7 @@ mod floor;
 mod idle;
 mod live_probe;
 mod measure;
+mod missing;
 mod naive;
 mod outbox;
 mod raw;

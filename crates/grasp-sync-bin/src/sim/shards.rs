@@ -19,6 +19,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::measure::{self, Mark, RelayCounts, counts_since};
+use super::missing::describe_missing;
 use super::{
     PACING, PROGRESS_INTERVAL, RelayFloor, SAMPLE_INTERVAL, SimOptions, SimReport, TargetSet,
     daemon_settings, engine_entry, relay_rows, report, shape, target_sets, totals, write_report,
@@ -282,6 +283,9 @@ pub(super) async fn run_sharded(
     write_report(out, &report)?;
     if let Some(shards) = &report.shards {
         write_shards(out, shards)?;
+    }
+    for line in describe_missing(&network.generated, &remaining, &owners) {
+        writeln!(out, "{line}")?;
     }
     Ok(report)
 }
