@@ -8,6 +8,11 @@ use rand::RngCore;
 use super::Actor;
 use super::runtime::RelayRuntime;
 
+/// The queued background starts behind which an index update's diff waits for the queue to
+/// drain. At one background start per second, a shorter queue is gone within a few seconds, and
+/// waiting behind it would only hold the next discovery generation back.
+const BACKLOG_STARTS: usize = 5;
+
 impl Actor {
     /// The batch window fired: apply every buffered self-feed event to the index.
     pub(super) fn process_feed_batch(&mut self) {
@@ -105,8 +110,8 @@ impl Actor {
         }
     }
 
-    /// The diff of an index update for `relay`, at once, or once the background starts queued
-    /// there have all gone out. Updates that arrive while a relay works through a backlog then
+    /// The diff of an index update for `relay`, at once, or, behind a backlog of at least
+    /// [`BACKLOG_STARTS`] queued background starts, once those have all gone out. Updates that arrive while a relay works through a backlog then
     /// become one batch, packed together, instead of one small batch each, queued behind it:
     /// the self feed brings new roots every window while a first sync runs (a shard reads the
     /// other shards' roots as they are written). Their coverage would start no sooner queued.
@@ -115,7 +120,7 @@ impl Actor {
             .runtimes
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
-            && session.has_queued_background()
+            && session.queued_background() >= BACKLOG_STARTS
         {
             session.index_update_waits = true;
             return;

@@ -137,7 +137,12 @@ impl Session {
     /// Whether historic REQs or negentropy rounds wait in this session's queues for the gates
     /// or a slot.
     pub(super) fn has_queued_background(&self) -> bool {
-        !self.queue.is_empty() || !self.neg_queue.is_empty()
+        self.queued_background() > 0
+    }
+
+    /// How many historic REQs and negentropy rounds wait in this session's queues.
+    pub(super) fn queued_background(&self) -> usize {
+        self.queue.len() + self.neg_queue.len()
     }
 
     /// The send order for the next REQ, `id`'s, sent with `filters` filters; it stays
