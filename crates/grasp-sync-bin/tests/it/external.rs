@@ -14,6 +14,17 @@ use nostr::{EventBuilder, Keys, Timestamp};
 
 use crate::support::{http_get, test_settings, wait_until};
 
+/// How many of `events` the daemon does not hold yet.
+async fn unread(daemon: &Daemon, events: &[nostr::Event]) -> usize {
+    let mut left = 0;
+    for event in events {
+        if !daemon.holds(&event.id).await.expect("holds") {
+            left += 1;
+        }
+    }
+    left
+}
+
 /// A clone URL on the own relay's host, as the policy wants from an announcement.
 fn clone_url(own: &TestRelay, owner: &Keys, identifier: &str) -> String {
     format!(
@@ -161,15 +172,7 @@ async fn the_feed_reads_every_announcement_from_an_own_relay_with_exclusive_unti
         ..test_settings(dir.path())
     };
     let daemon = Daemon::start(&settings).await.expect("daemon");
-    let unread = || async {
-        let mut left = 0;
-        for event in &announcements {
-            if !daemon.holds(&event.id).await.expect("holds") {
-                left += 1;
-            }
-        }
-        left
-    };
+    let unread = || unread(&daemon, &announcements);
     let all_read = wait_until(Duration::from_secs(30), || async { unread().await == 0 }).await;
     assert!(all_read, "{} announcements never read", unread().await);
     daemon.shutdown().await;
@@ -215,15 +218,7 @@ async fn announcements_the_own_relay_skips_on_the_live_feed_are_read_from_its_st
     for event in &later {
         own.publish(event.clone()).await.expect("publish");
     }
-    let unread = || async {
-        let mut left = 0;
-        for event in &later {
-            if !daemon.holds(&event.id).await.expect("holds") {
-                left += 1;
-            }
-        }
-        left
-    };
+    let unread = || unread(&daemon, &later);
     let all_read = wait_until(Duration::from_secs(90), || async { unread().await == 0 }).await;
     assert!(all_read, "{} announcements never read", unread().await);
     assert!(

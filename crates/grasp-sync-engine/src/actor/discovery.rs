@@ -111,10 +111,11 @@ impl Actor {
     }
 
     /// The diff of an index update for `relay`, at once, or, behind a backlog of at least
-    /// [`BACKLOG_STARTS`] queued background starts, once those have all gone out. Updates that arrive while a relay works through a backlog then
-    /// become one batch, packed together, instead of one small batch each, queued behind it:
-    /// the self feed brings new roots every window while a first sync runs (a shard reads the
-    /// other shards' roots as they are written). Their coverage would start no sooner queued.
+    /// [`BACKLOG_STARTS`] queued background starts, once those have all gone out. Updates that
+    /// arrive while a relay works through a backlog then become one batch, packed together,
+    /// instead of one small batch each, queued behind it: the self feed brings new roots every
+    /// window while a first sync runs (a shard reads the other shards' roots as they are
+    /// written). Their coverage would start no sooner queued.
     fn recompute_once_queue_drains(&mut self, relay: &RelayUrl) {
         if let Some(session) = self
             .runtimes
