@@ -1,6 +1,6 @@
-//! A repeated EOSE-closing query with an in-memory cursor, shared by the descendant fallback and
-//! the byte-cap catch-up: each query starts from the previous successful one's start minus an
-//! overlap, one query is in flight at a time, and only a successful batch advances the cursor.
+//! A repeated EOSE-closing query with an in-memory cursor, used by the byte-cap catch-up: each
+//! query starts from the previous successful one's start minus an overlap, one query is in
+//! flight at a time, and only a successful batch advances the cursor.
 
 use std::time::Duration;
 

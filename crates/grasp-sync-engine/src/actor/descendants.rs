@@ -2,8 +2,9 @@
 //! Layer 3) are *direct members*; events tagging a direct member but no repository or root are
 //! recovered for one generation only. New members get descendant live coverage when the whole
 //! descendant tier fits the relay's budget, and a historic batch either way; a relay where the
-//! tier does not fit gets a paced fallback query every maintenance tick instead, from an
-//! in-memory cursor advanced only after a successful EOSE (with 15 minutes of overlap).
+//! tier does not fit gets a paced fallback instead: one group of members per maintenance tick,
+//! swept from an in-memory cursor advanced only once a whole sweep reached its EOSEs (with 15
+//! minutes of overlap; see [`super::descendant_sweep`]).
 //! Recovered descendants never become members themselves. A failed historic batch for new
 //! members leaves them uncovered again, so the next tick asks for them anew.
 
@@ -38,8 +39,8 @@ pub(super) struct DescendantCoverage {
     covered_coordinates: BTreeSet<Coordinate>,
     /// Descendant live coverage did not fit: history runs on the fallback cadence.
     constrained: bool,
-    /// The fallback query's cursor and batch in flight.
-    pub(super) fallback: super::cursor_query::CursorQuery,
+    /// The fallback sweep's cursor, position and group in flight.
+    pub(super) fallback: super::descendant_sweep::DescendantSweep,
     /// Historic batches in flight for new members, with the members they cover.
     batches: BTreeMap<BatchId, (Vec<EventId>, Vec<Coordinate>)>,
 }
@@ -223,46 +224,54 @@ impl Actor {
         }
     }
 
-    /// On a constrained relay, one paced descendant query per tick over every covered member,
-    /// from the cursor minus the overlap.
+    /// On a constrained relay, the next group of the descendant sweep: one REQ+EOSE group of
+    /// covered members per tick, through the ordinary historic queue.
     fn run_descendant_fallback(&mut self, relay: &RelayUrl) {
         let unix = self.clock.unix_now();
-        let Some(runtime) = self.runtimes.get(relay) else {
-            return;
-        };
         // The fallback yields to ordinary history: it runs only on an otherwise idle relay.
         if self.pending.has_pending(relay) {
             return;
         }
-        let coverage = &runtime.descendants;
-        if !coverage.constrained
-            || coverage.fallback.is_in_flight()
-            || coverage.covered_ids.is_empty() && coverage.covered_coordinates.is_empty()
-        {
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let coverage = &mut runtime.descendants;
+        if !coverage.constrained {
             return;
         }
-        let Some(since) = coverage.fallback.since(FALLBACK_OVERLAP) else {
-            // The members' own historic batches cover everything up to now.
-            if let Some(runtime) = self.runtimes.get_mut(relay) {
-                runtime.descendants.fallback.start_at(unix);
-            }
+        let Some(group) = coverage.fallback.next_group(
+            unix,
+            FALLBACK_OVERLAP,
+            &coverage.covered_ids,
+            &coverage.covered_coordinates,
+        ) else {
             return;
         };
-        let ids: Vec<EventId> = coverage.covered_ids.iter().copied().collect();
-        let coordinates: Vec<Coordinate> = coverage.covered_coordinates.iter().cloned().collect();
         let query = Coverage {
-            direct_members: &ids,
-            addressable_members: &coordinates,
+            direct_members: &group.ids,
+            addressable_members: &group.coordinates,
             ..Coverage::default()
         };
-        let filters = match query.historic_filters(Some(since), None, &FilterBudget::default()) {
+        let budget = FilterBudget::default();
+        let filters = match query.historic_filters(Some(group.since), None, &budget) {
             Ok(filters) => filters.into_iter().map(|f| f.filter).collect(),
             Err(error) => {
                 tracing::warn!(%relay, %error, "descendant fallback filters could not be built");
                 return;
             }
         };
-        self.open_cursor_query(relay, filters, |runtime| &mut runtime.descendants.fallback);
+        let batch = self
+            .open_historic_batch(relay, PendingItems::default(), filters)
+            .filter(|batch| {
+                self.pending
+                    .batches(relay)
+                    .iter()
+                    .any(|b| b.batch_id == *batch)
+            });
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.descendants.fallback.sent(&group, batch);
+        }
+        self.drive_queue(relay);
     }
 
     /// A new session re-derives the descendant mode from its own capacity: every member is

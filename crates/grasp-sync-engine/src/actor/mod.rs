@@ -11,6 +11,7 @@ mod auth;
 mod catch_up;
 mod cursor_query;
 mod delivered;
+mod descendant_sweep;
 mod descendants;
 mod discovery;
 mod history;

@@ -540,6 +540,112 @@ async fn an_auxiliary_closed_moves_descendants_to_history_and_leaves_core_covera
     run.engine.shutdown().await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_descendant_fallback_asks_one_group_of_members_per_tick() {
+    // 900 direct members of one issue on a relay that closes every live subscription to their
+    // descendants: the paced fallback sweeps them, one group (at most 400 members) per tick.
+    let fixture = RepoFixture::new("crowded");
+    let author = Keys::generate();
+    let thread = fixture.thread(1_700_000_100);
+    let issue = thread.last().expect("issue").clone();
+    let members: Vec<Event> = (0..900)
+        .map(|n| {
+            let at = Timestamp::from_secs(1_700_000_500 + n);
+            reply(
+                &author,
+                &issue,
+                ThreadTag::LowerE,
+                &format!("member {n}"),
+                at,
+            )
+            .expect("member")
+        })
+        .collect();
+    let member_hex: BTreeSet<String> = members.iter().map(|m| m.id.to_hex()).collect();
+    let live_hex = member_hex.clone();
+    let closes_descendants = FilterPredicate::custom(move |filter| {
+        filter.limit == Some(0)
+            && filter
+                .generic_tags
+                .values()
+                .any(|values| values.iter().any(|v| live_hex.contains(v)))
+    });
+    let home = TestRelayConfig::strict(StrictLimits {
+        policies: vec![PolicyRule::new(
+            closes_descendants,
+            "error: descendant subscriptions are not kept",
+        )],
+        ..StrictLimits::default()
+    });
+    let announcement =
+        fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
+    let held = thread
+        .iter()
+        .chain(&members)
+        .cloned()
+        .chain([announcement.clone()]);
+    let network = MemoryNetwork::new(vec![
+        (
+            BOOTSTRAP.to_owned(),
+            SimulatedRelay::new(TestRelayConfig::default(), vec![announcement]),
+        ),
+        (HOME.to_owned(), SimulatedRelay::new(home, held.collect())),
+    ]);
+    let urls = network.urls();
+    let (bootstrap, key) = (&urls[0], &urls[1]);
+    let run = start_paused_engine(&network, test_config(std::slice::from_ref(bootstrap))).await;
+    let mut expected = ids(&thread);
+    expected.extend(members.iter().map(|m| m.id));
+    run.wait_for_store(&expected, Duration::from_secs(120))
+        .await;
+    // Long enough for two sweeps of three groups at one tick each.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    // The fallback's REQs: bounded below by `since`, asking about members.
+    let fallback: Vec<(Duration, BTreeSet<String>)> = {
+        let stats = network.stats(key);
+        let first = stats.starts.first().map(|s| s.at).expect("a start");
+        stats
+            .starts
+            .iter()
+            .filter(|s| s.refused.is_none())
+            .filter_map(|s| {
+                let asked: BTreeSet<String> = s
+                    .filters
+                    .iter()
+                    .filter(|f| f.since.is_some() && f.limit != Some(0))
+                    .flat_map(|f| f.generic_tags.values().flatten())
+                    .filter(|v| member_hex.contains(*v))
+                    .cloned()
+                    .collect();
+                (!asked.is_empty()).then(|| (s.at - first, asked))
+            })
+            .collect()
+    };
+    assert!(fallback.len() >= 6, "{} fallback REQs", fallback.len());
+    for (at, asked) in &fallback {
+        assert!(
+            asked.len() <= 400,
+            "{} members asked at {at:?}",
+            asked.len()
+        );
+    }
+    for pair in fallback.windows(2) {
+        assert!(
+            pair[1].0 - pair[0].0 >= Duration::from_secs(1),
+            "two fallback groups in one tick: {:?} and {:?}",
+            pair[0].0,
+            pair[1].0
+        );
+    }
+    let swept: BTreeSet<&String> = fallback[..3].iter().flat_map(|(_, a)| a).collect();
+    assert_eq!(
+        swept.len(),
+        member_hex.len(),
+        "one sweep asks for every member"
+    );
+    run.engine.shutdown().await;
+}
+
 /// A relay that advertises five subscriptions per connection and one filter per REQ, as a
 /// strfry with those settings would: two live groups fit one connection (five slots less the
 /// margin and a transient slot), and each holds one filter. It lists no NIP-77.

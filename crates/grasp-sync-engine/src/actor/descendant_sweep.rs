@@ -1,0 +1,197 @@
+//! The descendant fallback's sweep: on a relay where descendant live coverage does not fit,
+//! the covered direct members are queried one group per maintenance tick, in member order, all
+//! from the same `since`. A sweep's `since` is the start of the last complete sweep minus an
+//! overlap, so the cursor advances only once every group of a sweep reached its EOSE; a failed
+//! group is asked again, from where it was. Pure state: the actor supplies the members, the
+//! time and the batch results.
+//!
+//! Members added during a sweep are safe whichever side of the sweep's position they land on:
+//! their own historic batch covers them up to the moment they were added, which is later than
+//! the sweep's start, and the next sweep reaches back before it.
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use std::time::Duration;
+
+use grasp_sync_model::BatchId;
+use nostr::nips::nip01::Coordinate;
+use nostr::{EventId, Timestamp};
+
+/// Direct-member event IDs per group: their `e`, `E` and `q` filters (about 27 KB each) stay
+/// within the default filter byte budget, one filter per tag family.
+pub(super) const GROUP_IDS: usize = 400;
+/// Addressable members per group: coordinates vary in length, so fewer than IDs.
+pub(super) const GROUP_COORDINATES: usize = 100;
+
+/// Where a sweep goes on: event IDs first, then coordinates, each after the last one asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Position {
+    Ids(Option<EventId>),
+    Coordinates(Option<Coordinate>),
+}
+
+/// A sweep under way.
+#[derive(Debug, Clone)]
+struct Sweep {
+    started: Timestamp,
+    since: Timestamp,
+    next: Position,
+}
+
+/// One group to ask for: members, and the `since` of their sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SweepGroup {
+    pub since: Timestamp,
+    pub ids: Vec<EventId>,
+    pub coordinates: Vec<Coordinate>,
+    /// Where the sweep goes on once this group is done.
+    next: Position,
+}
+
+/// The sweep's cursor, position and group in flight.
+#[derive(Debug, Default)]
+pub(super) struct DescendantSweep {
+    /// Start of the last complete sweep; `None` until the members' own batches set it.
+    cursor: Option<Timestamp>,
+    sweep: Option<Sweep>,
+    /// The group's batch in flight and the position after it.
+    in_flight: Option<(BatchId, Position)>,
+    /// Sweeps completed.
+    completed: u64,
+}
+
+impl DescendantSweep {
+    /// Whether a group is in flight.
+    #[cfg(test)]
+    pub(super) fn is_in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Sweeps completed since the relay's descendant coverage was reset.
+    #[cfg(test)]
+    pub(super) fn completed(&self) -> u64 {
+        self.completed
+    }
+
+    /// The next group to ask for at `now`, or `None`: with a group in flight, without members,
+    /// or on the first call, which only sets the cursor to `now` (the members' own historic
+    /// batches cover everything before it). A sweep that has asked for every member ends here,
+    /// advancing the cursor to its start, and the next one begins. Hand the group back to
+    /// [`Self::sent`] with its batch.
+    pub(super) fn next_group(
+        &mut self,
+        now: Timestamp,
+        overlap: Duration,
+        ids: &BTreeSet<EventId>,
+        coordinates: &BTreeSet<Coordinate>,
+    ) -> Option<SweepGroup> {
+        if self.in_flight.is_some() || ids.is_empty() && coordinates.is_empty() {
+            return None;
+        }
+        let Some(cursor) = self.cursor else {
+            self.cursor = Some(now);
+            return None;
+        };
+        if let Some(sweep) = &self.sweep
+            && let Some(group) = group_after(sweep, ids, coordinates)
+        {
+            return Some(group);
+        }
+        // No sweep yet, or this one asked for every member: the next starts now.
+        let since = match self.sweep.take() {
+            Some(done) => {
+                self.cursor = Some(done.started);
+                self.completed += 1;
+                done.started
+            }
+            None => cursor,
+        };
+        let sweep = self.sweep.insert(Sweep {
+            started: now,
+            since: Timestamp::from_secs(since.as_secs().saturating_sub(overlap.as_secs())),
+            next: Position::Ids(None),
+        });
+        group_after(sweep, ids, coordinates)
+    }
+
+    /// `group` was queued in `batch`, or needed no REQ at all (`None`, done at once).
+    pub(super) fn sent(&mut self, group: &SweepGroup, batch: Option<BatchId>) {
+        match batch {
+            Some(batch) => self.in_flight = Some((batch, group.next.clone())),
+            None => self.advance(group.next.clone()),
+        }
+    }
+
+    /// A batch ended: if it was the group in flight and it succeeded, the sweep moves past the
+    /// group; a failure leaves the group at the head, to be asked again with the same `since`.
+    pub(super) fn handle_batch_done(&mut self, batch: BatchId, success: bool) {
+        if let Some((_, next)) = self.in_flight.take_if(|(b, _)| *b == batch)
+            && success
+        {
+            self.advance(next);
+        }
+    }
+
+    /// The relay's pending batches were dropped: the group in flight will never finish and
+    /// is asked again.
+    pub(super) fn handle_pending_cleared(&mut self) {
+        self.in_flight = None;
+    }
+
+    fn advance(&mut self, next: Position) {
+        if let Some(sweep) = &mut self.sweep {
+            sweep.next = next;
+        }
+    }
+}
+
+/// The group after `sweep`'s position, with its `since`; `None` at the sweep's end.
+fn group_after(
+    sweep: &Sweep,
+    ids: &BTreeSet<EventId>,
+    coordinates: &BTreeSet<Coordinate>,
+) -> Option<SweepGroup> {
+    let (ids, coordinates, next) = take_group(&sweep.next, ids, coordinates)?;
+    Some(SweepGroup {
+        since: sweep.since,
+        ids,
+        coordinates,
+        next,
+    })
+}
+
+/// The group after `position`: up to [`GROUP_IDS`] IDs, or once they are exhausted up to
+/// [`GROUP_COORDINATES`] coordinates, with the position after it. `None` at the sweep's end.
+fn take_group(
+    position: &Position,
+    ids: &BTreeSet<EventId>,
+    coordinates: &BTreeSet<Coordinate>,
+) -> Option<(Vec<EventId>, Vec<Coordinate>, Position)> {
+    if let Position::Ids(after) = position {
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let group: Vec<EventId> = ids
+            .range((lower, Bound::Unbounded))
+            .take(GROUP_IDS)
+            .copied()
+            .collect();
+        if let Some(last) = group.last() {
+            let next = Position::Ids(Some(*last));
+            return Some((group, Vec::new(), next));
+        }
+    }
+    let after = match position {
+        Position::Coordinates(after) => after.as_ref(),
+        Position::Ids(_) => None,
+    };
+    let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+    let group: Vec<Coordinate> = coordinates
+        .range::<Coordinate, _>((lower, Bound::Unbounded))
+        .take(GROUP_COORDINATES)
+        .cloned()
+        .collect();
+    let next = Position::Coordinates(Some(group.last()?.clone()));
+    Some((Vec::new(), group, next))
+}
+
+#[cfg(test)]
+mod tests;
