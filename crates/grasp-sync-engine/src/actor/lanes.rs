@@ -204,6 +204,10 @@ impl Actor {
                     lane.handle.send(Outbound::Close(id.clone()));
                 }
             }
+            if ids.is_empty() {
+                // Nothing more fits this connection: the next one is offered the rest.
+                continue;
+            }
             let generation = lane.ledger.generation();
             match lane.ledger.admit_live(now, generation, ids.clone()) {
                 Ok(permits) => {
