@@ -47,13 +47,13 @@ use crate::error::TransportError;
 const POOL_NOTIFICATION_CAPACITY: usize = 1;
 
 /// Tuning of the nostr-sdk transport.
-#[derive(Debug, Clone, Copy)]
 ///
 /// A session buffers what the engine has not read yet in both, in turn: the inbound channel
 /// first, then the broadcast, and only a full broadcast loses messages (reported as
 /// `RelayInbound::Lagged`). The broadcast writes every slot when it is made and keeps each
 /// message until its slot is written again, so its capacity is resident for the whole session;
 /// the channel holds only what is waiting. The buffering therefore sits in the channel.
+#[derive(Debug, Clone, Copy)]
 pub struct SdkConnectorOptions {
     /// Capacity of the SDK's per-relay notification broadcast.
     pub notification_capacity: usize,
