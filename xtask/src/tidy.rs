@@ -7,6 +7,10 @@
 //! 3. The core crates' library code reads no clock: time is passed in.
 //! 4. The daemon's production build (default features) does not depend on the testkit: only
 //!    its `sim` feature and its tests do.
+//! 5. The engine's sans-IO machine (`grasp-sync-engine/src/machine.rs` and `machine/`) uses no
+//!    async code, no runtime, no Nostr client, no socket or channel, spawns nothing, reads no
+//!    clock (its tests may take an origin instant), and reaches into the rest of its crate for
+//!    nothing: only core crates and the machine's own modules.
 //!
 //! Every violation is listed; the command fails if there is any.
 
@@ -48,6 +52,30 @@ const CLOCK_READS: &[&str] = &[
     "Utc::now(",
 ];
 
+/// The engine's sans-IO module tree: the file and the directory of its modules.
+const MACHINE_TREE: (&str, &str) = (
+    "crates/grasp-sync-engine/src/machine.rs",
+    "crates/grasp-sync-engine/src/machine",
+);
+
+/// What code in the machine tree must not contain, with the reason shown on failure.
+const FORBIDDEN_IN_MACHINE: &[(&str, &str)] = &[
+    ("tokio", "an async runtime"),
+    ("async ", "async code"),
+    (".await", "async code"),
+    ("futures", "async code"),
+    ("nostr_sdk", "a Nostr client"),
+    ("nostr_relay_pool", "a Nostr client"),
+    ("std::net", "sockets"),
+    ("mpsc", "a channel"),
+    ("spawn", "a spawned task"),
+    ("std::thread", "threads"),
+    (
+        "crate::",
+        "the engine outside the machine (use `crate::machine::` or a core crate)",
+    ),
+];
+
 /// Runs every tidy check and reports all violations together.
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
@@ -55,6 +83,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     check_core_dependencies(root, &mut problems)?;
     check_core_clock_reads(root, &mut problems)?;
     check_production_dependencies(root, &mut problems)?;
+    check_machine_purity(root, &mut problems)?;
     if problems.is_empty() {
         cmd::say("tidy: ok");
         return Ok(());
@@ -122,6 +151,39 @@ fn check_core_clock_reads(root: &Path, problems: &mut Vec<String>) -> Result<()>
                         number + 1
                     ));
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_machine_purity(root: &Path, problems: &mut Vec<String>) -> Result<()> {
+    let (file, dir) = MACHINE_TREE;
+    let mut files = vec![root.join(file)];
+    files.extend(rust_files(&root.join(dir))?);
+    for file in files {
+        let text =
+            fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        let test_file = file.file_name().is_some_and(|name| name == "tests.rs");
+        for (number, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            let code = code.replace("crate::machine::", "");
+            let found = FORBIDDEN_IN_MACHINE
+                .iter()
+                .find(|(token, _)| code.contains(token))
+                .map(|(token, why)| (*token, *why))
+                .or_else(|| {
+                    CLOCK_READS
+                        .iter()
+                        .find(|read| !test_file && code.contains(*read))
+                        .map(|read| (*read, "a clock read: the machine takes time as an argument"))
+                });
+            if let Some((token, why)) = found {
+                problems.push(format!(
+                    "{}:{} uses `{token}` ({why}): the machine is sans-IO",
+                    relative(root, &file),
+                    number + 1
+                ));
             }
         }
     }

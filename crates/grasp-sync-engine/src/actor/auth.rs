@@ -17,7 +17,8 @@ use nostr::{Filter, SubscriptionId};
 
 use super::Actor;
 use super::history::FilterCeiling;
-use crate::session_auth::AuthVerdict;
+use crate::machine::session_auth::AuthVerdict;
+use crate::machine::timers::RelayTimer;
 
 /// The text a failed or unanswered AUTH is refused with (it classifies as `auth-required`).
 const AUTH_FAILED: &str = "auth-required: authentication failed";
@@ -188,7 +189,7 @@ impl Actor {
         }
         if derive_again {
             if let Some(runtime) = self.runtimes.get_mut(relay) {
-                runtime.retry_at = Some(now);
+                runtime.timers.set(RelayTimer::CoverageRetry, now);
             }
             self.repair_live(relay);
         }
@@ -281,7 +282,7 @@ impl Actor {
             return; // a relay's discovery keeps its own deadlines
         }
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.retry_at = Some(now);
+            runtime.timers.set(RelayTimer::CoverageRetry, now);
         }
         self.repair_live(relay);
     }

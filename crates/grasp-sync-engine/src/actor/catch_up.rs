@@ -51,7 +51,7 @@ impl Actor {
                 )
             })
             .flat_map(|d| d.filters.iter())
-            .map(|f| crate::refused::without_bounds(&f.filter))
+            .map(|f| crate::machine::refused::without_bounds(&f.filter))
             .collect();
         self.hand_to_catch_up(relay, filters);
     }

@@ -4,7 +4,7 @@
 //! descendant tier fits the relay's budget, and a historic batch either way; a relay where the
 //! tier does not fit gets a paced fallback instead: one group of members per maintenance tick,
 //! swept from an in-memory cursor advanced only once a whole sweep reached its EOSEs (with 15
-//! minutes of overlap; see [`super::descendant_sweep`]).
+//! minutes of overlap; see [`crate::machine::descendant_sweep`]).
 //! Recovered descendants never become members themselves. A failed historic batch for new
 //! members leaves them uncovered again, so the next tick asks for them anew.
 
@@ -40,7 +40,7 @@ pub(super) struct DescendantCoverage {
     /// Descendant live coverage did not fit: history runs on the fallback cadence.
     constrained: bool,
     /// The fallback sweep's cursor, position and group in flight.
-    pub(super) fallback: super::descendant_sweep::DescendantSweep,
+    pub(super) fallback: crate::machine::descendant_sweep::DescendantSweep,
     /// Historic batches in flight for new members, with the members they cover.
     batches: BTreeMap<BatchId, (Vec<EventId>, Vec<Coordinate>)>,
 }

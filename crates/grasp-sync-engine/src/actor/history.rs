@@ -20,7 +20,8 @@ use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 
 use super::Actor;
 use super::runtime::{QueuedStart, Transient};
-use crate::refused::Admission;
+use crate::machine::refused::Admission;
+use crate::machine::timers::{RelayTimer, SessionTimer};
 use crate::session::Outbound;
 
 /// How many filters a historic REQ may carry.
@@ -313,13 +314,13 @@ impl Actor {
         else {
             return;
         };
-        session.gate_wait = None;
+        session.timers.cancel(SessionTimer::GateWait);
         session.drive_live(now, relay, &mut runtime.stats, self.metrics.as_ref());
         let mut rejected: Vec<BatchId> = Vec::new();
         while let Some(front) = session.queue.front() {
             if let Some(until) = paused_until {
                 tracing::debug!(%relay, wait_ms = until.saturating_duration_since(now).as_millis() as u64, "queue waits for a health pause");
-                session.gate_wait = Some(session.gate_wait.map_or(until, |w| w.min(until)));
+                session.timers.set_earliest(SessionTimer::GateWait, until);
                 break;
             }
             let counts = ledger.counts();
@@ -338,7 +339,7 @@ impl Actor {
                 StartDecision::Ready => {}
                 StartDecision::NotBefore(at) => {
                     tracing::debug!(%relay, wait_ms = at.saturating_duration_since(now).as_millis() as u64, "queue waits for a gate");
-                    session.gate_wait = Some(session.gate_wait.map_or(at, |w| w.min(at)));
+                    session.timers.set_earliest(SessionTimer::GateWait, at);
                     break;
                 }
                 StartDecision::Rejected(reason) => {
@@ -564,7 +565,7 @@ impl Actor {
                 let now = self.now();
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
                     // Each retry of an unreachable second is spaced further apart.
-                    runtime.retry_at = Some(now + backoff);
+                    runtime.timers.set(RelayTimer::CoverageRetry, now + backoff);
                 }
                 return;
             }
@@ -578,7 +579,7 @@ impl Actor {
                 let now = self.now();
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
                     // A store that keeps failing is not asked again at once.
-                    runtime.retry_at = Some(now + backoff);
+                    runtime.timers.set(RelayTimer::CoverageRetry, now + backoff);
                 }
                 return;
             }
@@ -640,7 +641,9 @@ impl Actor {
         runtime.unsaved_batches.remove(&batch);
         let pause_end = runtime.health.sync_paused_until(now).unwrap_or(now);
         let retry = pause_end.max(now + RETRY_FLOOR);
-        runtime.retry_at = Some(runtime.retry_at.map_or(retry, |at| at.min(retry)));
+        runtime
+            .timers
+            .set_earliest(RelayTimer::CoverageRetry, retry);
         runtime.stats.last_error = Some(why.to_owned());
         self.forget_negentropy_batch(relay, batch);
         self.recovery.handle_unrelated_failure(relay);

@@ -266,7 +266,7 @@ impl Actor {
         if !may_dial {
             let filters: Vec<nostr::Filter> = std::mem::take(&mut lanes.unplaced)
                 .into_iter()
-                .map(|f| crate::refused::without_bounds(&f.filter))
+                .map(|f| crate::machine::refused::without_bounds(&f.filter))
                 .collect();
             self.hand_to_catch_up(relay, filters);
             return;
@@ -420,7 +420,7 @@ impl Actor {
                     .live
                     .values()
                     .flat_map(|g| g.group.filters.iter())
-                    .map(|f| crate::refused::without_bounds(&f.filter)),
+                    .map(|f| crate::machine::refused::without_bounds(&f.filter)),
             );
             runtime.ended_sessions_bytes += session.handle.wire_bytes();
             session.handle.send(Outbound::Disconnect);

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use grasp_sync_filters::{PageHints, RelayPageSession, Window, announcement_filter};
-use grasp_sync_ledger::{BackgroundGate, ReactiveGate, SessionBudget, SubscriptionLedger};
+use grasp_sync_ledger::{BackgroundGate, ReactiveGate, SubscriptionLedger};
 use grasp_sync_model::{BatchId, ConnectionStatus, PendingItems, RelaySyncNeeds, RelayUrl};
 use nostr::Timestamp;
 use rand::Rng;
@@ -15,42 +15,17 @@ use super::Actor;
 use super::runtime::Session;
 use crate::dial::DialReport;
 use crate::error::TransportError;
+use crate::machine::session_start::{
+    SessionStart, daily_deadline, reconnect_since, session_budget,
+};
+use crate::machine::timers::{RelayTimer, SessionTimer, Timers};
 use crate::negentropy::RoundStart;
 use crate::session::{Outbound, SessionKey, spawn_session};
 use crate::transport::{NipListing, RelayConnection, RelayInfo};
 
-/// Overlap subtracted from the last connection time for a quick reconnect's `since`.
-const RECONNECT_OVERLAP: Duration = Duration::from_secs(60);
-/// The daily reconciliation runs at a random point between these after the last one.
-const DAILY_MIN: Duration = Duration::from_secs(23 * 3600);
-const DAILY_MAX: Duration = Duration::from_secs(25 * 3600);
-
 /// Wait before a recovery probe that could not run (its batch failed or never started) is
 /// tried again.
 const PROBE_RETRY: Duration = Duration::from_secs(5);
-
-/// Smallest subscription budget worth learning: one live group, one transient slot and the
-/// two-slot margin.
-pub(super) const MIN_LEARNED_SLOTS: usize = 4;
-
-/// The budget of a new session: the advertised value, lowered to what the relay taught us.
-pub(super) fn session_budget(advertised: Option<u32>, learned: Option<usize>) -> SessionBudget {
-    let advertised = SessionBudget::from_nip11(advertised);
-    match learned {
-        Some(slots) if slots < advertised.slots() => SessionBudget::from_slots(slots),
-        _ => advertised,
-    }
-}
-
-/// How a new session starts.
-enum Reconnect {
-    /// Never connected before (or state already forgotten): fresh start.
-    First,
-    /// Disconnected less than 15 minutes ago: keep confirmed state, catch up from `since`.
-    Quick { since: Timestamp },
-    /// Disconnected longer: the state is too stale to trust; fresh start.
-    Long,
-}
 
 impl Actor {
     /// The health-and-metrics tick: retire, dial, probe, report.
@@ -76,7 +51,7 @@ impl Actor {
             if runtime.session.is_some() {
                 if runtime.health.poll_probe(now).is_some() {
                     // A pause ended: re-derive the coverage it held back.
-                    runtime.retry_at = Some(now);
+                    runtime.timers.set(RelayTimer::CoverageRetry, now);
                 }
                 continue;
             }
@@ -309,7 +284,7 @@ impl Actor {
         );
         let answers_auth = handle.session().authenticates();
         runtime.session = Some(Session {
-            auth: crate::session_auth::SessionAuth::new(answers_auth),
+            auth: crate::machine::session_auth::SessionAuth::new(answers_auth),
             handle,
             background: BackgroundGate::new(now),
             reactive: ReactiveGate::new(now),
@@ -317,11 +292,10 @@ impl Actor {
             live: BTreeMap::new(),
             transients: BTreeMap::new(),
             queue: VecDeque::new(),
-            gate_wait: None,
+            timers: Timers::default(),
             sent: 0,
             unanswered: VecDeque::new(),
             live_queue: VecDeque::new(),
-            live_repair_at: None,
             rebuild_pending: false,
             neg_queue: VecDeque::new(),
             neg_in_flight: BTreeMap::new(),
@@ -329,8 +303,8 @@ impl Actor {
             index_update_waits: false,
         });
         runtime.stats.connections += 1;
-        runtime.completion_check = None;
-        runtime.retry_at = None;
+        runtime.timers.cancel(RelayTimer::CompletionCheck);
+        runtime.timers.cancel(RelayTimer::CoverageRetry);
         if let Some(metrics) = &self.metrics {
             metrics.record_attempt(true);
         }
@@ -339,15 +313,16 @@ impl Actor {
         self.reset_catch_up(relay);
         self.close_lanes(relay);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.consolidation_queued = false;
+            runtime.consolidation.handle_session_started();
         }
         self.fallbacks.handle_session_started(relay);
         self.recovery.handle_connected(relay);
         self.arm_daily(relay);
-        match self.reconnect_kind(relay) {
-            Reconnect::First => self.fresh_start(relay),
-            Reconnect::Quick { since } => self.quick_reconnect(relay, since),
-            Reconnect::Long => {
+        let start = SessionStart::for_relay(self.relays.get(relay), self.clock.unix_now());
+        match start {
+            SessionStart::First => self.fresh_start(relay),
+            SessionStart::Quick { since } => self.quick_reconnect(relay, since),
+            SessionStart::Long => {
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
                     runtime.stats.long_reconnects += 1;
                 }
@@ -356,27 +331,6 @@ impl Actor {
                 }
                 self.fresh_start(relay);
             }
-        }
-    }
-
-    /// Which start a new session gets: the 15-minute rule on the previous session's end.
-    fn reconnect_kind(&self, relay: &RelayUrl) -> Reconnect {
-        let unix = self.clock.unix_now();
-        let Some(state) = self.relays.get(relay) else {
-            return Reconnect::First;
-        };
-        match (state.last_connected, state.disconnected_at) {
-            (Some(last_connected), Some(_)) if !state.should_clear_state(unix) => {
-                Reconnect::Quick {
-                    since: Timestamp::from_secs(
-                        last_connected
-                            .as_secs()
-                            .saturating_sub(RECONNECT_OVERLAP.as_secs()),
-                    ),
-                }
-            }
-            (Some(_), Some(_)) => Reconnect::Long,
-            _ => Reconnect::First,
         }
     }
 
@@ -414,9 +368,7 @@ impl Actor {
             .relays
             .get(relay)
             .and_then(|s| s.last_connected)
-            .map_or(Timestamp::from_secs(0), |t| {
-                Timestamp::from_secs(t.as_secs().saturating_sub(RECONNECT_OVERLAP.as_secs()))
-            });
+            .map_or(Timestamp::from_secs(0), reconnect_since);
         self.quick_reconnect(relay, since);
     }
 
@@ -475,11 +427,10 @@ impl Actor {
 
     /// Arms the daily reconciliation 23–25 h from now, at a seeded random offset.
     fn arm_daily(&mut self, relay: &RelayUrl) {
-        let spread = DAILY_MAX.saturating_sub(DAILY_MIN).as_secs().max(1);
-        let offset = Duration::from_secs(self.rng.random_range(0..spread));
-        let at = self.now() + DAILY_MIN + offset;
+        let now = self.now();
+        let at = daily_deadline(now, |spread| self.rng.random_range(0..spread));
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.daily_at = Some(at);
+            runtime.timers.set(RelayTimer::DailyReconciliation, at);
         }
     }
 
@@ -549,7 +500,7 @@ impl Actor {
         };
         runtime.neg_batches.clear();
         runtime.end_session();
-        runtime.completion_check = None;
+        runtime.timers.cancel(RelayTimer::CompletionCheck);
         runtime.announcements_batch = None;
         runtime.health.handle_disconnected(now);
         if let Some(ledger) = runtime.ledger.as_mut() {
@@ -582,22 +533,21 @@ impl Actor {
         if self
             .runtimes
             .get(relay)
-            .and_then(|r| r.daily_at)
-            .is_some_and(|at| now >= at)
+            .is_some_and(|r| r.timers.is_due(RelayTimer::DailyReconciliation, now))
         {
             self.daily_reconciliation(relay);
         }
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        if runtime.retry_at.is_some_and(|at| now >= at) {
+        if runtime.timers.is_due(RelayTimer::CoverageRetry, now) {
             // Refused work parked for the session's AUTH waits for its outcome.
             let parked = runtime.session.as_ref().and_then(|s| s.auth.poll_timeout());
             let paused = runtime.health.sync_paused_until(now).max(parked);
             match paused {
-                Some(until) if until > now => runtime.retry_at = Some(until),
+                Some(until) if until > now => runtime.timers.set(RelayTimer::CoverageRetry, until),
                 _ => {
-                    runtime.retry_at = None;
+                    runtime.timers.cancel(RelayTimer::CoverageRetry);
                     self.retry_coverage(relay);
                 }
             }
@@ -606,10 +556,10 @@ impl Actor {
             .runtimes
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
-            .filter(|s| s.live_repair_at.is_some_and(|at| now >= at))
-            .map(|s| {
-                s.live_repair_at = None;
-                std::mem::take(&mut s.rebuild_pending)
+            .and_then(|s| {
+                s.timers
+                    .take_due(SessionTimer::LiveRepair, now)
+                    .then(|| std::mem::take(&mut s.rebuild_pending))
             });
         match live_repair {
             Some(true) => self.rebuild_live(relay),
@@ -624,37 +574,31 @@ impl Actor {
             .and_then(|r| r.session.as_ref())
             .is_some_and(|s| {
                 (!s.queue.is_empty() || !s.neg_queue.is_empty() || !s.live_queue.is_empty())
-                    && s.gate_wait.is_none_or(|at| now >= at)
+                    && !s.timers.is_waiting(SessionTimer::GateWait, now)
             });
         if drive {
             self.drive_queue(relay);
         }
         let due = self
             .runtimes
-            .get(relay)
-            .and_then(|r| r.completion_check)
-            .is_some_and(|at| now >= at);
-        if due {
+            .get_mut(relay)
+            .is_some_and(|r| r.timers.take_due(RelayTimer::CompletionCheck, now));
+        if due && !self.pending.has_pending(relay) {
+            let unix = self.clock.unix_now();
+            let state = self.relays.register(relay);
+            let before = state.connection_status;
+            state.complete_historic_sync(unix);
             if let Some(runtime) = self.runtimes.get_mut(relay) {
-                runtime.completion_check = None;
+                runtime.delivered.retire();
             }
-            if !self.pending.has_pending(relay) {
-                let unix = self.clock.unix_now();
-                let state = self.relays.register(relay);
-                let before = state.connection_status;
-                state.complete_historic_sync(unix);
-                if let Some(runtime) = self.runtimes.get_mut(relay) {
-                    runtime.delivered.retire();
-                }
-                let status = self.relays.register(relay).connection_status;
-                if status == before {
-                    // Said at info level when the relay's status last changed.
-                    tracing::debug!(%relay, ?status, "historic sync idle again");
-                } else if status == ConnectionStatus::ConnectedHistoricSyncFailures {
-                    tracing::warn!(%relay, "historic sync finished with failures; live sync active");
-                } else {
-                    tracing::info!(%relay, "historic sync complete");
-                }
+            let status = self.relays.register(relay).connection_status;
+            if status == before {
+                // Said at info level when the relay's status last changed.
+                tracing::debug!(%relay, ?status, "historic sync idle again");
+            } else if status == ConnectionStatus::ConnectedHistoricSyncFailures {
+                tracing::warn!(%relay, "historic sync finished with failures; live sync active");
+            } else {
+                tracing::info!(%relay, "historic sync complete");
             }
         }
     }
@@ -666,10 +610,12 @@ impl Actor {
         }
         self.run_queued_consolidation(relay);
         let at = self.now() + self.config.completion_recheck;
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            if runtime.session.is_some() && runtime.completion_check.is_none() {
-                runtime.completion_check = Some(at);
-            }
+        if let Some(runtime) = self.runtimes.get_mut(relay)
+            && runtime.session.is_some()
+        {
+            runtime
+                .timers
+                .set_unless_armed(RelayTimer::CompletionCheck, at);
         }
     }
 }

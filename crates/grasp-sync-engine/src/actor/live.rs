@@ -11,6 +11,7 @@ use nostr::SubscriptionId;
 
 use super::Actor;
 use super::runtime::{LiveGroup, UNSENT, held_groups};
+use crate::machine::consolidation::is_fragmented;
 use crate::session::Outbound;
 
 impl Actor {
@@ -320,10 +321,9 @@ impl Actor {
         let Some(session) = runtime.session.as_ref() else {
             return;
         };
-        // The baseline is at least one group, so nothing at or under the margin can exceed it.
-        if session.core_live() > margin && !runtime.consolidation_queued {
-            runtime.consolidation_queued = true;
-        }
+        runtime
+            .consolidation
+            .handle_live_changed(session.core_live(), margin);
     }
 
     /// Groups the complete live set needs when packed from scratch.
@@ -344,15 +344,13 @@ impl Actor {
     /// Runs a queued consolidation once the relay has no pending batch, if core live groups
     /// still exceed the baseline by more than the margin.
     pub(super) fn run_queued_consolidation(&mut self, relay: &RelayUrl) {
-        let queued = self
+        let pending = self.pending.has_pending(relay);
+        let due = self
             .runtimes
-            .get(relay)
-            .is_some_and(|r| r.consolidation_queued);
-        if !queued || self.pending.has_pending(relay) {
+            .get_mut(relay)
+            .is_some_and(|r| r.consolidation.take_due(pending));
+        if !due {
             return;
-        }
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.consolidation_queued = false;
         }
         let core = self
             .runtimes
@@ -363,7 +361,7 @@ impl Actor {
             return;
         };
         let margin = self.config.consolidation_margin;
-        if core > baseline + margin {
+        if is_fragmented(core, baseline, margin) {
             tracing::info!(%relay, core, baseline, margin, "live coverage is fragmented; consolidating");
             self.consolidate(relay);
         }

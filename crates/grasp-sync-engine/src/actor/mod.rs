@@ -10,8 +10,6 @@
 mod auth;
 mod catch_up;
 mod cursor_query;
-mod delivered;
-mod descendant_sweep;
 mod descendants;
 mod discovery;
 mod history;
@@ -317,11 +315,11 @@ impl Actor {
             .min(self.next_recovery_at);
         for runtime in self.runtimes.values() {
             for deadline in [
-                runtime.completion_check,
-                runtime.retry_at,
-                runtime.daily_at,
-                runtime.session.as_ref().and_then(|s| s.gate_wait),
-                runtime.session.as_ref().and_then(|s| s.live_repair_at),
+                runtime.timers.poll_timeout(),
+                runtime
+                    .session
+                    .as_ref()
+                    .and_then(|s| s.timers.poll_timeout()),
                 runtime.session.as_ref().and_then(|s| s.auth.poll_timeout()),
                 runtime.ledger.as_ref().and_then(|l| l.poll_timeout()),
                 runtime

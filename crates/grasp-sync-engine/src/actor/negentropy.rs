@@ -27,6 +27,7 @@ use super::history::FilterCeiling;
 use super::runtime::{QueuedStart, Session};
 use crate::boundary::EventStore;
 use crate::error::StoreError;
+use crate::machine::timers::SessionTimer;
 use crate::negentropy::{FallbackReason, HydrationOutcome, HydrationPass, RoundStart};
 use crate::session::SessionKey;
 use crate::transport::{NegentropyError, RelaySession, RoundLimits};
@@ -284,7 +285,7 @@ impl Actor {
             match decision {
                 StartDecision::Ready => {}
                 StartDecision::NotBefore(at) => {
-                    session.gate_wait = Some(session.gate_wait.map_or(at, |w| w.min(at)));
+                    session.timers.set_earliest(SessionTimer::GateWait, at);
                     break;
                 }
                 StartDecision::Rejected(_) => {
@@ -360,7 +361,7 @@ impl Actor {
                 slot,
                 jobs.clone(),
             ));
-            if session.auth.state() != crate::session_auth::AuthState::Authenticated {
+            if session.auth.state() != crate::machine::session_auth::AuthState::Authenticated {
                 session.rounds_before_auth.insert(subscription_id.clone());
             }
             session

@@ -8,6 +8,7 @@ use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
 use super::Actor;
+use crate::machine::timers::RelayTimer;
 use crate::session::{Outbound, SessionEvent, SessionKey};
 
 impl Actor {
@@ -249,7 +250,7 @@ impl Actor {
                     self.open_historic_batch(
                         relay,
                         grasp_sync_model::PendingItems::default(),
-                        vec![crate::refused::without_bounds(filter)],
+                        vec![crate::machine::refused::without_bounds(filter)],
                     );
                 }
             }
@@ -258,7 +259,9 @@ impl Actor {
             // Replacement coverage is derived from the current index once any pause ends.
             if let Some(runtime) = self.runtimes.get_mut(relay) {
                 let pause_end = runtime.health.sync_paused_until(now).unwrap_or(now);
-                runtime.retry_at = Some(pause_end.max(now));
+                runtime
+                    .timers
+                    .set(RelayTimer::CoverageRetry, pause_end.max(now));
             }
             self.repair_live(relay);
         }
@@ -353,7 +356,7 @@ impl Actor {
             (Some(session), Some(order)) => session.held_before(order),
             _ => runtime.held_subscriptions().saturating_sub(1),
         };
-        let learned = held.max(super::lifecycle::MIN_LEARNED_SLOTS);
+        let learned = held.max(crate::machine::session_start::MIN_LEARNED_SLOTS);
         if learned >= current {
             return false;
         }

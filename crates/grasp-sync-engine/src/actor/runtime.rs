@@ -13,6 +13,7 @@ use grasp_sync_model::BatchId;
 use nostr::SubscriptionId;
 use std::time::Instant;
 
+use crate::machine::timers::{RelayTimer, SessionTimer, Timers};
 use crate::session::SessionHandle;
 
 /// Everything the actor knows about one relay.
@@ -25,14 +26,10 @@ pub(super) struct RelayRuntime {
     pub(super) dialing: Option<u64>,
     pub(super) session: Option<Session>,
     pub(super) stats: RelayStats,
-    /// When to re-check that historic sync is complete (the six-second double check).
-    pub(super) completion_check: Option<Instant>,
-    /// When to re-derive coverage that failed (after its pause).
-    pub(super) retry_at: Option<Instant>,
+    /// The relay's named timers (completion check, coverage retry, daily reconciliation).
+    pub(super) timers: Timers<RelayTimer>,
     /// The Layer 1 announcements batch of the current session.
     pub(super) announcements_batch: Option<BatchId>,
-    /// When the daily reconciliation of this relay is due (23–25 h after the last one).
-    pub(super) daily_at: Option<Instant>,
     /// A subscription budget the relay taught us by refusing (it did not advertise one, or
     /// advertised too much); kept across sessions.
     pub(super) learned_slots: Option<usize>,
@@ -44,15 +41,13 @@ pub(super) struct RelayRuntime {
     /// sessions.
     pub(super) nip77: crate::negentropy::Nip77Support,
     /// Coverage this relay refused by policy, paused on its own; kept across sessions.
-    pub(super) refused: crate::refused::RefusedCoverage,
-    /// Core live groups passed the consolidation margin: once no batch is pending, compare
-    /// them with the baseline of the complete live set and consolidate if they exceed it by
-    /// more than the margin.
-    pub(super) consolidation_queued: bool,
+    pub(super) refused: crate::machine::refused::RefusedCoverage,
+    /// The queued consolidation check of the core live groups.
+    pub(super) consolidation: crate::machine::consolidation::Consolidation,
     /// Coverage left out of the live set by the learned byte cap, and its paced catch-up.
     pub(super) catch_up: super::catch_up::CatchUp,
     /// What the relay delivered during its first sync, across its sessions until then.
-    pub(super) delivered: super::delivered::DeliveredIds,
+    pub(super) delivered: crate::machine::delivered::DeliveredIds,
     /// Recovery probes of refused coverage in flight, by batch.
     pub(super) probe_batches: BTreeMap<BatchId, nostr::Filter>,
     /// Pending batches with a truncated filter: never confirmed, abandoned once drained.
@@ -105,8 +100,8 @@ pub(super) struct Session {
     pub(super) live: BTreeMap<SubscriptionId, LiveGroup>,
     pub(super) transients: BTreeMap<SubscriptionId, Transient>,
     pub(super) queue: VecDeque<QueuedStart>,
-    /// The earliest instant a gate lets the head of the queue start.
-    pub(super) gate_wait: Option<Instant>,
+    /// The session's named timers (gate wait, live repair): they end with the session.
+    pub(super) timers: Timers<SessionTimer>,
     /// REQs sent in this session (the next one's send order).
     pub(super) sent: u64,
     /// The latest REQs the relay has not answered yet, oldest first, with the number of
@@ -115,8 +110,6 @@ pub(super) struct Session {
     /// Live groups admitted by the ledger whose REQ waits for the reactive gate (only while
     /// a query-rate episode spaces starts; otherwise they are sent at once).
     pub(super) live_queue: VecDeque<SubscriptionId>,
-    /// Live planning waits for a query-rate cooldown: re-derive live coverage then.
-    pub(super) live_repair_at: Option<Instant>,
     /// The deferred live planning is a full rebuild (a consolidation or a learned byte cap).
     pub(super) rebuild_pending: bool,
     /// Negentropy rounds waiting for a permit and the gates.
@@ -127,7 +120,7 @@ pub(super) struct Session {
     /// on the round's own channel, may come after the relay accepted the AUTH.
     pub(super) rounds_before_auth: std::collections::BTreeSet<SubscriptionId>,
     /// NIP-42 on this connection and the coverage parked until its AUTH succeeds.
-    pub(super) auth: crate::session_auth::SessionAuth<super::auth::ParkedWork>,
+    pub(super) auth: crate::machine::session_auth::SessionAuth<super::auth::ParkedWork>,
     /// An index update changed this relay's targets while background starts were queued: its
     /// diff runs once the queue has drained ([`Session::has_queued_background`]).
     pub(super) index_update_waits: bool,
@@ -210,7 +203,7 @@ impl Session {
 
 impl Session {
     /// Sends queued live REQs while the reactive gate allows; a gate that asks to wait sets
-    /// [`Session::gate_wait`]. Live starts never pass the background gate.
+    /// [`SessionTimer::GateWait`]. Live starts never pass the background gate.
     pub(super) fn drive_live(
         &mut self,
         now: Instant,
@@ -234,7 +227,7 @@ impl Session {
             };
             if let Some(at) = wait {
                 tracing::debug!(%relay, "live start waits for the reactive gate");
-                self.gate_wait = Some(self.gate_wait.map_or(at, |w| w.min(at)));
+                self.timers.set_earliest(SessionTimer::GateWait, at);
                 break;
             }
             self.live_queue.pop_front();
@@ -258,12 +251,12 @@ impl Session {
     }
 
     /// Whether a query-rate cooldown is running at `now`; if so live planning is deferred to
-    /// its end ([`Session::live_repair_at`]).
+    /// its end ([`SessionTimer::LiveRepair`]).
     pub(super) fn defer_for_cooldown(&mut self, now: Instant) -> bool {
         let Some(until) = self.reactive.poll_timeout().filter(|until| *until > now) else {
             return false;
         };
-        self.live_repair_at = Some(self.live_repair_at.map_or(until, |at| at.min(until)));
+        self.timers.set_earliest(SessionTimer::LiveRepair, until);
         true
     }
 
@@ -347,16 +340,14 @@ impl RelayRuntime {
             dialing: None,
             session: None,
             stats: RelayStats::default(),
-            completion_check: None,
-            retry_at: None,
+            timers: Timers::default(),
             announcements_batch: None,
-            daily_at: None,
             learned_slots: None,
             descendants: super::descendants::DescendantCoverage::default(),
             neg_batches: BTreeMap::new(),
             nip77: crate::negentropy::Nip77Support::new(),
-            refused: crate::refused::RefusedCoverage::default(),
-            consolidation_queued: false,
+            refused: crate::machine::refused::RefusedCoverage::default(),
+            consolidation: Default::default(),
             catch_up: super::catch_up::CatchUp::default(),
             delivered: Default::default(),
             probe_batches: BTreeMap::new(),

@@ -19,9 +19,9 @@ use nostr::{EventId, Timestamp};
 
 /// Direct-member event IDs per group: their `e`, `E` and `q` filters (about 27 KB each) stay
 /// within the default filter byte budget, one filter per tag family.
-pub(super) const GROUP_IDS: usize = 400;
+pub(crate) const GROUP_IDS: usize = 400;
 /// Addressable members per group: coordinates vary in length, so fewer than IDs.
-pub(super) const GROUP_COORDINATES: usize = 100;
+pub(crate) const GROUP_COORDINATES: usize = 100;
 
 /// Where a sweep goes on: event IDs first, then coordinates, each after the last one asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +40,7 @@ struct Sweep {
 
 /// One group to ask for: members, and the `since` of their sweep.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct SweepGroup {
+pub(crate) struct SweepGroup {
     pub since: Timestamp,
     pub ids: Vec<EventId>,
     pub coordinates: Vec<Coordinate>,
@@ -50,7 +50,7 @@ pub(super) struct SweepGroup {
 
 /// The sweep's cursor, position and group in flight.
 #[derive(Debug, Default)]
-pub(super) struct DescendantSweep {
+pub(crate) struct DescendantSweep {
     /// Start of the last complete sweep; `None` until the members' own batches set it.
     cursor: Option<Timestamp>,
     sweep: Option<Sweep>,
@@ -63,13 +63,13 @@ pub(super) struct DescendantSweep {
 impl DescendantSweep {
     /// Whether a group is in flight.
     #[cfg(test)]
-    pub(super) fn is_in_flight(&self) -> bool {
+    pub(crate) fn is_in_flight(&self) -> bool {
         self.in_flight.is_some()
     }
 
     /// Sweeps completed since the relay's descendant coverage was reset.
     #[cfg(test)]
-    pub(super) fn completed(&self) -> u64 {
+    pub(crate) fn completed(&self) -> u64 {
         self.completed
     }
 
@@ -78,7 +78,7 @@ impl DescendantSweep {
     /// batches cover everything before it). A sweep that has asked for every member ends here,
     /// advancing the cursor to its start, and the next one begins. Hand the group back to
     /// [`Self::sent`] with its batch.
-    pub(super) fn next_group(
+    pub(crate) fn next_group(
         &mut self,
         now: Timestamp,
         overlap: Duration,
@@ -115,7 +115,7 @@ impl DescendantSweep {
     }
 
     /// `group` was queued in `batch`, or needed no REQ at all (`None`, done at once).
-    pub(super) fn sent(&mut self, group: &SweepGroup, batch: Option<BatchId>) {
+    pub(crate) fn sent(&mut self, group: &SweepGroup, batch: Option<BatchId>) {
         match batch {
             Some(batch) => self.in_flight = Some((batch, group.next.clone())),
             None => self.advance(group.next.clone()),
@@ -124,7 +124,7 @@ impl DescendantSweep {
 
     /// A batch ended: if it was the group in flight and it succeeded, the sweep moves past the
     /// group; a failure leaves the group at the head, to be asked again with the same `since`.
-    pub(super) fn handle_batch_done(&mut self, batch: BatchId, success: bool) {
+    pub(crate) fn handle_batch_done(&mut self, batch: BatchId, success: bool) {
         if let Some((_, next)) = self.in_flight.take_if(|(b, _)| *b == batch)
             && success
         {
@@ -134,7 +134,7 @@ impl DescendantSweep {
 
     /// The relay's pending batches were dropped: the group in flight will never finish and
     /// is asked again.
-    pub(super) fn handle_pending_cleared(&mut self) {
+    pub(crate) fn handle_pending_cleared(&mut self) {
         self.in_flight = None;
     }
 

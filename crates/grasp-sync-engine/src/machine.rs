@@ -1,0 +1,24 @@
+//! The sans-IO parts of the per-relay sync machine: pure state that the actor (`actor/`, the
+//! async driver) owns and drives with the time passed in. Nothing in this tree uses an async
+//! runtime, a socket, a channel, a spawned task or a clock: `cargo xtask tidy` rejects any file
+//! under `machine/` that does, so the rules here are tested as plain functions of their inputs.
+//!
+//! - [`timers`]: the named timer tables of a relay and of a session.
+//! - [`session_start`]: how a session starts (the 15-minute rule, the reconnect overlap), the
+//!   daily reconciliation's window, and a session's opening budget.
+//! - [`consolidation`]: when fragmented core live groups are rebuilt from scratch.
+//! - [`refused`]: coverage a relay refused by policy, paused per atom, suspect or shape.
+//! - [`session_auth`]: one session's NIP-42 state and the work parked for its AUTH.
+//! - [`descendant_sweep`]: the descendant fallback's sweep, one group of members at a time.
+//! - [`delivered`]: the event IDs a relay delivered during its first sync.
+//!
+//! The rest of the per-relay state machine (queues, live groups, NIP-77 phases, the refusal
+//! routing) is still in the actor.
+
+pub(crate) mod consolidation;
+pub(crate) mod delivered;
+pub(crate) mod descendant_sweep;
+pub(crate) mod refused;
+pub(crate) mod session_auth;
+pub(crate) mod session_start;
+pub(crate) mod timers;
