@@ -7,17 +7,26 @@
 //! - [`session_start`]: how a session starts (the 15-minute rule, the reconnect overlap), the
 //!   daily reconciliation's window, and a session's opening budget.
 //! - [`consolidation`]: when fragmented core live groups are rebuilt from scratch.
+//! - [`admission`]: the one admission rule of a queued background start, REQ or NIP-77 round.
+//! - [`closed_route`]: the refusal routing of a CLOSED, and which REQ a NOTICE answers.
+//! - [`neg_batch`]: one batch reconciled by NIP-77, from its rounds through hydration to its
+//!   end, and when a batch is still a first sync.
+//! - [`hydration`]: the decision after one exact-ID pass over the IDs a diff advertised.
 //! - [`refused`]: coverage a relay refused by policy, paused per atom, suspect or shape.
 //! - [`session_auth`]: one session's NIP-42 state and the work parked for its AUTH.
 //! - [`descendant_sweep`]: the descendant fallback's sweep, one group of members at a time.
 //! - [`delivered`]: the event IDs a relay delivered during its first sync.
 //!
-//! The rest of the per-relay state machine (queues, live groups, NIP-77 phases, the refusal
-//! routing) is still in the actor.
+//! The rest of the per-relay state machine (the queues and the live groups) is still in the
+//! actor.
 
+pub(crate) mod admission;
+pub(crate) mod closed_route;
 pub(crate) mod consolidation;
 pub(crate) mod delivered;
 pub(crate) mod descendant_sweep;
+pub(crate) mod hydration;
+pub(crate) mod neg_batch;
 pub(crate) mod refused;
 pub(crate) mod session_auth;
 pub(crate) mod session_start;

@@ -12,7 +12,7 @@ use grasp_sync_filters::{
     Coverage, CoverageTier, FilterBudget, GroupedPagination, PackLimits, PageStep, TieredFilter,
     pack_requests,
 };
-use grasp_sync_ledger::{PermitClass, ReleaseReason, StartDecision, StartKind};
+use grasp_sync_ledger::{PermitClass, ReleaseReason, StartKind};
 use grasp_sync_model::{
     BatchId, PaginationState, PendingItems, RelaySyncNeeds, RelayUrl, RepoCoordinate, SyncMethod,
 };
@@ -20,6 +20,7 @@ use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 
 use super::Actor;
 use super::runtime::{QueuedStart, Transient};
+use crate::machine::admission::{self, Room, StartAdmission};
 use crate::machine::refused::Admission;
 use crate::machine::timers::{RelayTimer, SessionTimer};
 use crate::session::Outbound;
@@ -318,31 +319,25 @@ impl Actor {
         session.drive_live(now, relay, &mut runtime.stats, self.metrics.as_ref());
         let mut rejected: Vec<BatchId> = Vec::new();
         while let Some(front) = session.queue.front() {
-            if let Some(until) = paused_until {
-                tracing::debug!(%relay, wait_ms = until.saturating_duration_since(now).as_millis() as u64, "queue waits for a health pause");
-                session.timers.set_earliest(SessionTimer::GateWait, until);
-                break;
-            }
             let counts = ledger.counts();
-            if ledger.residual() == 0
-                || counts.transient_reqs() >= ledger.budget().transient_req_cap()
-            {
-                tracing::debug!(%relay, residual = ledger.residual(), held = ?counts, "queue waits for a slot");
-                break; // a release wakes the queue
-            }
-            let kind = front.kind;
-            let decision = match session.background.poll_start(now, kind) {
-                StartDecision::Ready => session.reactive.poll_start(now, kind),
-                other => other,
+            let room = Room {
+                residual: ledger.residual(),
+                held: counts.transient_reqs(),
+                cap: ledger.budget().transient_req_cap(),
             };
-            match decision {
-                StartDecision::Ready => {}
-                StartDecision::NotBefore(at) => {
-                    tracing::debug!(%relay, wait_ms = at.saturating_duration_since(now).as_millis() as u64, "queue waits for a gate");
+            let (background, reactive) = (&mut session.background, &mut session.reactive);
+            match admission::admit(now, front.kind, paused_until, room, background, reactive) {
+                StartAdmission::Ready => {}
+                StartAdmission::WaitUntil(at) => {
+                    tracing::debug!(%relay, wait_ms = at.saturating_duration_since(now).as_millis() as u64, "queue waits for a health pause or a gate");
                     session.timers.set_earliest(SessionTimer::GateWait, at);
                     break;
                 }
-                StartDecision::Rejected(reason) => {
+                StartAdmission::WaitForRelease => {
+                    tracing::debug!(%relay, residual = room.residual, held = ?counts, "queue waits for a slot");
+                    break; // a release wakes the queue
+                }
+                StartAdmission::Rejected(reason) => {
                     tracing::debug!(%relay, ?reason, "queued start rejected; its batch will be re-derived");
                     let batch = front.batch;
                     session.queue.retain(|q| q.batch != batch);

@@ -15,9 +15,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use grasp_sync_filters::FilterBudget;
-use grasp_sync_ledger::{
-    NEGENTROPY_ROUND_CAP, PermitClass, ReleaseReason, StartDecision, StartKind,
-};
+use grasp_sync_ledger::{NEGENTROPY_ROUND_CAP, PermitClass, ReleaseReason, StartKind};
 use grasp_sync_model::{BatchId, PaginationState, PendingItems, RelayUrl, SyncMethod};
 use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 use tokio::sync::OwnedSemaphorePermit;
@@ -27,8 +25,10 @@ use super::history::FilterCeiling;
 use super::runtime::{QueuedStart, Session};
 use crate::boundary::EventStore;
 use crate::error::StoreError;
+use crate::machine::admission::{self, Room, StartAdmission};
+use crate::machine::neg_batch::{Drained, NegBatch, RoundsDone, first_sync_max_held};
 use crate::machine::timers::SessionTimer;
-use crate::negentropy::{FallbackReason, HydrationOutcome, HydrationPass, RoundStart};
+use crate::negentropy::{FallbackReason, RoundStart};
 use crate::session::SessionKey;
 use crate::transport::{NegentropyError, RelaySession, RoundLimits};
 
@@ -40,24 +40,6 @@ const PREPARED_AHEAD: usize = 2;
 
 /// The (id, `created_at`) items of a filter in the own store: a round's "have" set.
 type HaveSet = Vec<(EventId, Timestamp)>;
-
-/// During the first sync of a store that was empty when the engine started, a batch of several
-/// filters whose coverage the store holds fewer events of than this, or than the batch has
-/// items (repositories and roots) if that is more ([`first_sync_max_held`]), goes by REQ+EOSE
-/// instead of NIP-77 on a relay that has not completed a historic sync yet (with
-/// [`EngineConfig::first_sync_by_req`]).
-///
-/// [`EngineConfig::first_sync_by_req`]: crate::EngineConfig
-pub(crate) const FIRST_SYNC_MAX_HELD: usize = 100;
-
-/// How many held events still make a batch of `items` repositories and roots a first sync of
-/// its coverage: fewer than one per item (a store that holds a repository's coverage holds its
-/// state and roots, a root's its replies), and never fewer than [`FIRST_SYNC_MAX_HELD`]. A batch
-/// that merges many index updates (learned while the relay worked through a backlog) is
-/// judged by its size, as its parts would have been one by one.
-fn first_sync_max_held(items: &PendingItems) -> usize {
-    FIRST_SYNC_MAX_HELD.max(items.repos.len() + items.root_events.len())
-}
 
 /// What a background job reports to the actor.
 #[derive(Debug)]
@@ -100,33 +82,6 @@ enum Preparation {
     Reading,
     /// Read: the round may start when a slot and the gates allow.
     Read(HaveSet),
-}
-
-/// The negentropy side of a pending batch.
-pub(super) struct NegBatch {
-    /// The batch's semantic filters, for the REQ+EOSE fallback.
-    filters: Vec<Filter>,
-    missing: BTreeSet<EventId>,
-    fell_back: bool,
-    /// A round stayed refused by policy (its filter is paused): once every round ended the
-    /// batch fails instead of confirming or hydrating.
-    refused: bool,
-    phase: NegPhase,
-    /// While the store is asked whether it holds any of the batch's coverage, its rounds wait.
-    checking_held: bool,
-    /// Fewer held events than this make the batch a first sync ([`first_sync_max_held`]).
-    max_held: usize,
-}
-
-enum NegPhase {
-    Rounds,
-    Hydrating {
-        pass: HydrationPass,
-        first_pass: bool,
-    },
-    Recovery {
-        pass: HydrationPass,
-    },
 }
 
 impl Actor {
@@ -184,18 +139,9 @@ impl Actor {
             ));
         }
         session.neg_queue.extend(rounds);
-        runtime.neg_batches.insert(
-            batch,
-            NegBatch {
-                filters,
-                missing: BTreeSet::new(),
-                fell_back: false,
-                refused: false,
-                phase: NegPhase::Rounds,
-                checking_held: check,
-                max_held,
-            },
-        );
+        runtime
+            .neg_batches
+            .insert(batch, NegBatch::rounds(filters, check, max_held));
         self.prepare_rounds(relay);
         Some(batch)
     }
@@ -230,13 +176,7 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        if runtime
-            .health
-            .sync_paused_until(now)
-            .is_some_and(|until| until > now)
-        {
-            return;
-        }
+        let paused_until = runtime.health.sync_paused_until(now);
         let nip77 = &mut runtime.nip77;
         let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
         else {
@@ -269,26 +209,34 @@ impl Actor {
                 break; // its read reports to the actor
             }
             let counts = ledger.counts();
-            let cap = NEGENTROPY_ROUND_CAP.min(ledger.residual() + counts.negentropy_rounds());
-            if ledger.residual() == 0 || counts.negentropy_rounds() >= cap {
-                break;
+            let room = Room {
+                residual: ledger.residual(),
+                held: counts.negentropy_rounds(),
+                cap: NEGENTROPY_ROUND_CAP.min(ledger.residual() + counts.negentropy_rounds()),
+            };
+            match admission::wait_for_room(now, paused_until, room) {
+                Some(StartAdmission::WaitUntil(until)) => {
+                    session.timers.set_earliest(SessionTimer::GateWait, until);
+                    break;
+                }
+                Some(_) => break, // a release wakes the queue
+                None => {}
             }
+            // The history slot is taken before the gates count the start.
             let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
                 tracing::debug!(%relay, "negentropy round waits for a history slot");
                 break;
             };
             let kind = StartKind::NegentropyRound;
-            let decision = match session.background.poll_start(now, kind) {
-                StartDecision::Ready => session.reactive.poll_start(now, kind),
-                other => other,
-            };
-            match decision {
-                StartDecision::Ready => {}
-                StartDecision::NotBefore(at) => {
+            let (background, reactive) = (&mut session.background, &mut session.reactive);
+            match admission::pass_gates(now, kind, background, reactive) {
+                StartAdmission::Ready => {}
+                StartAdmission::WaitUntil(at) => {
                     session.timers.set_earliest(SessionTimer::GateWait, at);
                     break;
                 }
-                StartDecision::Rejected(_) => {
+                StartAdmission::WaitForRelease => break,
+                StartAdmission::Rejected(_) => {
                     // NIP-77 is off or a cooldown is on: the rounds left become REQ+EOSE.
                     drop(slot);
                     let batch = front.batch;
@@ -447,7 +395,7 @@ impl Actor {
             }
             Err(_) => false,
         };
-        let first_sync = barely && matches!(neg.phase, NegPhase::Rounds) && !neg.fell_back;
+        let first_sync = barely && neg.may_trade_for_req();
         if !first_sync {
             tracing::debug!(%relay, %batch, filters = neg.filters.len(), reconciling, several_per_req,
                 held = held.as_ref().map(|ids| ids.len()).unwrap_or_default(),
@@ -576,7 +524,7 @@ impl Actor {
             Ok(missing) => {
                 self.fallbacks.handle_round_completed();
                 if let Some(neg) = runtime.neg_batches.get_mut(&batch) {
-                    neg.missing.extend(missing);
+                    neg.handle_round_diff(missing);
                 }
             }
             Err(error) => {
@@ -590,7 +538,7 @@ impl Actor {
                     }
                 }
                 if let Some(neg) = runtime.neg_batches.get_mut(&batch) {
-                    neg.fell_back = true;
+                    neg.handle_round_failed();
                 }
             }
         }
@@ -610,45 +558,29 @@ impl Actor {
     fn negentropy_rounds_done(&mut self, relay: &RelayUrl, batch: BatchId) {
         let Some(neg) = self
             .runtimes
-            .get(relay)
-            .and_then(|r| r.neg_batches.get(&batch))
+            .get_mut(relay)
+            .and_then(|r| r.neg_batches.get_mut(&batch))
         else {
             return;
         };
-        if neg.refused {
-            // What was refused stays paused; the rest is derived again.
-            self.fail_batch(relay, batch, "a negentropy round was refused by policy");
-            return;
-        }
-        if neg.fell_back {
-            self.fall_back_to_req(relay, batch, FilterCeiling::Learned);
-            return;
-        }
-        if neg.missing.is_empty() {
-            if let Some(runtime) = self.runtimes.get_mut(relay) {
-                runtime.neg_batches.remove(&batch);
+        match neg.handle_rounds_done() {
+            RoundsDone::Fail => {
+                self.fail_batch(relay, batch, "a negentropy round was refused by policy");
             }
-            self.confirm(relay, batch);
-            return;
-        }
-        let pass = HydrationPass::new(neg.missing.clone());
-        let ids: Vec<EventId> = pass.advertised().iter().copied().collect();
-        self.queue_exact_fetch(
-            relay,
-            batch,
-            &ids,
-            PermitClass::NegentropyHydration,
-            StartKind::Hydration,
-        );
-        if let Some(neg) = self
-            .runtimes
-            .get_mut(relay)
-            .and_then(|r| r.neg_batches.get_mut(&batch))
-        {
-            neg.phase = NegPhase::Hydrating {
-                pass,
-                first_pass: true,
-            };
+            RoundsDone::FallBack => self.fall_back_to_req(relay, batch, FilterCeiling::Learned),
+            RoundsDone::Confirm => {
+                if let Some(runtime) = self.runtimes.get_mut(relay) {
+                    runtime.neg_batches.remove(&batch);
+                }
+                self.confirm(relay, batch);
+            }
+            RoundsDone::Hydrate(ids) => self.queue_exact_fetch(
+                relay,
+                batch,
+                &ids,
+                PermitClass::NegentropyHydration,
+                StartKind::Hydration,
+            ),
         }
     }
 
@@ -659,12 +591,7 @@ impl Actor {
             .get_mut(relay)
             .and_then(|r| r.neg_batches.get_mut(&batch))
         {
-            match &mut neg.phase {
-                NegPhase::Hydrating { pass, .. } | NegPhase::Recovery { pass } => {
-                    pass.handle_delivered(id);
-                }
-                NegPhase::Rounds => {}
-            }
+            neg.handle_exact_delivery(id);
         }
     }
 
@@ -678,16 +605,12 @@ impl Actor {
             self.confirm(relay, batch);
             return;
         };
-        if let NegPhase::Hydrating { pass, first_pass } = &neg.phase {
-            tracing::debug!(%relay, batch = batch.0, advertised = pass.advertised().len(),
-                delivered = pass.delivered(), first_pass, "hydration pass done");
+        if let Some((advertised, delivered, first_pass)) = neg.hydration_progress() {
+            tracing::debug!(%relay, batch = batch.0, advertised, delivered, first_pass, "hydration pass done");
         }
-        match neg.phase {
-            NegPhase::Rounds => {
-                // REQ+EOSE fallback groups finished.
-                self.confirm(relay, batch);
-            }
-            NegPhase::Recovery { pass } => {
+        match neg.handle_drained() {
+            Drained::Confirm => self.confirm(relay, batch),
+            Drained::RecoveryDone { pass } => {
                 let residual: BTreeSet<EventId> = pass.residual().into_iter().collect();
                 // Delivered but not saved is not recovered.
                 let unsaved = self.unsaved_ids(relay, batch).cloned().unwrap_or_default();
@@ -701,51 +624,29 @@ impl Actor {
                 self.confirm(relay, batch);
                 self.apply_recovery_outcomes();
             }
-            NegPhase::Hydrating { pass, first_pass } => match pass.decide(first_pass) {
-                HydrationOutcome::Complete => self.confirm(relay, batch),
-                HydrationOutcome::SemanticFallback => {
-                    tracing::info!(%relay, advertised = pass.advertised().len(), delivered = pass.delivered(),
-                        "relay advertises events it does not serve by id; semantic fallback");
-                    runtime.neg_batches.insert(
-                        batch,
-                        NegBatch {
-                            phase: NegPhase::Rounds,
-                            fell_back: true,
-                            ..neg_shell(neg.filters)
-                        },
-                    );
-                    self.fall_back_to_req(relay, batch, FilterCeiling::Learned);
-                }
-                HydrationOutcome::RetryResidual(ids) => {
-                    // The retry is a pass of its own over the residual: no progress in it
-                    // fails the batch.
-                    let retry = HydrationPass::new(ids.iter().copied().collect());
-                    runtime.neg_batches.insert(
-                        batch,
-                        NegBatch {
-                            phase: NegPhase::Hydrating {
-                                pass: retry,
-                                first_pass: false,
-                            },
-                            ..neg_shell(neg.filters)
-                        },
-                    );
-                    self.queue_exact_fetch(
-                        relay,
-                        batch,
-                        &ids,
-                        PermitClass::Retry,
-                        StartKind::Retry,
-                    );
-                    self.drive_queue(relay);
-                }
-                HydrationOutcome::Failed { residual } => {
-                    tracing::warn!(%relay, missing = residual.len(), "hydration made no progress; ids go to recovery");
-                    let _ = self.pending.mark_failed(relay, batch);
-                    self.recovery.handle_failed_batch(relay, residual, now);
-                    self.confirm(relay, batch);
-                }
-            },
+            Drained::SemanticFallback {
+                next,
+                advertised,
+                delivered,
+            } => {
+                tracing::info!(%relay, advertised, delivered,
+                    "relay advertises events it does not serve by id; semantic fallback");
+                runtime.neg_batches.insert(batch, next);
+                self.fall_back_to_req(relay, batch, FilterCeiling::Learned);
+            }
+            Drained::Retry { next, ids } => {
+                // The retry is a pass of its own over the residual: no progress in it fails
+                // the batch.
+                runtime.neg_batches.insert(batch, next);
+                self.queue_exact_fetch(relay, batch, &ids, PermitClass::Retry, StartKind::Retry);
+                self.drive_queue(relay);
+            }
+            Drained::Failed { residual } => {
+                tracing::warn!(%relay, missing = residual.len(), "hydration made no progress; ids go to recovery");
+                let _ = self.pending.mark_failed(relay, batch);
+                self.recovery.handle_failed_batch(relay, residual, now);
+                self.confirm(relay, batch);
+            }
         }
     }
 
@@ -763,7 +664,7 @@ impl Actor {
             .get_mut(relay)
             .and_then(|r| r.neg_batches.get_mut(&batch))
         {
-            neg.refused = true;
+            neg.handle_round_refused();
         }
         if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id) {
             if resolved.batch_complete {
@@ -826,7 +727,7 @@ impl Actor {
             .get_mut(relay)
             .and_then(|r| r.neg_batches.get_mut(&batch))
         {
-            neg.fell_back = true;
+            neg.handle_round_failed();
         }
         let mut complete = false;
         for id in dropped {
@@ -928,14 +829,10 @@ impl Actor {
             let batch =
                 self.pending
                     .open_batch(&relay, PendingItems::default(), SyncMethod::ReqEose);
-            let pass = HydrationPass::new(attempt.ids.iter().copied().collect());
             if let Some(runtime) = self.runtimes.get_mut(&relay) {
                 runtime.neg_batches.insert(
                     batch,
-                    NegBatch {
-                        phase: NegPhase::Recovery { pass },
-                        ..neg_shell(Vec::new())
-                    },
+                    NegBatch::recovery(attempt.ids.iter().copied().collect()),
                 );
             }
             self.queue_exact_fetch(
@@ -992,18 +889,6 @@ impl Actor {
                 session.neg_queue.retain(|round| round.batch != batch);
             }
         }
-    }
-}
-
-fn neg_shell(filters: Vec<Filter>) -> NegBatch {
-    NegBatch {
-        filters,
-        missing: BTreeSet::new(),
-        fell_back: false,
-        refused: false,
-        phase: NegPhase::Rounds,
-        checking_held: false,
-        max_held: FIRST_SYNC_MAX_HELD,
     }
 }
 
@@ -1113,31 +998,4 @@ async fn run_round(
             result,
         })
         .await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{FIRST_SYNC_MAX_HELD, PendingItems, first_sync_max_held};
-    use nostr::EventId;
-
-    fn items(roots: usize) -> PendingItems {
-        let mut items = PendingItems::default();
-        for n in 0..roots {
-            let mut bytes = [0u8; 32];
-            bytes[..8].copy_from_slice(&(n as u64).to_be_bytes());
-            items.root_events.insert(EventId::from_byte_array(bytes));
-        }
-        items
-    }
-
-    #[test]
-    fn a_small_batch_is_a_first_sync_below_the_fixed_floor() {
-        assert_eq!(first_sync_max_held(&items(3)), FIRST_SYNC_MAX_HELD);
-    }
-
-    #[test]
-    fn a_large_batch_is_a_first_sync_below_one_held_event_per_item() {
-        let roots = FIRST_SYNC_MAX_HELD * 5;
-        assert_eq!(first_sync_max_held(&items(roots)), roots);
-    }
 }

@@ -1,6 +1,8 @@
 //! Session messages and refusals: every CLOSED, NOTICE and send failure is classified into a
 //! bounded category and routed to health (pauses), the ledger (learned limits, reactive gate)
-//! and the batch it concerns.
+//! and the batch it concerns. The routing of a CLOSED is decided in
+//! [`crate::machine::closed_route`]; this module reads the session's facts for it and performs
+//! what it decides.
 
 use grasp_sync_health::{Refusal, RefusalAction, RefusalCategory, RefusalScope, classify};
 use grasp_sync_ledger::{FilterCountOutcome, ReleaseReason};
@@ -8,6 +10,7 @@ use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
 use super::Actor;
+use crate::machine::closed_route::{self, Answered, Consequence, NoticeAnswers, Remedy};
 use crate::machine::timers::RelayTimer;
 use crate::session::{Outbound, SessionEvent, SessionKey};
 
@@ -124,27 +127,26 @@ impl Actor {
         let Some(session) = runtime.session.as_mut() else {
             return;
         };
-        let transient = session.transients.get(subscription_id).map(|t| {
-            (
-                t.batch,
-                t.pagination.current_filters().len(),
-                t.watchdog_closing,
-            )
-        });
-        let live_filters = session
-            .live
-            .get(subscription_id)
-            .map(|g| g.group.filters.len());
-        let scope = match (transient, live_filters) {
-            (Some((_, filters, false)), _) | (None, Some(filters)) => RefusalScope::Coverage {
-                filters: u32::try_from(filters).unwrap_or(u32::MAX),
+        let answered = match (
+            session.transients.get(subscription_id),
+            session.live.get(subscription_id),
+        ) {
+            (Some(t), _) => Answered::Transient {
+                batch: t.batch,
+                filters: t.pagination.current_filters().len(),
+                watchdog_closing: t.watchdog_closing,
             },
-            _ => RefusalScope::Retired,
+            (None, Some(g)) => Answered::Live {
+                filters: g.group.filters.len(),
+                auxiliary: g.is_auxiliary(),
+            },
+            (None, None) => Answered::Retired,
         };
         // An identity query or mailbox probe refused pauses only that discovery.
-        let scope = transient
-            .and_then(|(batch, _, _)| self.outbox.refusal_scope(relay, batch))
-            .unwrap_or(scope);
+        let discovery = answered
+            .batch()
+            .and_then(|batch| self.outbox.refusal_scope(relay, batch));
+        let scope = answered.scope(discovery);
         let sent = session.sent_order(subscription_id);
         if scope == RefusalScope::Retired {
             // An answer to a subscription already retired (replaced, abandoned or closed): the
@@ -154,13 +156,13 @@ impl Actor {
                 runtime.stats.stale_refusals += 1;
                 tracing::debug!(%relay, %message, "refusal for a retired subscription");
             }
-            // Only a count within the current ceiling teaches anything new.
-            if refusal.category == RefusalCategory::TooManyFilters
-                && let Some(filters) =
-                    sent_filters.filter(|n| (2..=runtime.learned.filter_ceiling()).contains(n))
-                && let FilterCountOutcome::Regroup { ceiling } = runtime
-                    .learned
-                    .handle_filter_count_refusal(now, Some(filters))
+            if let Some(filters) = closed_route::retired_teaches_ceiling(
+                refusal.category,
+                sent_filters,
+                runtime.learned.filter_ceiling(),
+            ) && let FilterCountOutcome::Regroup { ceiling } = runtime
+                .learned
+                .handle_filter_count_refusal(now, Some(filters))
             {
                 tracing::info!(%relay, ceiling, "lowered the filters-per-REQ ceiling");
             }
@@ -177,24 +179,20 @@ impl Actor {
                     .map(|g| g.group.to_filters())
             })
             .unwrap_or_default();
-        let auxiliary = session
-            .live
-            .get(subscription_id)
-            .is_some_and(|g| g.is_auxiliary());
         self.count_refusal(relay, &refusal, message);
         // Refused for want of NIP-42 authentication: sent again once, after the session's AUTH
         // succeeds; otherwise (no key, the AUTH failed, or it already succeeded) a policy
-        // refusal of this coverage.
-        if refusal.category == RefusalCategory::AuthRequired
-            && self.park_for_auth(relay, subscription_id, refused_filters.clone(), message)
-        {
-            return;
-        }
-        // A subscription-count refusal teaches the budget; the learned budget is the remedy,
-        // so no pause: every subscription is re-derived under it at once.
-        if refusal.category == RefusalCategory::TooManySubscriptions
-            && self.learn_subscription_budget(relay, sent)
-        {
+        // refusal of this coverage. A subscription-count refusal teaches the budget; the
+        // learned budget is the remedy, so no pause: every subscription is re-derived under it
+        // at once.
+        let remedied = match closed_route::remedy_first(refusal.category) {
+            Some(Remedy::ParkForAuth) => {
+                self.park_for_auth(relay, subscription_id, refused_filters.clone(), message)
+            }
+            Some(Remedy::LearnBudget) => self.learn_subscription_budget(relay, sent),
+            None => false,
+        };
+        if remedied {
             return;
         }
         let action = self
@@ -203,67 +201,58 @@ impl Actor {
             .map(|r| r.health.handle_refusal(now, &refusal, scope));
         let learned_before = self.runtimes.get(relay).map(|r| r.learned.clone());
         self.apply_learned_limits(relay, &refusal, action);
-        if let (Some((batch, _, _)), RefusalScope::Identity | RefusalScope::Mailbox) =
-            (transient, scope)
+        if let (Some(batch), RefusalScope::Identity | RefusalScope::Mailbox) =
+            (answered.batch(), scope)
         {
-            // Asked again at once only if the refusal taught a new limit (so a relay refusing
-            // the lowest ceiling again cannot make a loop of it), or under the relay-wide
-            // rate-limit pause.
             let learned_now = self.runtimes.get(relay).map(|r| r.learned.clone());
-            let taught =
-                learned_now != learned_before || refusal.category == RefusalCategory::RateLimited;
-            if taught {
+            if closed_route::discovery_retries_now(learned_now != learned_before, refusal.category)
+            {
                 self.outbox.handle_limit_refusal(relay, batch);
             }
         }
         if let Some(RefusalAction::CoveragePaused { until }) = action {
             self.pause_refused_coverage(relay, &refused_filters, until, message);
         }
-
-        if let Some((batch, _, _)) = transient {
-            self.release_transient(relay, subscription_id, ReleaseReason::Closed);
-            if matches!(action, Some(RefusalAction::ByteCap { .. })) {
-                // Whatever was refused, the live set must now fit the learned cap with one
-                // transient REQ beside it.
-                self.rebuild_live(relay);
-            }
-            self.fail_batch(relay, batch, message);
-        } else if auxiliary {
-            // Descendant coverage is auxiliary: its CLOSED retires the rest of it and falls
-            // back to paced history, leaving healthy core coverage alone.
-            self.retire_live_group(relay, subscription_id);
-            self.retire_auxiliary(relay);
-        } else if live_filters.is_some() {
-            self.retire_live_group(relay, subscription_id);
-            if matches!(action, Some(RefusalAction::ByteCap { .. })) {
-                // The relay holds less than we sent: rebuild every persistent group within the
-                // learned cap; what does not fit gets the paced catch-up.
-                self.rebuild_live(relay);
-                return;
-            }
-            if let (Some(RefusalAction::CoveragePaused { .. }), [_, _, ..]) =
-                (action, refused_filters.as_slice())
-            {
-                // Suspects are settled one filter per REQ through history, each in a batch of
-                // its own so that one refusal does not abandon the others.
-                for filter in &refused_filters {
-                    self.open_historic_batch(
-                        relay,
-                        grasp_sync_model::PendingItems::default(),
-                        vec![crate::machine::refused::without_bounds(filter)],
-                    );
+        match closed_route::consequence(answered, action.as_ref()) {
+            Consequence::FailBatch {
+                batch,
+                rebuild_live,
+            } => {
+                self.release_transient(relay, subscription_id, ReleaseReason::Closed);
+                if rebuild_live {
+                    self.rebuild_live(relay);
                 }
+                self.fail_batch(relay, batch, message);
             }
-            // Restoration retires auxiliary coverage first, so it cannot take core slots.
-            self.retire_auxiliary(relay);
-            // Replacement coverage is derived from the current index once any pause ends.
-            if let Some(runtime) = self.runtimes.get_mut(relay) {
-                let pause_end = runtime.health.sync_paused_until(now).unwrap_or(now);
-                runtime
-                    .timers
-                    .set(RelayTimer::CoverageRetry, pause_end.max(now));
+            Consequence::RetireAuxiliary => {
+                self.retire_live_group(relay, subscription_id);
+                self.retire_auxiliary(relay);
             }
-            self.repair_live(relay);
+            Consequence::RebuildLive => {
+                self.retire_live_group(relay, subscription_id);
+                self.rebuild_live(relay);
+            }
+            Consequence::RepairLive { split_suspects } => {
+                self.retire_live_group(relay, subscription_id);
+                if split_suspects {
+                    for filter in &refused_filters {
+                        self.open_historic_batch(
+                            relay,
+                            grasp_sync_model::PendingItems::default(),
+                            vec![crate::machine::refused::without_bounds(filter)],
+                        );
+                    }
+                }
+                self.retire_auxiliary(relay);
+                if let Some(runtime) = self.runtimes.get_mut(relay) {
+                    let pause_end = runtime.health.sync_paused_until(now).unwrap_or(now);
+                    runtime
+                        .timers
+                        .set(RelayTimer::CoverageRetry, pause_end.max(now));
+                }
+                self.repair_live(relay);
+            }
+            Consequence::Nothing => {}
         }
     }
 
@@ -379,18 +368,14 @@ impl Actor {
         // its slot. An `auth-required:` NOTICE so becomes that REQ's `auth-required:` CLOSED:
         // parked for the session's AUTH with a key, its coverage paused by policy without one;
         // never a pause of the whole relay.
-        if refuses_a_req(refusal.category) {
-            let by_count = refusal.category == RefusalCategory::TooManyFilters;
+        if let Some(answers) = closed_route::notice_answers(refusal.category) {
             let refused = self
                 .runtimes
                 .get_mut(relay)
                 .and_then(|r| r.session.as_mut())
-                .and_then(|s| {
-                    if by_count {
-                        s.take_widest_unanswered()
-                    } else {
-                        s.take_newest_unanswered()
-                    }
+                .and_then(|s| match answers {
+                    NoticeAnswers::Widest => s.take_widest_unanswered(),
+                    NoticeAnswers::Newest => s.take_newest_unanswered(),
                 });
             if let Some(subscription_id) = refused {
                 tracing::debug!(%relay, subscription = %subscription_id, notice = %text,
@@ -533,17 +518,4 @@ impl Actor {
             }
         }
     }
-}
-
-/// Whether a NOTICE of `category` refuses a REQ (rather than a negentropy round, an event or
-/// the connection).
-fn refuses_a_req(category: RefusalCategory) -> bool {
-    matches!(
-        category,
-        RefusalCategory::AuthRequired
-            | RefusalCategory::TooManySubscriptions
-            | RefusalCategory::TooManyFilters
-            | RefusalCategory::InvalidFilter
-            | RefusalCategory::RetainedBytesExceeded
-    )
 }

@@ -36,7 +36,7 @@ pub(super) struct RelayRuntime {
     /// Which direct members this relay covers, and its descendant fallback state.
     pub(super) descendants: super::descendants::DescendantCoverage,
     /// The negentropy side of pending batches reconciled by NIP-77.
-    pub(super) neg_batches: BTreeMap<BatchId, super::negentropy::NegBatch>,
+    pub(super) neg_batches: BTreeMap<BatchId, crate::machine::neg_batch::NegBatch>,
     /// Whether the relay speaks NIP-77: this session's knowledge and a verdict kept across
     /// sessions.
     pub(super) nip77: crate::negentropy::Nip77Support,

@@ -9,14 +9,13 @@
 //! REQs through its ledger, and feeds what happened back in.
 
 mod fallback;
-mod hydration;
 mod recovery;
 mod support;
 
-pub use fallback::{FallbackReason, NegentropyCounts, NegentropyFallbacks};
-pub use hydration::{
+pub use crate::machine::hydration::{
     HydrationOutcome, HydrationPass, SEMANTIC_FALLBACK_MAX_DELIVERED_PERCENT,
     SEMANTIC_FALLBACK_MIN_ADVERTISED,
 };
+pub use fallback::{FallbackReason, NegentropyCounts, NegentropyFallbacks};
 pub use recovery::{MissingEventRecovery, RecoveryAttempt, RecoveryConfig, RecoveryExpiry};
 pub use support::{NIP77_VERDICT_TTL, Nip77State, Nip77Support, NoNip77, RoundStart};
