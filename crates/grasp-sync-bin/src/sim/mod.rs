@@ -773,6 +773,10 @@ pub async fn run_sim(
     };
     report.targets = report::targets(&report);
     write_report(out, &report)?;
+    let owners = vec![0; network.relays.len()];
+    for line in missing::describe_missing(&network.generated, &remaining, &owners) {
+        writeln!(out, "{line}")?;
+    }
     Ok(report)
 }
 
