@@ -40,7 +40,7 @@ impl Actor {
             // A relay wanted only for participant discovery is dialled when its work is due.
             let repo_work = self.wants_repo_connection(&relay);
             let dial_wanted = repo_work || self.outbox_dial_due(&relay, now);
-            if !repo_work && self.discovery_session_idle(&relay, now) {
+            if !repo_work && self.observe_discovery_session_idle(&relay, now) {
                 self.close_idle_discovery_session(&relay);
                 continue;
             }

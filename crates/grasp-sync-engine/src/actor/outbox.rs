@@ -196,11 +196,16 @@ impl Actor {
         })
     }
 
-    /// Whether a connected relay used only for participant discovery has had nothing to do
-    /// (no batch pending, no discovery due) for a while: half the probe interval, at most
+    /// Records since when a connected relay used only for participant discovery has had
+    /// nothing to do (no batch pending, no discovery due; any work clears the record), and
+    /// returns whether that has lasted a while: half the probe interval, at most
     /// [`MAX_IDLE_DISCOVERY_SESSION`], so participants arriving one by one do not make it
     /// reconnect for each.
-    pub(super) fn discovery_session_idle(&mut self, relay: &RelayUrl, now: Instant) -> bool {
+    pub(super) fn observe_discovery_session_idle(
+        &mut self,
+        relay: &RelayUrl,
+        now: Instant,
+    ) -> bool {
         let idle = self
             .runtimes
             .get(relay)
