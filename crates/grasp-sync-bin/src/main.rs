@@ -22,6 +22,7 @@ use tracing_subscriber::EnvFilter;
 /// it resident (at ten times the gitnostr size, 203 of an idle daemon's 363 MiB of anonymous
 /// memory were free heap it had not returned), where jemalloc returns it. See
 /// `docs/performance.md`, "The idle daemon's memory".
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
