@@ -16,6 +16,8 @@
 //! - [`session_auth`]: one session's NIP-42 state and the work parked for its AUTH.
 //! - [`descendant_sweep`]: the descendant fallback's sweep, one group of members at a time.
 //! - [`delivered`]: the event IDs a relay delivered during its first sync.
+//! - [`transmit`]: a session's REQs, CLOSEs and disconnect, queued as data in the order
+//!   decided and performed by the actor once per step.
 //!
 //! The rest of the per-relay state machine (the queues and the live groups) is still in the
 //! actor.
@@ -31,3 +33,4 @@ pub(crate) mod refused;
 pub(crate) mod session_auth;
 pub(crate) mod session_start;
 pub(crate) mod timers;
+pub(crate) mod transmit;

@@ -13,20 +13,13 @@
 
 use std::sync::Arc;
 
-use grasp_sync_model::RelayUrl;
-use nostr::{Event, EventId, Filter, SubscriptionId};
+use nostr::{Event, EventId, SubscriptionId};
 use tokio::sync::mpsc;
 
 use crate::error::StoreError;
 use crate::ingest::{Ingestor, SaveFailure, SessionSaves};
+pub(crate) use crate::machine::transmit::{Outbound, SessionKey};
 use crate::transport::{RelayInbound, RelaySession};
-
-/// Identifies one connection session of one relay.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct SessionKey {
-    pub(crate) relay: RelayUrl,
-    pub(crate) generation: u64,
-}
 
 /// What a session tells the actor.
 #[derive(Debug)]
@@ -94,20 +87,6 @@ impl SessionEvent {
     }
 }
 
-/// A request for the sender task.
-#[derive(Debug)]
-pub(crate) enum Outbound {
-    /// Open a subscription.
-    Req {
-        subscription_id: SubscriptionId,
-        filters: Vec<Filter>,
-    },
-    /// Close a subscription.
-    Close(SubscriptionId),
-    /// End the session.
-    Disconnect,
-}
-
 /// The actor's handle to a running session.
 #[derive(Clone)]
 pub(crate) struct SessionHandle {
@@ -125,9 +104,18 @@ impl std::fmt::Debug for SessionHandle {
 }
 
 impl SessionHandle {
-    /// Queues a request for the sender; `false` if the session is gone.
+    /// Hands a request to the sender task; `false` if the session is gone. The actor queues
+    /// its requests in the session's [`Transmits`](crate::machine::transmit::Transmits) and
+    /// performs them through this once per step.
     pub(crate) fn send(&self, request: Outbound) -> bool {
         self.outbound.send(request).is_ok()
+    }
+
+    /// Performs every request `transmits` holds, oldest first.
+    pub(crate) fn perform(&self, transmits: &mut crate::machine::transmit::Transmits) {
+        while let Some(request) = transmits.poll_transmit() {
+            self.send(request);
+        }
     }
 
     /// Text-frame bytes the session's connection has moved so far.

@@ -377,7 +377,7 @@ impl Actor {
             };
             let filters = start.pagination.current_filters();
             let filter_count = filters.len();
-            session.handle.send(Outbound::Req {
+            session.transmit.push(Outbound::Req {
                 subscription_id: start.subscription_id.clone(),
                 filters,
             });
@@ -437,8 +437,8 @@ impl Actor {
             transient.pagination.current_filters().len(),
         );
         session
-            .handle
-            .send(Outbound::Close(subscription_id.clone()));
+            .transmit
+            .push(Outbound::Close(subscription_id.clone()));
         if let Some(permit) = transient.permit.take() {
             let _ = ledger.handle_release(now, &permit, ReleaseReason::EoseCloseEnqueued);
         }
@@ -621,7 +621,7 @@ impl Actor {
                 .collect();
             for id in doomed {
                 if let Some(mut transient) = session.transients.remove(&id) {
-                    session.handle.send(Outbound::Close(id));
+                    session.transmit.push(Outbound::Close(id));
                     if let Some(permit) = transient.permit.take() {
                         let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
                     }
@@ -696,8 +696,8 @@ impl Actor {
                         if !transient.watchdog_closing {
                             transient.watchdog_closing = true;
                             session
-                                .handle
-                                .send(Outbound::Close(expiry.subscription_id.clone()));
+                                .transmit
+                                .push(Outbound::Close(expiry.subscription_id.clone()));
                             expired.push(transient.batch);
                         }
                     }
@@ -776,7 +776,7 @@ impl Actor {
             .collect();
         for id in ids {
             if let Some(mut transient) = session.transients.remove(&id) {
-                session.handle.send(Outbound::Close(id));
+                session.transmit.push(Outbound::Close(id));
                 if let Some(permit) = transient.permit.take() {
                     let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
                 }

@@ -29,6 +29,7 @@ use nostr::SubscriptionId;
 
 use super::Actor;
 use super::runtime::{LiveGroup, held_groups};
+use crate::machine::transmit::Transmits;
 use crate::session::{Outbound, SessionEvent, SessionHandle, SessionKey, spawn_session};
 use crate::transport::RelayConnection;
 
@@ -69,6 +70,15 @@ struct LaneSession {
     handle: SessionHandle,
     ledger: SubscriptionLedger,
     live: BTreeMap<SubscriptionId, LiveGroup>,
+    /// Its REQs, CLOSEs and disconnect not yet handed to the connection.
+    transmit: Transmits,
+}
+
+impl Drop for LaneSession {
+    /// What was decided last for this connection is still performed.
+    fn drop(&mut self) {
+        self.handle.perform(&mut self.transmit);
+    }
 }
 
 impl LiveLanes {
@@ -93,6 +103,13 @@ impl LiveLanes {
             .filter_map(|l| l.session.as_ref())
             .map(|s| s.handle.wire_bytes())
             .fold(crate::transport::WireBytes::default(), |a, b| a + b)
+    }
+
+    /// Hands every open extra connection what was queued for it.
+    pub(super) fn perform_transmits(&mut self) {
+        for session in self.lanes.iter_mut().filter_map(|l| l.session.as_mut()) {
+            session.handle.perform(&mut session.transmit);
+        }
     }
 
     /// Whether `key` is one of the extra connections' sessions.
@@ -201,7 +218,7 @@ impl Actor {
                     let _ =
                         lane.ledger
                             .handle_release(now, &held.permit, ReleaseReason::LiveRetired);
-                    lane.handle.send(Outbound::Close(id.clone()));
+                    lane.transmit.push(Outbound::Close(id.clone()));
                 }
             }
             if ids.is_empty() {
@@ -214,7 +231,7 @@ impl Actor {
                     for ((id, group), permit) in ids.into_iter().zip(fitted.plan.open).zip(permits)
                     {
                         let filters = group.to_filters();
-                        lane.handle.send(Outbound::Req {
+                        lane.transmit.push(Outbound::Req {
                             subscription_id: id.clone(),
                             filters,
                         });
@@ -330,6 +347,7 @@ impl Actor {
                     handle,
                     ledger: SubscriptionLedger::new(now, budget),
                     live: BTreeMap::new(),
+                    transmit: Transmits::default(),
                 });
                 tracing::info!(%relay, connection = index + 2, "extra live connection open");
                 self.fill_lanes(relay);
@@ -414,7 +432,7 @@ impl Actor {
         let lane = runtime.lanes.lanes.remove(index);
         runtime.lanes.stopped = true;
         let mut filters = Vec::new();
-        if let Some(session) = lane.session {
+        if let Some(mut session) = lane.session {
             filters.extend(
                 session
                     .live
@@ -423,7 +441,7 @@ impl Actor {
                     .map(|f| crate::machine::refused::without_bounds(&f.filter)),
             );
             runtime.ended_sessions_bytes += session.handle.wire_bytes();
-            session.handle.send(Outbound::Disconnect);
+            session.transmit.push(Outbound::Disconnect);
         }
         tracing::info!(%relay, %reason, filters = filters.len(),
             "an extra live connection closed; its coverage moves to the paced catch-up");
@@ -439,12 +457,12 @@ impl Actor {
         };
         let lanes = std::mem::take(&mut runtime.lanes);
         for lane in lanes.lanes {
-            if let Some(session) = lane.session {
+            if let Some(mut session) = lane.session {
                 for id in session.live.keys() {
-                    session.handle.send(Outbound::Close(id.clone()));
+                    session.transmit.push(Outbound::Close(id.clone()));
                 }
                 runtime.ended_sessions_bytes += session.handle.wire_bytes();
-                session.handle.send(Outbound::Disconnect);
+                session.transmit.push(Outbound::Disconnect);
             }
         }
     }

@@ -137,8 +137,8 @@ impl Actor {
         }
         self.close_lanes(relay);
         if let Some(runtime) = self.runtimes.remove(relay) {
-            if let Some(session) = runtime.session {
-                session.handle.send(Outbound::Disconnect);
+            if let Some(mut session) = runtime.session {
+                session.transmit.push(Outbound::Disconnect);
             }
         }
         self.forget_pending(relay);
@@ -301,6 +301,7 @@ impl Actor {
             neg_in_flight: BTreeMap::new(),
             rounds_before_auth: std::collections::BTreeSet::new(),
             index_update_waits: false,
+            transmit: crate::machine::transmit::Transmits::default(),
         });
         runtime.stats.connections += 1;
         runtime.timers.cancel(RelayTimer::CompletionCheck);
@@ -351,7 +352,7 @@ impl Actor {
         session.live_queue.clear();
         for (id, group) in std::mem::take(&mut session.live) {
             if group.was_sent() {
-                session.handle.send(Outbound::Close(id));
+                session.transmit.push(Outbound::Close(id));
             }
         }
         let advertised = ledger.budget().slots();

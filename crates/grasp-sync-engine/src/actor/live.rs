@@ -104,7 +104,7 @@ impl Actor {
                 // Releasing our own live permit cannot be refused; a stale one is a no-op.
                 let _ = ledger.handle_release(now, &held.permit, ReleaseReason::LiveRetired);
                 if held.was_sent() {
-                    session.handle.send(Outbound::Close(id.clone()));
+                    session.transmit.push(Outbound::Close(id.clone()));
                 }
             }
         }
@@ -300,7 +300,7 @@ impl Actor {
             if let Some(held) = session.live.remove(id) {
                 let _ = ledger.handle_release(now, &held.permit, ReleaseReason::LiveRetired);
                 if held.was_sent() {
-                    session.handle.send(Outbound::Close(id.clone()));
+                    session.transmit.push(Outbound::Close(id.clone()));
                 }
             }
         }

@@ -2,10 +2,11 @@
 //!
 //! It is a driver loop in the style of a sans-IO core's shell: it feeds inputs (self-feed
 //! events, dial reports, session messages, commands) into its state, drains the resulting work
-//! (dial requests, REQ/CLOSE sends through each session's sender task) and sleeps until the
-//! earliest deadline, deciding expiry by reading the clock rather than trusting the timer. It
-//! never waits on the network or on a pacing gate: sends are queued to session tasks, dials to
-//! the dial workers, and gates answer with an instant to come back at.
+//! (dial requests; the REQs, CLOSEs and disconnects each session queued as data, handed to its
+//! sender task once per step) and sleeps until the earliest deadline, deciding expiry by
+//! reading the clock rather than trusting the timer. It never waits on the network or on a
+//! pacing gate: sends are queued in the sessions, dials to the dial workers, and gates answer
+//! with an instant to come back at.
 
 mod auth;
 mod catch_up;
@@ -248,6 +249,17 @@ impl Actor {
                 () = tokio::time::sleep_until(wake) => {}
             }
             self.handle_timeouts();
+            self.perform_transmits();
+        }
+    }
+
+    /// Hands every connection what this step queued for it, in the order decided.
+    fn perform_transmits(&mut self) {
+        for runtime in self.runtimes.values_mut() {
+            if let Some(session) = runtime.session.as_mut() {
+                session.handle.perform(&mut session.transmit);
+            }
+            runtime.lanes.perform_transmits();
         }
     }
 
@@ -347,18 +359,20 @@ impl Actor {
             self.close_lanes(relay);
         }
         for runtime in self.runtimes.values_mut() {
-            if let Some(session) = runtime.session.take() {
+            if let Some(mut session) = runtime.session.take() {
                 let sent_live = session
                     .live
                     .iter()
                     .filter(|(_, g)| g.was_sent())
                     .map(|(id, _)| id);
-                for id in sent_live.chain(session.transients.keys()) {
-                    session
-                        .handle
-                        .send(crate::session::Outbound::Close(id.clone()));
+                let open: Vec<nostr::SubscriptionId> = sent_live
+                    .chain(session.transients.keys())
+                    .cloned()
+                    .collect();
+                for id in open {
+                    session.transmit.push(crate::session::Outbound::Close(id));
                 }
-                session.handle.send(crate::session::Outbound::Disconnect);
+                session.transmit.push(crate::session::Outbound::Disconnect);
             }
         }
         self.ingestor.drain(self.config.ingest_in_flight).await;

@@ -228,11 +228,11 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let Some(session) = runtime.session.as_ref() else {
+        let Some(session) = runtime.session.as_mut() else {
             return;
         };
         let key = session.handle.key.clone();
-        session.handle.send(crate::session::Outbound::Disconnect);
+        session.transmit.push(crate::session::Outbound::Disconnect);
         runtime.health.handle_closed_idle(now);
         let last_error = runtime.stats.last_error.clone();
         tracing::info!(%relay, "closing a participant-discovery connection until its next probe or due author");

@@ -385,10 +385,14 @@ impl Actor {
                 // never answer (no EOSE for `limit: 0` on some relays). CLOSE it, so the
                 // relay frees the slot if it held it (NIP-01 gives a CLOSE no answer, so one
                 // for a REQ the relay did refuse costs one message).
-                if let Some(session) = self.runtimes.get(relay).and_then(|r| r.session.as_ref()) {
+                if let Some(session) = self
+                    .runtimes
+                    .get_mut(relay)
+                    .and_then(|r| r.session.as_mut())
+                {
                     session
-                        .handle
-                        .send(Outbound::Close(subscription_id.clone()));
+                        .transmit
+                        .push(Outbound::Close(subscription_id.clone()));
                 }
                 self.handle_closed(relay, &subscription_id, text, None);
                 return;

@@ -14,6 +14,7 @@ use nostr::SubscriptionId;
 use std::time::Instant;
 
 use crate::machine::timers::{RelayTimer, SessionTimer, Timers};
+use crate::machine::transmit::{Outbound, Transmits};
 use crate::session::SessionHandle;
 
 /// Everything the actor knows about one relay.
@@ -124,6 +125,18 @@ pub(super) struct Session {
     /// An index update changed this relay's targets while background starts were queued: its
     /// diff runs once the queue has drained ([`Session::has_queued_background`]).
     pub(super) index_update_waits: bool,
+    /// REQs, CLOSEs and the disconnect decided for this connection and not yet handed to it:
+    /// performed once per actor step ([`super::Actor::perform_transmits`]) and when the session
+    /// is dropped.
+    pub(super) transmit: Transmits,
+}
+
+impl Drop for Session {
+    /// What the session decided last is still performed: a CLOSE or the disconnect queued in
+    /// the step that drops it.
+    fn drop(&mut self) {
+        self.handle.perform(&mut self.transmit);
+    }
 }
 
 impl Session {
@@ -239,7 +252,7 @@ impl Session {
             if let Some(group) = self.live.get_mut(&id) {
                 group.sent = sent;
             }
-            self.handle.send(crate::session::Outbound::Req {
+            self.transmit.push(Outbound::Req {
                 subscription_id: id,
                 filters,
             });
