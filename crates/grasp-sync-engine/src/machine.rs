@@ -16,6 +16,8 @@
 //! - [`session_auth`]: one session's NIP-42 state and the work parked for its AUTH.
 //! - [`descendant_sweep`]: the descendant fallback's sweep, one group of members at a time.
 //! - [`delivered`]: the event IDs a relay delivered during its first sync.
+//! - [`jobs`]: the store reads and NIP-77 rounds a session decided, as data, and the history
+//!   slots that bound the rounds running at once.
 //! - [`transmit`]: a session's REQs, CLOSEs and disconnect, queued as data in the order
 //!   decided and performed by the actor once per step.
 //!
@@ -28,6 +30,7 @@ pub(crate) mod consolidation;
 pub(crate) mod delivered;
 pub(crate) mod descendant_sweep;
 pub(crate) mod hydration;
+pub(crate) mod jobs;
 pub(crate) mod neg_batch;
 pub(crate) mod refused;
 pub(crate) mod session_auth;

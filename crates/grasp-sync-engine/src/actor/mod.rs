@@ -43,6 +43,7 @@ use crate::clock::Clock;
 use crate::config::EngineConfig;
 use crate::dial::{DialReport, Dialer};
 use crate::ingest::Ingestor;
+use crate::machine::jobs::{HistorySlots, Jobs};
 use crate::metrics::SyncMetrics;
 use crate::session::{SessionEvent, SessionKey};
 use crate::status::EngineStatus;
@@ -92,7 +93,10 @@ pub(crate) struct Actor {
     session_tx: mpsc::Sender<(SessionKey, SessionEvent)>,
     metrics: Option<SyncMetrics>,
     jobs_tx: mpsc::Sender<JobReport>,
-    history_slots: Arc<tokio::sync::Semaphore>,
+    /// NIP-77 rounds running at once across every relay ([`HISTORY_JOBS`] at most).
+    history_slots: HistorySlots,
+    /// Store reads and NIP-77 rounds decided this step, started at its end.
+    jobs: Jobs,
     recovery: MissingEventRecovery,
     fallbacks: NegentropyFallbacks,
     next_recovery_at: Instant,
@@ -181,7 +185,8 @@ impl Actor {
             session_tx,
             metrics,
             jobs_tx,
-            history_slots: Arc::new(tokio::sync::Semaphore::new(HISTORY_JOBS)),
+            history_slots: HistorySlots::new(HISTORY_JOBS),
+            jobs: Jobs::default(),
             recovery,
             fallbacks: NegentropyFallbacks::new(),
             next_recovery_at: now,
@@ -249,6 +254,7 @@ impl Actor {
                 () = tokio::time::sleep_until(wake) => {}
             }
             self.handle_timeouts();
+            self.perform_jobs();
             self.perform_transmits();
         }
     }

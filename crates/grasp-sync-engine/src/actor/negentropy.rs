@@ -17,8 +17,7 @@ use std::sync::Arc;
 use grasp_sync_filters::FilterBudget;
 use grasp_sync_ledger::{NEGENTROPY_ROUND_CAP, PermitClass, ReleaseReason, StartKind};
 use grasp_sync_model::{BatchId, PaginationState, PendingItems, RelayUrl, SyncMethod};
-use nostr::{EventId, Filter, SubscriptionId, Timestamp};
-use tokio::sync::OwnedSemaphorePermit;
+use nostr::{EventId, Filter, SubscriptionId};
 
 use super::Actor;
 use super::history::FilterCeiling;
@@ -26,6 +25,7 @@ use super::runtime::{QueuedStart, Session};
 use crate::boundary::EventStore;
 use crate::error::StoreError;
 use crate::machine::admission::{self, Room, StartAdmission};
+use crate::machine::jobs::{HaveSet, Job, Jobs};
 use crate::machine::neg_batch::{Drained, NegBatch, RoundsDone, first_sync_max_held};
 use crate::machine::timers::SessionTimer;
 use crate::negentropy::{FallbackReason, RoundStart};
@@ -37,9 +37,6 @@ use crate::transport::{NegentropyError, RelaySession, RoundLimits};
 /// start at most one per second, a read takes milliseconds); few enough that a long queue
 /// holds at most two "have" sets per relay.
 const PREPARED_AHEAD: usize = 2;
-
-/// The (id, `created_at`) items of a filter in the own store: a round's "have" set.
-type HaveSet = Vec<(EventId, Timestamp)>;
 
 /// What a background job reports to the actor.
 #[derive(Debug)]
@@ -124,19 +121,17 @@ impl Actor {
             });
         }
         let check = self.config.first_sync_by_req;
-        let store = self.ingestor.store();
-        let jobs = self.jobs_tx.clone();
         let runtime = self.runtimes.get_mut(relay)?;
         let session = runtime.session.as_mut()?;
         if check {
-            tokio::spawn(read_held(
+            self.jobs.push(
                 session.handle.key.clone(),
-                batch,
-                filters.clone(),
-                max_held,
-                store,
-                jobs,
-            ));
+                Job::ReadHeld {
+                    batch,
+                    filters: filters.clone(),
+                    max_held,
+                },
+            );
         }
         session.neg_queue.extend(rounds);
         runtime
@@ -146,15 +141,14 @@ impl Actor {
         Some(batch)
     }
 
-    /// Starts the store reads of the rounds at the head of the queue that have none yet.
+    /// Asks for the store reads of the rounds at the head of the queue that have none yet.
     fn prepare_rounds(&mut self, relay: &RelayUrl) {
-        let store = self.ingestor.store();
         if let Some(session) = self
             .runtimes
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
         {
-            prepare_ahead(session, &store, &self.jobs_tx);
+            prepare_ahead(session, &mut self.jobs);
         }
     }
 
@@ -162,17 +156,15 @@ impl Actor {
     /// a history slot are free, and both gates allow. The rounds keep their queue order: a head
     /// still being read holds back the ones behind it (its report wakes the actor). The slot is
     /// taken before the gates are asked, so a gate never counts a start that then waits; when
-    /// none is free the round waits for a running round's report, which frees its slot before
-    /// it is sent, and the level-triggered drive after every input tries again. While the
+    /// none is free the round waits for a running round's report, whose handling frees its
+    /// slot first, and the level-triggered drive after every input tries again. A round
+    /// decided here is queued as a [`Job::RunRound`] and started at the end of the step. While the
     /// relay's NIP-77 support is unknown only one round runs, as the probe, and the others wait
     /// for its report; once the relay is known not to speak NIP-77 every queued round falls
     /// back.
     pub(super) fn drive_negentropy(&mut self, relay: &RelayUrl) {
         self.prepare_rounds(relay);
         let now = self.now();
-        let store = self.ingestor.store();
-        let jobs = self.jobs_tx.clone();
-        let slots = Arc::clone(&self.history_slots);
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
@@ -222,11 +214,12 @@ impl Actor {
                 Some(_) => break, // a release wakes the queue
                 None => {}
             }
-            // The history slot is taken before the gates count the start.
-            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            // A history slot must be free before the gates count the start; only this loop
+            // takes one, so it is still free when the round is decided below.
+            if !self.history_slots.is_free() {
                 tracing::debug!(%relay, "negentropy round waits for a history slot");
                 break;
-            };
+            }
             let kind = StartKind::NegentropyRound;
             let (background, reactive) = (&mut session.background, &mut session.reactive);
             match admission::pass_gates(now, kind, background, reactive) {
@@ -238,7 +231,6 @@ impl Actor {
                 StartAdmission::WaitForRelease => break,
                 StartAdmission::Rejected(_) => {
                     // NIP-77 is off or a cooldown is on: the rounds left become REQ+EOSE.
-                    drop(slot);
                     let batch = front.batch;
                     self.fallbacks.handle_query_rate_refusal(relay);
                     let relay = relay.clone();
@@ -294,21 +286,21 @@ impl Actor {
             } else {
                 tracing::debug!(%relay, batch = batch.0, "negentropy round starts");
             }
-            // The reads for the rounds now at the head go first: a task spawned last runs
-            // first on this worker, and a store that reads synchronously must not hold up
-            // this round's NEG-OPEN.
-            prepare_ahead(session, &store, &jobs);
-            tokio::spawn(run_round(
+            // The reads for the rounds now at the head are queued first, so they are started
+            // before this round: a task spawned last runs first on this worker, and a store
+            // that reads synchronously must not hold up this round's NEG-OPEN.
+            prepare_ahead(session, &mut self.jobs);
+            let taken = self.history_slots.try_take();
+            debug_assert!(taken, "the slot was free above");
+            self.jobs.push(
                 session.handle.key.clone(),
-                subscription_id.clone(),
-                filter,
-                have,
-                limits,
-                Arc::clone(&store),
-                session.handle.session(),
-                slot,
-                jobs.clone(),
-            ));
+                Job::RunRound {
+                    subscription_id: subscription_id.clone(),
+                    filter,
+                    have,
+                    probe: limits.probe,
+                },
+            );
             if session.auth.state() != crate::machine::session_auth::AuthState::Authenticated {
                 session.rounds_before_auth.insert(subscription_id.clone());
             }
@@ -332,7 +324,12 @@ impl Actor {
                 key,
                 subscription_id,
                 result,
-            } => self.handle_round_report(&key, &subscription_id, result),
+            } => {
+                // Every performed round reports once, from a replaced session too: its slot
+                // is free before the drive that follows.
+                self.history_slots.release();
+                self.handle_round_report(&key, &subscription_id, result);
+            }
         }
     }
 
@@ -892,23 +889,81 @@ impl Actor {
     }
 }
 
-/// Spawns the store reads of the first [`PREPARED_AHEAD`] queued rounds that have none yet.
-fn prepare_ahead(
-    session: &mut Session,
-    store: &Arc<dyn EventStore>,
-    jobs: &tokio::sync::mpsc::Sender<JobReport>,
-) {
+/// Asks for the store reads of the first [`PREPARED_AHEAD`] queued rounds that have none yet.
+fn prepare_ahead(session: &mut Session, jobs: &mut Jobs) {
     let key = &session.handle.key;
     for round in session.neg_queue.iter_mut().take(PREPARED_AHEAD) {
         if matches!(round.have, Preparation::Unread) {
             round.have = Preparation::Reading;
-            tokio::spawn(read_have_set(
+            jobs.push(
                 key.clone(),
-                round.subscription_id.clone(),
-                round.filter.clone(),
-                Arc::clone(store),
-                jobs.clone(),
-            ));
+                Job::ReadHaveSet {
+                    subscription_id: round.subscription_id.clone(),
+                    filter: round.filter.clone(),
+                },
+            );
+        }
+    }
+}
+
+impl Actor {
+    /// Starts the background jobs this step decided, in order, as tasks that report back on
+    /// the jobs channel. A job whose session has ended since is dropped (its report would be
+    /// ignored), and a dropped round gives its history slot back.
+    pub(super) fn perform_jobs(&mut self) {
+        while let Some((key, job)) = self.jobs.poll_job() {
+            let Some(handle) = self
+                .runtimes
+                .get(&key.relay)
+                .and_then(|r| r.session.as_ref())
+                .map(|s| &s.handle)
+                .filter(|handle| handle.key == key)
+            else {
+                if matches!(job, Job::RunRound { .. }) {
+                    self.history_slots.release();
+                }
+                continue;
+            };
+            let store = self.ingestor.store();
+            let jobs = self.jobs_tx.clone();
+            match job {
+                Job::ReadHeld {
+                    batch,
+                    filters,
+                    max_held,
+                } => {
+                    tokio::spawn(read_held(key, batch, filters, max_held, store, jobs));
+                }
+                Job::ReadHaveSet {
+                    subscription_id,
+                    filter,
+                } => {
+                    tokio::spawn(read_have_set(key, subscription_id, filter, store, jobs));
+                }
+                Job::RunRound {
+                    subscription_id,
+                    filter,
+                    have,
+                    probe,
+                } => {
+                    let limits = if probe {
+                        RoundLimits::PROBE
+                    } else {
+                        RoundLimits::NORMAL
+                    };
+                    let session = handle.session();
+                    tokio::spawn(run_round(
+                        key,
+                        subscription_id,
+                        filter,
+                        have,
+                        limits,
+                        store,
+                        session,
+                        jobs,
+                    ));
+                }
+            }
         }
     }
 }
@@ -963,8 +1018,8 @@ async fn read_have_set(
 
 /// One dry-run round over a "have" set read beforehand, under `limits`: the NEG-OPEN goes out
 /// at once, then the diff, and the IDs neither stored nor rejected (an event stored since the
-/// read is dropped here). Holds one of the global history slots, taken by the actor at its
-/// pacing decision, and frees it before reporting.
+/// read is dropped here). It holds one of the actor's history slots, taken at its pacing
+/// decision and given back when this report is handled.
 #[allow(clippy::too_many_arguments)]
 async fn run_round(
     key: SessionKey,
@@ -974,7 +1029,6 @@ async fn run_round(
     limits: RoundLimits,
     store: Arc<dyn EventStore>,
     session: Arc<dyn RelaySession>,
-    slot: OwnedSemaphorePermit,
     jobs: tokio::sync::mpsc::Sender<JobReport>,
 ) {
     let result = async {
@@ -988,8 +1042,6 @@ async fn run_round(
         Ok(unknown)
     }
     .await;
-    // Freed before the report, so the drive that follows the report finds the slot free.
-    drop(slot);
     // The actor may have stopped; then nobody needs the result.
     let _ = jobs
         .send(JobReport::NegentropyRound {

@@ -1,0 +1,97 @@
+//! What the machine asks of the store and of a relay's NIP-77 support, as data: the store reads
+//! and the dry-run rounds a session decided, queued with the session that asked ([`Jobs`]) and
+//! performed by the driver as background jobs, whose reports come back as inputs. The NIP-77
+//! rounds running at once across every relay are counted here too ([`HistorySlots`]): a round
+//! takes its slot at the pacing decision and gives it back when its report is handled, or when
+//! it is never performed because its session ended first.
+
+use std::collections::VecDeque;
+
+use grasp_sync_model::BatchId;
+use nostr::{EventId, Filter, SubscriptionId, Timestamp};
+
+use crate::machine::transmit::SessionKey;
+
+#[cfg(test)]
+mod tests;
+
+/// The (id, `created_at`) items of a filter in the own store: a round's "have" set.
+pub(crate) type HaveSet = Vec<(EventId, Timestamp)>;
+
+/// One background job a session asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Job {
+    /// Read the IDs of the events the store holds that a new batch's `filters` match, up to
+    /// `max_held`: how much of its coverage the store already holds.
+    ReadHeld {
+        batch: BatchId,
+        filters: Vec<Filter>,
+        max_held: usize,
+    },
+    /// Read a queued round's "have" set.
+    ReadHaveSet {
+        subscription_id: SubscriptionId,
+        filter: Filter,
+    },
+    /// Run one dry-run NIP-77 round over `have`; `probe` while the session does not know yet
+    /// whether the relay speaks NIP-77. It holds a [`HistorySlot`](HistorySlots) taken when it
+    /// was decided.
+    RunRound {
+        subscription_id: SubscriptionId,
+        filter: Filter,
+        have: HaveSet,
+        probe: bool,
+    },
+}
+
+/// The jobs decided and not yet performed, oldest first, each with the session that asked.
+#[derive(Debug, Default)]
+pub(crate) struct Jobs {
+    queue: VecDeque<(SessionKey, Job)>,
+}
+
+impl Jobs {
+    /// Queues `job` for the session `key`, after those already waiting.
+    pub(crate) fn push(&mut self, key: SessionKey, job: Job) {
+        self.queue.push_back((key, job));
+    }
+
+    /// The oldest job waiting, to be performed now.
+    pub(crate) fn poll_job(&mut self) -> Option<(SessionKey, Job)> {
+        self.queue.pop_front()
+    }
+}
+
+/// NIP-77 rounds running at once across every relay, at most `cap`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HistorySlots {
+    running: usize,
+    cap: usize,
+}
+
+impl HistorySlots {
+    /// No round running, at most `cap` at once.
+    pub(crate) fn new(cap: usize) -> Self {
+        Self { running: 0, cap }
+    }
+
+    /// Whether a round may take a slot now.
+    pub(crate) fn is_free(&self) -> bool {
+        self.running < self.cap
+    }
+
+    /// Takes a slot for a round about to be decided; `false` when every slot is taken.
+    pub(crate) fn try_take(&mut self) -> bool {
+        if !self.is_free() {
+            return false;
+        }
+        self.running += 1;
+        true
+    }
+
+    /// Gives a slot back: its round reported, was never performed, or was not started after
+    /// all. A release with no slot taken is ignored.
+    pub(crate) fn release(&mut self) {
+        self.running = self.running.saturating_sub(1);
+    }
+}
