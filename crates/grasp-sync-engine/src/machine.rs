@@ -16,6 +16,7 @@
 //! - [`session_auth`]: one session's NIP-42 state and the work parked for its AUTH.
 //! - [`descendant_sweep`]: the descendant fallback's sweep, one group of members at a time.
 //! - [`delivered`]: the event IDs a relay delivered during its first sync.
+//! - [`dials`]: the dial attempts decided in a step, handed to the dial workers at its end.
 //! - [`jobs`]: the store reads and NIP-77 rounds a session decided, as data, and the history
 //!   slots that bound the rounds running at once.
 //! - [`transmit`]: a session's REQs, CLOSEs and disconnect, queued as data in the order
@@ -29,6 +30,7 @@ pub(crate) mod closed_route;
 pub(crate) mod consolidation;
 pub(crate) mod delivered;
 pub(crate) mod descendant_sweep;
+pub(crate) mod dials;
 pub(crate) mod hydration;
 pub(crate) mod jobs;
 pub(crate) mod neg_batch;

@@ -299,7 +299,7 @@ impl Actor {
                 waiting = runtime.lanes.unplaced.len(),
                 "live coverage does not fit one connection; opening another");
         }
-        self.dialer.dial(relay.clone(), attempt);
+        self.dials.push(relay.clone(), attempt);
     }
 
     /// An extra connection's dial finished.

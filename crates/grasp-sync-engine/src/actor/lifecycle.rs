@@ -62,7 +62,7 @@ impl Actor {
                     runtime.dialing = Some(attempt);
                 }
                 self.relays.register(&relay).mark_connecting();
-                self.dialer.dial(relay.clone(), attempt);
+                self.dials.push(relay.clone(), attempt);
             }
         }
         self.keep_learned();

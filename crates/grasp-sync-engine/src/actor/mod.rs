@@ -1,12 +1,13 @@
 //! The sync actor: the one owner of the sync indices, the per-relay ledgers and health.
 //!
 //! It is a driver loop in the style of a sans-IO core's shell: it feeds inputs (self-feed
-//! events, dial reports, session messages, commands) into its state, drains the resulting work
-//! (dial requests; the REQs, CLOSEs and disconnects each session queued as data, handed to its
-//! sender task once per step) and sleeps until the earliest deadline, deciding expiry by
-//! reading the clock rather than trusting the timer. It never waits on the network or on a
-//! pacing gate: sends are queued in the sessions, dials to the dial workers, and gates answer
-//! with an instant to come back at.
+//! events, dial reports, session messages, job reports, commands) into its state, then performs
+//! what the step decided as data (`machine::dials`, `machine::jobs`, each session's
+//! `machine::transmit` queue: dial attempts to the dial workers, store reads and NIP-77 rounds
+//! as background jobs, REQs, CLOSEs and disconnects to each session's sender task) and sleeps
+//! until the earliest deadline, deciding expiry by reading the clock rather than trusting the
+//! timer. It never waits on the network or on a pacing gate: gates answer with an instant to
+//! come back at.
 
 mod auth;
 mod catch_up;
@@ -43,6 +44,7 @@ use crate::clock::Clock;
 use crate::config::EngineConfig;
 use crate::dial::{DialReport, Dialer};
 use crate::ingest::Ingestor;
+use crate::machine::dials::Dials;
 use crate::machine::jobs::{HistorySlots, Jobs};
 use crate::metrics::SyncMetrics;
 use crate::session::{SessionEvent, SessionKey};
@@ -97,6 +99,8 @@ pub(crate) struct Actor {
     history_slots: HistorySlots,
     /// Store reads and NIP-77 rounds decided this step, started at its end.
     jobs: Jobs,
+    /// Dial attempts decided this step, handed to the dial workers at its end.
+    dials: Dials,
     recovery: MissingEventRecovery,
     fallbacks: NegentropyFallbacks,
     next_recovery_at: Instant,
@@ -187,6 +191,7 @@ impl Actor {
             jobs_tx,
             history_slots: HistorySlots::new(HISTORY_JOBS),
             jobs: Jobs::default(),
+            dials: Dials::default(),
             recovery,
             fallbacks: NegentropyFallbacks::new(),
             next_recovery_at: now,
@@ -254,8 +259,16 @@ impl Actor {
                 () = tokio::time::sleep_until(wake) => {}
             }
             self.handle_timeouts();
+            self.perform_dials();
             self.perform_jobs();
             self.perform_transmits();
+        }
+    }
+
+    /// Hands the dial attempts this step decided to the dial workers, in order.
+    fn perform_dials(&mut self) {
+        while let Some(dial) = self.dials.poll_dial() {
+            self.dialer.dial(dial.relay, dial.attempt);
         }
     }
 
