@@ -17,13 +17,15 @@
 //! - [`descendant_sweep`]: the descendant fallback's sweep, one group of members at a time.
 //! - [`delivered`]: the event IDs a relay delivered during its first sync.
 //! - [`dials`]: the dial attempts decided in a step, handed to the dial workers at its end.
+//! - [`lanes`]: a relay's extra live connections (lever 4): what each holds, when one more
+//!   is dialled, and what goes to the catch-up.
 //! - [`jobs`]: the store reads and NIP-77 rounds a session decided, as data, and the history
 //!   slots that bound the rounds running at once.
 //! - [`transmit`]: a session's REQs, CLOSEs and disconnect, queued as data in the order
 //!   decided and performed by the actor once per step.
 //!
-//! The rest of the per-relay state machine (the queues and the live groups) is still in the
-//! actor.
+//! The rest of the per-relay state machine (the session's queues and live groups) is still in
+//! the actor.
 
 pub(crate) mod admission;
 pub(crate) mod closed_route;
@@ -33,6 +35,7 @@ pub(crate) mod descendant_sweep;
 pub(crate) mod dials;
 pub(crate) mod hydration;
 pub(crate) mod jobs;
+pub(crate) mod lanes;
 pub(crate) mod neg_batch;
 pub(crate) mod refused;
 pub(crate) mod session_auth;

@@ -174,7 +174,7 @@ impl Actor {
                 let (overflow, descendants): (Vec<TieredFilter>, Vec<TieredFilter>) = fitted
                     .rest
                     .into_iter()
-                    .partition(|f| super::lanes::lane_tier(f.tier));
+                    .partition(|f| crate::machine::lanes::lane_tier(f.tier));
                 for tier in CoverageTier::ALL {
                     let filters: Vec<TieredFilter> = descendants
                         .iter()
@@ -212,7 +212,7 @@ fn take_overflow(plan: &mut LivePlan) -> Vec<TieredFilter> {
             matches!(
                 d.reason,
                 DeferReason::SlotBudget | DeferReason::HigherTierDeferred
-            ) && super::lanes::lane_tier(d.tier)
+            ) && crate::machine::lanes::lane_tier(d.tier)
         });
     plan.deferred = kept;
     overflow.into_iter().flat_map(|d| d.filters).collect()

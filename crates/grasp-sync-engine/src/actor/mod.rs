@@ -50,9 +50,9 @@ use crate::metrics::SyncMetrics;
 use crate::session::{SessionEvent, SessionKey};
 use crate::status::EngineStatus;
 
-pub use self::lanes::MAX_CONNECTIONS_PER_RELAY;
 pub(crate) use self::negentropy::JobReport;
 use self::runtime::RelayRuntime;
+pub use crate::machine::lanes::MAX_CONNECTIONS_PER_RELAY;
 use crate::negentropy::{MissingEventRecovery, NegentropyFallbacks};
 
 /// Background history jobs (negentropy rounds) running at once across every relay.
@@ -278,7 +278,7 @@ impl Actor {
             if let Some(session) = runtime.session.as_mut() {
                 session.handle.perform(&mut session.transmit);
             }
-            runtime.lanes.perform_transmits();
+            runtime.perform_lane_transmits();
         }
     }
 
@@ -368,8 +368,7 @@ impl Actor {
     }
 
     fn next_subscription_id(&mut self, kind: &str) -> nostr::SubscriptionId {
-        self.next_subscription += 1;
-        nostr::SubscriptionId::new(format!("gs-{kind}-{}", self.next_subscription))
+        new_subscription_id(&mut self.next_subscription, kind)
     }
 
     async fn shutdown(&mut self) {
@@ -397,4 +396,11 @@ impl Actor {
         self.ingestor.drain(self.config.ingest_in_flight).await;
         self.flush_learned().await;
     }
+}
+
+/// The next subscription ID of `kind` (`gs-<kind>-<n>`), numbered by `counter`, which is
+/// unique over the actor's lifetime.
+fn new_subscription_id(counter: &mut u64, kind: &str) -> nostr::SubscriptionId {
+    *counter += 1;
+    nostr::SubscriptionId::new(format!("gs-{kind}-{counter}"))
 }

@@ -66,7 +66,9 @@ pub(super) struct RelayRuntime {
     /// Text-frame bytes moved by this relay's sessions that have ended.
     pub(super) ended_sessions_bytes: crate::transport::WireBytes,
     /// Extra connections holding the essential live coverage the session's budget cannot.
-    pub(super) lanes: super::lanes::LiveLanes,
+    pub(super) lanes: crate::machine::lanes::LiveLanes,
+    /// The sessions of those extra connections.
+    pub(super) lane_handles: super::lanes::LaneHandles,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
@@ -369,7 +371,8 @@ impl RelayRuntime {
             unsaved_batches: BTreeMap::new(),
             unsaved_streak: 0,
             ended_sessions_bytes: crate::transport::WireBytes::default(),
-            lanes: super::lanes::LiveLanes::default(),
+            lanes: crate::machine::lanes::LiveLanes::default(),
+            lane_handles: super::lanes::LaneHandles::default(),
         }
     }
 
@@ -381,7 +384,7 @@ impl RelayRuntime {
             .as_ref()
             .map(|s| s.handle.wire_bytes())
             .unwrap_or_default();
-        self.ended_sessions_bytes + current + self.lanes.wire_bytes()
+        self.ended_sessions_bytes + current + self.lane_handles.wire_bytes()
     }
 
     /// Ends the current session, keeping what it moved in the relay's byte count.

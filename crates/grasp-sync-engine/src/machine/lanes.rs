@@ -1,0 +1,388 @@
+//! Extra live connections (lever 4), as a sans-IO machine: when the core live coverage of a
+//! relay does not fit one connection's subscription budget, up to three more connections to the
+//! same relay hold the rest, each with its own ledger of the same budget ([`LiveLanes`]).
+//!
+//! - **Live only.** An extra connection carries nothing but live (`limit: 0`) groups. History,
+//!   pagination, NIP-77 and catch-up stay on the relay's session, so the background pacing the
+//!   relay sees is the session's alone, as with one connection.
+//! - **Core coverage only.** The tiers that cover tracked repositories and roots (essential,
+//!   uppercase root references, compatibility references) overflow onto extra connections
+//!   ([`lane_tier`]); descendant coverage that does not fit keeps its paced fallback.
+//! - **Deterministic assignment.** Waiting coverage is offered to the open connections in
+//!   order, each taking the longest prefix of it (tier, then filter order) its budget holds
+//!   (`plan_live_fitting`); one more is dialled ([`LaneStep::Dial`]) only when those open are
+//!   full and none is dialling, so the relay gets the fewest connections the coverage needs, one
+//!   handshake at a time.
+//! - **Polite failure.** A connection that fails or is refused is closed
+//!   ([`LiveLanes::close`]) and no other opens until the session reconnects; its coverage, and
+//!   whatever no connection may hold ([`LaneStep::CatchUp`]), goes to the session's paced
+//!   catch-up.
+//! - **Lifetime.** The connections belong to the session: [`LiveLanes::close_all`] ends them when
+//!   the session ends, restarts its coverage or holds all of it again.
+//!
+//! The driver owns the connections themselves: it dials when asked, reports the outcome to
+//! [`LiveLanes::handle_dialled`], and performs each open connection's queued REQs, CLOSEs and
+//! disconnect ([`LiveLanes::transmits_mut`], and the queue a closed connection hands back).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
+use grasp_sync_ledger::{
+    HeldGroup, LearnedLimits, LedgerError, LiveBudget, Permit, ReleaseReason, SessionBudget,
+    SubscriptionLedger, plan_live_fitting,
+};
+use nostr::{Filter, SubscriptionId};
+
+use crate::machine::refused::without_bounds;
+use crate::machine::transmit::{Outbound, SessionKey, Transmits};
+
+#[cfg(test)]
+mod tests;
+
+/// Connections per relay at most: the session and three extra live connections. chorus, the
+/// tightest relay known, allows five per address.
+pub const MAX_CONNECTIONS_PER_RELAY: usize = 4;
+
+/// Whether coverage of `tier` may overflow onto extra connections: the core tiers, which
+/// cover tracked repositories and roots. Descendant coverage has its own paced fallback.
+pub(crate) fn lane_tier(tier: CoverageTier) -> bool {
+    matches!(
+        tier,
+        CoverageTier::Essential | CoverageTier::RootUppercase | CoverageTier::CoreCompat
+    )
+}
+
+/// One relay's extra live connections and the coverage waiting for one.
+#[derive(Default)]
+pub(crate) struct LiveLanes {
+    /// In assignment order; at most [`MAX_CONNECTIONS_PER_RELAY`] − 1.
+    lanes: Vec<Lane>,
+    /// Core live coverage no connection holds yet, waiting for a lane to connect.
+    unplaced: Vec<TieredFilter>,
+    /// An extra connection failed or was refused: none is opened again until the session
+    /// reconnects.
+    stopped: bool,
+}
+
+/// What the driver does once the waiting coverage was offered to the open connections.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum LaneStep {
+    /// Nothing: no coverage waits, or a connection is being dialled and will be offered it.
+    Wait,
+    /// Dial one more extra connection, then report its attempt to
+    /// [`LiveLanes::handle_dial_started`].
+    Dial,
+    /// No more connections may open: this coverage, without its bounds, goes to the paced
+    /// catch-up.
+    CatchUp(Vec<Filter>),
+}
+
+/// How a dial report was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialled {
+    /// Not an attempt of these connections: the driver drops the connection.
+    Unknown,
+    /// The connection is open as extra connection number `connection` (the session is 1).
+    Opened { connection: usize },
+    /// The attempt failed: no other opens until the session reconnects. The driver asks
+    /// [`LiveLanes::next_step`] what becomes of the waiting coverage.
+    Failed,
+}
+
+/// What one [`LiveLanes::fill`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LaneFill {
+    /// Live REQs queued, over every connection.
+    pub(crate) opened: usize,
+    /// Connections whose ledger refused a plan made within its budget; their coverage waits
+    /// again.
+    pub(crate) refused: Vec<LedgerError>,
+}
+
+/// An extra connection that was closed: what is left to perform on it and, when it was closed
+/// alone, the coverage it held (without bounds), for the catch-up.
+pub(crate) struct ClosedLane {
+    pub(crate) key: SessionKey,
+    pub(crate) transmit: Transmits,
+    pub(crate) coverage: Vec<Filter>,
+}
+
+/// One extra connection.
+struct Lane {
+    /// The dial attempt in flight.
+    dialing: Option<u64>,
+    open: Option<OpenLane>,
+}
+
+/// A connected extra connection and the live groups it holds.
+struct OpenLane {
+    key: SessionKey,
+    ledger: SubscriptionLedger,
+    live: BTreeMap<SubscriptionId, LaneGroup>,
+    /// Its REQs, CLOSEs and disconnect not yet performed.
+    transmit: Transmits,
+}
+
+/// A live group held on an extra connection.
+struct LaneGroup {
+    group: FilterGroup,
+    permit: Permit,
+}
+
+impl LiveLanes {
+    /// Extra connections open now.
+    pub(crate) fn connected(&self) -> usize {
+        self.open().count()
+    }
+
+    /// Live groups held on the extra connections.
+    pub(crate) fn live_groups(&self) -> usize {
+        self.open().map(|l| l.live.len()).sum()
+    }
+
+    /// Whether `key` is one of the extra connections' sessions.
+    pub(crate) fn owns_session(&self, key: &SessionKey) -> bool {
+        self.position_of(key).is_some()
+    }
+
+    /// Whether `attempt` is an extra connection's dial.
+    pub(crate) fn owns_attempt(&self, attempt: u64) -> bool {
+        self.lanes.iter().any(|l| l.dialing == Some(attempt))
+    }
+
+    /// Whether the extra connection `key` holds `subscription` live.
+    pub(crate) fn holds(&self, key: &SessionKey, subscription: &SubscriptionId) -> bool {
+        self.open()
+            .find(|l| l.key == *key)
+            .is_some_and(|l| l.live.contains_key(subscription))
+    }
+
+    /// Whether coverage waits for a connection.
+    pub(crate) fn has_waiting(&self) -> bool {
+        !self.unplaced.is_empty()
+    }
+
+    /// Every open extra connection's session and the messages queued for it, for the driver
+    /// to perform.
+    pub(crate) fn transmits_mut(&mut self) -> impl Iterator<Item = (&SessionKey, &mut Transmits)> {
+        self.lanes
+            .iter_mut()
+            .filter_map(|l| l.open.as_mut())
+            .map(|l| (&l.key, &mut l.transmit))
+    }
+
+    /// Core live coverage the session cannot hold. Keeps the core tiers no connection holds
+    /// or waits for already; returns whether any of it is new.
+    pub(crate) fn handle_overflow(&mut self, overflow: Vec<TieredFilter>) -> bool {
+        let held = self.held_filters();
+        let waiting: BTreeSet<&Filter> = self.unplaced.iter().map(|f| &f.filter).collect();
+        let new: Vec<TieredFilter> = overflow
+            .into_iter()
+            .filter(|f| lane_tier(f.tier))
+            .filter(|f| !held.contains(&f.filter) && !waiting.contains(&f.filter))
+            .collect();
+        let any = !new.is_empty();
+        self.unplaced.extend(new);
+        any
+    }
+
+    /// Offers the waiting coverage to the open connections in order: each takes the longest
+    /// prefix its budget holds, next to what it holds, under the relay's `learned` limits.
+    /// `next_id` names each new live group. Then [`LiveLanes::next_step`] says what becomes
+    /// of the rest.
+    pub(crate) fn fill(
+        &mut self,
+        now: Instant,
+        learned: &LearnedLimits,
+        mut next_id: impl FnMut() -> SubscriptionId,
+    ) -> LaneFill {
+        let mut fill = LaneFill {
+            opened: 0,
+            refused: Vec::new(),
+        };
+        for lane in self.lanes.iter_mut().filter_map(|l| l.open.as_mut()) {
+            if self.unplaced.is_empty() {
+                break;
+            }
+            let held: Vec<HeldGroup> = lane
+                .live
+                .iter()
+                .map(|(id, live)| HeldGroup {
+                    subscription_id: id.clone(),
+                    group: live.group.clone(),
+                })
+                .collect();
+            let budget = LiveBudget::new(&lane.ledger.budget(), learned, PackLimits::default());
+            let fitted = plan_live_fitting(&held, std::mem::take(&mut self.unplaced), &budget);
+            let ids: Vec<SubscriptionId> = fitted.plan.open.iter().map(|_| next_id()).collect();
+            self.unplaced = fitted.rest;
+            for id in &fitted.plan.close {
+                if let Some(held) = lane.live.remove(id) {
+                    let _ =
+                        lane.ledger
+                            .handle_release(now, &held.permit, ReleaseReason::LiveRetired);
+                    lane.transmit.push(Outbound::Close(id.clone()));
+                }
+            }
+            if ids.is_empty() {
+                // Nothing more fits this connection: the next one is offered the rest.
+                continue;
+            }
+            let generation = lane.ledger.generation();
+            match lane.ledger.admit_live(now, generation, ids.clone()) {
+                Ok(permits) => {
+                    for ((id, group), permit) in ids.into_iter().zip(fitted.plan.open).zip(permits)
+                    {
+                        lane.transmit.push(Outbound::Req {
+                            subscription_id: id.clone(),
+                            filters: group.to_filters(),
+                        });
+                        lane.live.insert(id, LaneGroup { group, permit });
+                        fill.opened += 1;
+                    }
+                }
+                Err(error) => {
+                    // The plan stayed within this ledger's budget; a refusal means it is not
+                    // the connection's to hold: it waits again.
+                    fill.refused.push(error);
+                    self.unplaced.extend(
+                        fitted
+                            .plan
+                            .open
+                            .into_iter()
+                            .flat_map(|g| g.filters.into_iter()),
+                    );
+                }
+            }
+        }
+        fill
+    }
+
+    /// What becomes of the coverage left after every open connection took its share: nothing
+    /// while a connection is dialling, one more connection while fewer than
+    /// [`MAX_CONNECTIONS_PER_RELAY`] are open, none has failed this session and `may_dial`
+    /// (the relay is not paused), else the catch-up.
+    pub(crate) fn next_step(&mut self, may_dial: bool) -> LaneStep {
+        if self.unplaced.is_empty() || self.lanes.iter().any(|l| l.dialing.is_some()) {
+            return LaneStep::Wait;
+        }
+        if !self.stopped && self.lanes.len() < MAX_CONNECTIONS_PER_RELAY - 1 && may_dial {
+            return LaneStep::Dial;
+        }
+        LaneStep::CatchUp(
+            std::mem::take(&mut self.unplaced)
+                .into_iter()
+                .map(|f| without_bounds(&f.filter))
+                .collect(),
+        )
+    }
+
+    /// The driver dials the connection [`LaneStep::Dial`] asked for as `attempt`. Returns its
+    /// number (the session is 1) and how much coverage waits for it.
+    pub(crate) fn handle_dial_started(&mut self, attempt: u64) -> (usize, usize) {
+        self.lanes.push(Lane {
+            dialing: Some(attempt),
+            open: None,
+        });
+        (self.lanes.len() + 1, self.unplaced.len())
+    }
+
+    /// The dial `attempt` finished: `opened` is the connection's session and the budget of
+    /// the relay's session when it connected and the session is still up, `None` when it
+    /// failed or no session is left to serve. An opened connection is offered the waiting
+    /// coverage by the next [`LiveLanes::fill`].
+    pub(crate) fn handle_dialled(
+        &mut self,
+        now: Instant,
+        attempt: u64,
+        opened: Option<(SessionKey, SessionBudget)>,
+    ) -> Dialled {
+        let Some(index) = self.lanes.iter().position(|l| l.dialing == Some(attempt)) else {
+            return Dialled::Unknown;
+        };
+        let lane = &mut self.lanes[index];
+        lane.dialing = None;
+        match opened {
+            Some((key, budget)) => {
+                lane.open = Some(OpenLane {
+                    key,
+                    ledger: SubscriptionLedger::new(now, budget),
+                    live: BTreeMap::new(),
+                    transmit: Transmits::default(),
+                });
+                Dialled::Opened {
+                    connection: index + 2,
+                }
+            }
+            None => {
+                self.lanes.remove(index);
+                self.stopped = true;
+                Dialled::Failed
+            }
+        }
+    }
+
+    /// Closes the extra connection `key` (it failed or was refused on) and opens no other
+    /// this session. Returns its last messages, a disconnect included, and its coverage for
+    /// the catch-up; the driver then asks [`LiveLanes::next_step`] about what still waits.
+    pub(crate) fn close(&mut self, key: &SessionKey) -> Option<ClosedLane> {
+        let index = self.position_of(key)?;
+        let lane = self.lanes.remove(index);
+        self.stopped = true;
+        let mut open = lane.open?;
+        let coverage = open
+            .live
+            .values()
+            .flat_map(|g| g.group.filters.iter())
+            .map(|f| without_bounds(&f.filter))
+            .collect();
+        open.transmit.push(Outbound::Disconnect);
+        Some(ClosedLane {
+            key: open.key,
+            transmit: open.transmit,
+            coverage,
+        })
+    }
+
+    /// Closes every extra connection and forgets their coverage and what waits (the session
+    /// ended, restarts its coverage, or holds all of it now). Each closed connection's last
+    /// messages close its live groups and disconnect; no coverage is handed back.
+    pub(crate) fn close_all(&mut self) -> Vec<ClosedLane> {
+        let lanes = std::mem::take(self);
+        lanes
+            .lanes
+            .into_iter()
+            .filter_map(|l| l.open)
+            .map(|mut open| {
+                for id in open.live.keys() {
+                    open.transmit.push(Outbound::Close(id.clone()));
+                }
+                open.transmit.push(Outbound::Disconnect);
+                ClosedLane {
+                    key: open.key,
+                    transmit: open.transmit,
+                    coverage: Vec::new(),
+                }
+            })
+            .collect()
+    }
+
+    fn open(&self) -> impl Iterator<Item = &OpenLane> {
+        self.lanes.iter().filter_map(|l| l.open.as_ref())
+    }
+
+    fn position_of(&self, key: &SessionKey) -> Option<usize> {
+        self.lanes
+            .iter()
+            .position(|l| l.open.as_ref().is_some_and(|o| o.key == *key))
+    }
+
+    /// Every filter held live on the extra connections.
+    fn held_filters(&self) -> BTreeSet<&Filter> {
+        self.open()
+            .flat_map(|l| l.live.values())
+            .flat_map(|g| g.group.filters.iter().map(|f| &f.filter))
+            .collect()
+    }
+}

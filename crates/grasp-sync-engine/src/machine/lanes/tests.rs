@@ -1,0 +1,333 @@
+//! The extra connections' rules: core coverage only, the fewest connections filled in order
+//! within each one's budget, one dial at a time, at most three, a failure or close stops the
+//! rest for the session, and what no connection may hold goes to the catch-up without bounds.
+
+use std::time::{Duration, Instant};
+
+use grasp_sync_filters::{CoverageTier, TieredFilter};
+use grasp_sync_ledger::{LearnedLimits, SessionBudget};
+use grasp_sync_model::RelayUrl;
+use nostr::{Filter, SubscriptionId};
+
+use super::{Dialled, LaneStep, LiveLanes, MAX_CONNECTIONS_PER_RELAY};
+use crate::machine::transmit::{Outbound, SessionKey};
+
+/// Five slots leave two live groups per connection; one filter per REQ.
+const SLOTS: usize = 5;
+const LIVE_PER_CONNECTION: usize = 2;
+
+fn relay() -> RelayUrl {
+    RelayUrl::parse("wss://relay.example.com").expect("valid url")
+}
+
+fn key(generation: u64) -> SessionKey {
+    SessionKey {
+        relay: relay(),
+        generation,
+    }
+}
+
+fn learned() -> LearnedLimits {
+    let mut learned = LearnedLimits::new();
+    learned.handle_advertised_filter_limit(1);
+    learned
+}
+
+/// Live coverage of repository `d`, with a `since` so the catch-up's copy can be seen to drop it.
+fn core(d: &str) -> TieredFilter {
+    TieredFilter::new(
+        Filter::new()
+            .limit(0)
+            .identifier(d)
+            .since(nostr::Timestamp::from_secs(1)),
+        CoverageTier::Essential,
+    )
+}
+
+fn coverage(n: usize) -> Vec<TieredFilter> {
+    (0..n).map(|i| core(&format!("repo-{i:03}"))).collect()
+}
+
+/// Lanes driven on a counter of subscription IDs, with helpers that play the driver.
+struct Driver {
+    lanes: LiveLanes,
+    now: Instant,
+    next_id: u64,
+    next_attempt: u64,
+}
+
+impl Driver {
+    fn new() -> Driver {
+        Driver {
+            lanes: LiveLanes::default(),
+            now: Instant::now(),
+            next_id: 0,
+            next_attempt: 0,
+        }
+    }
+
+    /// Offers what waits to the open connections; returns the REQs queued.
+    fn fill(&mut self) -> usize {
+        let counter = &mut self.next_id;
+        let fill = self.lanes.fill(self.now, &learned(), || {
+            *counter += 1;
+            SubscriptionId::new(format!("live-{counter}"))
+        });
+        assert!(fill.refused.is_empty(), "{:?}", fill.refused);
+        fill.opened
+    }
+
+    /// Asks for the next step; dials when asked and returns the attempt.
+    fn step(&mut self, may_dial: bool) -> Step {
+        match self.lanes.next_step(may_dial) {
+            LaneStep::Wait => Step::Wait,
+            LaneStep::CatchUp(filters) => Step::CatchUp(filters),
+            LaneStep::Dial => {
+                self.next_attempt += 1;
+                self.lanes.handle_dial_started(self.next_attempt);
+                Step::Dialled(self.next_attempt)
+            }
+        }
+    }
+
+    /// Connects `attempt` as session `generation` and fills it.
+    fn connect(&mut self, attempt: u64, generation: u64) -> usize {
+        let opened = self.lanes.handle_dialled(
+            self.now,
+            attempt,
+            Some((key(generation), SessionBudget::from_slots(SLOTS))),
+        );
+        assert!(matches!(opened, Dialled::Opened { .. }), "{opened:?}");
+        self.fill()
+    }
+
+    /// Every REQ queued on connection `generation`, and drains its queue.
+    fn reqs(&mut self, generation: u64) -> Vec<Outbound> {
+        let mut sent = Vec::new();
+        for (k, transmit) in self.lanes.transmits_mut() {
+            if *k == key(generation) {
+                sent.extend(std::iter::from_fn(|| transmit.poll_transmit()));
+            }
+        }
+        sent
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Step {
+    Wait,
+    Dialled(u64),
+    CatchUp(Vec<Filter>),
+}
+
+fn unbounded(filters: &[TieredFilter]) -> Vec<Filter> {
+    filters
+        .iter()
+        .map(|f| crate::machine::refused::without_bounds(&f.filter))
+        .collect()
+}
+
+#[test]
+fn only_new_core_coverage_waits_for_a_connection() {
+    let mut lanes = LiveLanes::default();
+    let descendant = TieredFilter::new(
+        Filter::new().limit(0).identifier("d"),
+        CoverageTier::DescendantCanonical,
+    );
+    assert!(!lanes.handle_overflow(vec![descendant]));
+    assert!(!lanes.has_waiting());
+    assert!(lanes.handle_overflow(vec![core("a")]));
+    // The same filter again is nothing new.
+    assert!(!lanes.handle_overflow(vec![core("a")]));
+    assert!(lanes.has_waiting());
+}
+
+#[test]
+fn one_dial_at_a_time_and_none_while_nothing_waits() {
+    let mut driver = Driver::new();
+    assert_eq!(driver.step(true), Step::Wait);
+    driver.lanes.handle_overflow(coverage(1));
+    assert_eq!(driver.step(true), Step::Dialled(1));
+    assert!(driver.lanes.owns_attempt(1));
+    driver.lanes.handle_overflow(coverage(5));
+    assert_eq!(driver.step(true), Step::Wait, "a dial is in flight");
+}
+
+#[test]
+fn connections_fill_in_order_within_their_budget_and_the_next_is_dialled_only_when_full() {
+    let mut driver = Driver::new();
+    driver.lanes.handle_overflow(coverage(5));
+    let Step::Dialled(first) = driver.step(true) else {
+        panic!("expected a dial");
+    };
+    assert_eq!(driver.connect(first, 10), LIVE_PER_CONNECTION);
+    let Step::Dialled(second) = driver.step(true) else {
+        panic!("expected a second dial for the three left");
+    };
+    assert_eq!(driver.connect(second, 11), LIVE_PER_CONNECTION);
+    let Step::Dialled(third) = driver.step(true) else {
+        panic!("expected a third dial for the one left");
+    };
+    assert_eq!(driver.connect(third, 12), 1);
+    assert_eq!(driver.step(true), Step::Wait, "everything is held");
+    assert_eq!(driver.lanes.connected(), 3);
+    assert_eq!(driver.lanes.live_groups(), 5);
+    // The first connection holds the first two filters in filter order, each in a REQ of its own.
+    let first_reqs = driver.reqs(10);
+    let expected: Vec<Vec<Filter>> = coverage(2)
+        .into_iter()
+        .map(|f| vec![f.filter.clone()])
+        .collect();
+    let sent: Vec<Vec<Filter>> = first_reqs
+        .into_iter()
+        .map(|o| match o {
+            Outbound::Req { filters, .. } => filters,
+            other => panic!("only REQs: {other:?}"),
+        })
+        .collect();
+    assert_eq!(sent, expected);
+}
+
+#[test]
+fn equal_coverage_lands_on_equal_connections_whatever_order_it_arrives_in() {
+    let placed = |order: Vec<TieredFilter>| -> Vec<Vec<Outbound>> {
+        let mut driver = Driver::new();
+        driver.lanes.handle_overflow(order);
+        let mut held = Vec::new();
+        for generation in 10.. {
+            let Step::Dialled(attempt) = driver.step(true) else {
+                break;
+            };
+            driver.connect(attempt, generation);
+            held.push(driver.reqs(generation));
+        }
+        held
+    };
+    let mut reversed = coverage(5);
+    reversed.reverse();
+    assert_eq!(placed(coverage(5)), placed(reversed));
+}
+
+#[test]
+fn at_most_three_extra_connections_then_the_rest_goes_to_the_catch_up_without_bounds() {
+    let mut driver = Driver::new();
+    let all = coverage(LIVE_PER_CONNECTION * (MAX_CONNECTIONS_PER_RELAY - 1) + 2);
+    driver.lanes.handle_overflow(all.clone());
+    for generation in 10..10 + (MAX_CONNECTIONS_PER_RELAY as u64 - 1) {
+        let Step::Dialled(attempt) = driver.step(true) else {
+            panic!("expected a dial");
+        };
+        driver.connect(attempt, generation);
+    }
+    let left = &all[all.len() - 2..];
+    assert_eq!(driver.step(true), Step::CatchUp(unbounded(left)));
+    assert!(!driver.lanes.has_waiting());
+    assert_eq!(
+        driver.lanes.live_groups(),
+        LIVE_PER_CONNECTION * (MAX_CONNECTIONS_PER_RELAY - 1)
+    );
+}
+
+#[test]
+fn a_paused_relay_gets_no_dial_and_its_waiting_coverage_is_caught_up() {
+    let mut driver = Driver::new();
+    driver.lanes.handle_overflow(coverage(1));
+    assert_eq!(driver.step(false), Step::CatchUp(unbounded(&coverage(1))));
+}
+
+#[test]
+fn a_failed_dial_opens_no_other_connection_this_session() {
+    let mut driver = Driver::new();
+    driver.lanes.handle_overflow(coverage(3));
+    let Step::Dialled(attempt) = driver.step(true) else {
+        panic!("expected a dial");
+    };
+    assert_eq!(
+        driver.lanes.handle_dialled(driver.now, attempt, None),
+        Dialled::Failed
+    );
+    assert!(!driver.lanes.owns_attempt(attempt));
+    assert_eq!(driver.step(true), Step::CatchUp(unbounded(&coverage(3))));
+    // A report of an attempt these connections did not make is not theirs.
+    assert_eq!(
+        driver.lanes.handle_dialled(driver.now, 99, None),
+        Dialled::Unknown
+    );
+}
+
+#[test]
+fn a_closed_connection_hands_back_its_coverage_disconnects_and_stops_further_dials() {
+    let mut driver = Driver::new();
+    driver.lanes.handle_overflow(coverage(3));
+    let Step::Dialled(attempt) = driver.step(true) else {
+        panic!("expected a dial");
+    };
+    driver.connect(attempt, 10);
+    driver.reqs(10);
+    let held = SubscriptionId::new("live-1");
+    assert!(driver.lanes.holds(&key(10), &held));
+    assert!(driver.lanes.owns_session(&key(10)));
+
+    let mut closed = driver.lanes.close(&key(10)).expect("an open connection");
+    assert_eq!(closed.key, key(10));
+    assert_eq!(closed.coverage, unbounded(&coverage(2)));
+    assert_eq!(closed.transmit.poll_transmit(), Some(Outbound::Disconnect));
+    assert!(!driver.lanes.owns_session(&key(10)));
+    assert!(driver.lanes.close(&key(10)).is_none(), "closed once");
+    // The third filter still waited: no connection may open for it now.
+    assert_eq!(
+        driver.step(true),
+        Step::CatchUp(unbounded(&coverage(3)[2..]))
+    );
+}
+
+#[test]
+fn closing_them_all_closes_every_live_group_and_forgets_what_waits() {
+    let mut driver = Driver::new();
+    driver.lanes.handle_overflow(coverage(3));
+    let Step::Dialled(attempt) = driver.step(true) else {
+        panic!("expected a dial");
+    };
+    driver.connect(attempt, 10);
+    driver.reqs(10);
+    let Step::Dialled(_dialling) = driver.step(true) else {
+        panic!("expected a second dial");
+    };
+
+    let mut closed = driver.lanes.close_all();
+    assert_eq!(
+        closed.len(),
+        1,
+        "only open connections have anything to perform"
+    );
+    let last: Vec<Outbound> = std::iter::from_fn(|| closed[0].transmit.poll_transmit()).collect();
+    assert_eq!(
+        last,
+        vec![
+            Outbound::Close(SubscriptionId::new("live-1")),
+            Outbound::Close(SubscriptionId::new("live-2")),
+            Outbound::Disconnect,
+        ]
+    );
+    assert!(closed[0].coverage.is_empty());
+    assert!(!driver.lanes.has_waiting());
+    assert_eq!(driver.lanes.connected(), 0);
+    // A new session starts afresh: dials are allowed again.
+    driver.lanes.handle_overflow(coverage(1));
+    assert!(matches!(driver.step(true), Step::Dialled(_)));
+}
+
+#[test]
+fn a_connection_dialled_for_coverage_holds_it_at_once_and_more_later() {
+    let mut driver = Driver::new();
+    driver.lanes.handle_overflow(coverage(1));
+    let Step::Dialled(attempt) = driver.step(true) else {
+        panic!("expected a dial");
+    };
+    assert_eq!(driver.connect(attempt, 10), 1);
+    driver.now += Duration::from_secs(60);
+    driver.lanes.handle_overflow(vec![core("zzz")]);
+    assert_eq!(driver.fill(), 1, "the open connection had one more slot");
+    assert_eq!(driver.step(true), Step::Wait);
+    assert_eq!(driver.lanes.live_groups(), 2);
+}
