@@ -9,7 +9,7 @@ use grasp_sync_model::RelayUrl;
 
 use super::Actor;
 use super::runtime::RelayRuntime;
-use crate::machine::lanes::{ClosedLane, Dialled, LaneStep};
+use crate::machine::lanes::{ClosedLane, Dialled, LaneSession, LaneStep};
 use crate::session::{SessionEvent, SessionHandle, SessionKey, spawn_session};
 use crate::transport::{RelayConnection, WireBytes};
 
@@ -154,9 +154,11 @@ impl Actor {
             }
             (Err(reason), _, _) => (None, reason),
         };
-        let opened = connection
-            .as_ref()
-            .map(|(_, budget)| (key.clone(), *budget));
+        let opened = connection.as_ref().map(|(connection, budget)| LaneSession {
+            key: key.clone(),
+            budget: *budget,
+            answers_auth: connection.session.authenticates(),
+        });
         match runtime.lanes.handle_dialled(now, attempt, opened) {
             Dialled::Opened { connection: number } => {
                 let Some((connection, _)) = connection else {
@@ -203,20 +205,35 @@ impl Actor {
                 }
                 tracing::debug!(%relay, %id, %error, "a live event was not saved");
             }
-            SessionEvent::Eose(_)
-            | SessionEvent::CloseSent(_)
-            | SessionEvent::AuthChallenge
-            | SessionEvent::Authenticated => {}
+            SessionEvent::Eose(_) | SessionEvent::CloseSent(_) => {}
+            SessionEvent::AuthChallenge => {
+                if let Some(runtime) = self.runtimes.get_mut(relay) {
+                    runtime.lanes.handle_auth_challenge(key);
+                }
+            }
+            SessionEvent::Authenticated => self.handle_lane_authenticated(key),
             SessionEvent::Closed {
                 subscription_id,
                 message,
             } => {
+                let now = self.now();
                 let held = self
                     .runtimes
                     .get(relay)
                     .is_some_and(|r| r.lanes.holds(key, &subscription_id));
-                if held {
-                    self.count_refusal(relay, &classify(&message), &message);
+                if !held {
+                    return;
+                }
+                let refusal = classify(&message);
+                self.count_refusal(relay, &refusal, &message);
+                let parked = refusal.category == RefusalCategory::AuthRequired
+                    && self
+                        .runtimes
+                        .get_mut(relay)
+                        .is_some_and(|r| r.lanes.handle_auth_refusal(now, key, &subscription_id));
+                if parked {
+                    tracing::info!(%relay, "a live subscription of an extra connection needs NIP-42 authentication; it is sent again once the relay accepts ours");
+                } else {
                     self.close_lane(key, "a live subscription was closed");
                 }
             }
@@ -230,6 +247,35 @@ impl Actor {
             SessionEvent::SendFailed { .. } => self.close_lane(key, "a request could not be sent"),
             SessionEvent::AuthFailed => self.close_lane(key, "its AUTH failed"),
             SessionEvent::Ended { reason } => self.close_lane(key, &reason),
+        }
+    }
+
+    /// The relay accepted an extra connection's `AUTH`: its parked live groups are sent again.
+    fn handle_lane_authenticated(&mut self, key: &SessionKey) {
+        let relay = &key.relay;
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let resent = runtime.lanes.handle_authenticated(key);
+        tracing::info!(%relay, resent, "an extra connection authenticated to the relay (NIP-42)");
+        runtime.stats.req_starts_live += resent as u64;
+        if let Some(metrics) = &self.metrics {
+            for _ in 0..resent {
+                metrics.record_req("live");
+            }
+        }
+    }
+
+    /// Extra connections whose parked live groups waited for an `AUTH` outcome too long are
+    /// closed as refused.
+    pub(super) fn handle_lane_auth_timeouts(&mut self, relay: &RelayUrl, now: std::time::Instant) {
+        let expired = self
+            .runtimes
+            .get_mut(relay)
+            .map(|r| r.lanes.poll_auth_expired(now))
+            .unwrap_or_default();
+        for key in expired {
+            self.close_lane(&key, "no NIP-42 authentication in time");
         }
     }
 

@@ -522,6 +522,7 @@ impl Actor {
         self.recompute_if_queue_drained(relay);
         self.handle_watchdog(relay, now);
         self.handle_auth_timeout(relay, now);
+        self.handle_lane_auth_timeouts(relay, now);
         let probes = self
             .runtimes
             .get_mut(relay)

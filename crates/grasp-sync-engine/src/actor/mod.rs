@@ -352,6 +352,7 @@ impl Actor {
                     .as_ref()
                     .and_then(|s| s.timers.poll_timeout()),
                 runtime.session.as_ref().and_then(|s| s.auth.poll_timeout()),
+                runtime.lanes.poll_timeout(),
                 runtime.ledger.as_ref().and_then(|l| l.poll_timeout()),
                 runtime
                     .session

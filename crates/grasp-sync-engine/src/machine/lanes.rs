@@ -13,6 +13,14 @@
 //!   (`plan_live_fitting`); one more is dialled ([`LaneStep::Dial`]) only when those open are
 //!   full and none is dialling, so the relay gets the fewest connections the coverage needs, one
 //!   handshake at a time.
+//! - **Its own NIP-42.** Each connection authenticates on its own, as the design asks: with a
+//!   key, a live group the relay refuses with `auth-required:` is parked on its connection
+//!   ([`LiveLanes::handle_auth_refusal`], by the connection's
+//!   [`SessionAuth`](crate::machine::session_auth::SessionAuth)) and its REQ sent again, once,
+//!   when the relay accepts that connection's `AUTH` ([`LiveLanes::handle_authenticated`]).
+//!   Without a key, after a failed `AUTH`, or with no outcome within
+//!   [`AUTH_WAIT`](crate::machine::session_auth::AUTH_WAIT) ([`LiveLanes::poll_auth_expired`]),
+//!   it is a refusal like any other.
 //! - **Polite failure.** A connection that fails or is refused is closed
 //!   ([`LiveLanes::close`]) and no other opens until the session reconnects; its coverage, and
 //!   whatever no connection may hold ([`LaneStep::CatchUp`]), goes to the session's paced
@@ -35,6 +43,7 @@ use grasp_sync_ledger::{
 use nostr::{Filter, SubscriptionId};
 
 use crate::machine::refused::without_bounds;
+use crate::machine::session_auth::{AuthVerdict, SessionAuth};
 use crate::machine::transmit::{Outbound, SessionKey, Transmits};
 
 #[cfg(test)]
@@ -76,6 +85,15 @@ pub(crate) enum LaneStep {
     /// No more connections may open: this coverage, without its bounds, goes to the paced
     /// catch-up.
     CatchUp(Vec<Filter>),
+}
+
+/// An extra connection that connected: its session, the subscription budget of the relay's
+/// session, and whether it answers NIP-42 challenges (holds a key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LaneSession {
+    pub(crate) key: SessionKey,
+    pub(crate) budget: SessionBudget,
+    pub(crate) answers_auth: bool,
 }
 
 /// How a dial report was taken.
@@ -122,6 +140,8 @@ struct OpenLane {
     live: BTreeMap<SubscriptionId, LaneGroup>,
     /// Its REQs, CLOSEs and disconnect not yet performed.
     transmit: Transmits,
+    /// Its NIP-42 state, and the live groups parked for its `AUTH`.
+    auth: SessionAuth<SubscriptionId>,
 }
 
 /// A live group held on an extra connection.
@@ -288,15 +308,14 @@ impl LiveLanes {
         (self.lanes.len() + 1, self.unplaced.len())
     }
 
-    /// The dial `attempt` finished: `opened` is the connection's session and the budget of
-    /// the relay's session when it connected and the session is still up, `None` when it
-    /// failed or no session is left to serve. An opened connection is offered the waiting
-    /// coverage by the next [`LiveLanes::fill`].
+    /// The dial `attempt` finished: `opened` when it connected and the relay's session is
+    /// still up, `None` when it failed or no session is left to serve. An opened connection
+    /// is offered the waiting coverage by the next [`LiveLanes::fill`].
     pub(crate) fn handle_dialled(
         &mut self,
         now: Instant,
         attempt: u64,
-        opened: Option<(SessionKey, SessionBudget)>,
+        opened: Option<LaneSession>,
     ) -> Dialled {
         let Some(index) = self.lanes.iter().position(|l| l.dialing == Some(attempt)) else {
             return Dialled::Unknown;
@@ -304,12 +323,13 @@ impl LiveLanes {
         let lane = &mut self.lanes[index];
         lane.dialing = None;
         match opened {
-            Some((key, budget)) => {
+            Some(session) => {
                 lane.open = Some(OpenLane {
-                    key,
-                    ledger: SubscriptionLedger::new(now, budget),
+                    key: session.key,
+                    ledger: SubscriptionLedger::new(now, session.budget),
                     live: BTreeMap::new(),
                     transmit: Transmits::default(),
+                    auth: SessionAuth::new(session.answers_auth),
                 });
                 Dialled::Opened {
                     connection: index + 2,
@@ -321,6 +341,65 @@ impl LiveLanes {
                 Dialled::Failed
             }
         }
+    }
+
+    /// The relay sent connection `key` a challenge it answers.
+    pub(crate) fn handle_auth_challenge(&mut self, key: &SessionKey) {
+        if let Some(lane) = self.open_mut(key) {
+            lane.auth.handle_challenge();
+        }
+    }
+
+    /// The relay closed live group `subscription` of connection `key` with `auth-required:`
+    /// at `now`. Returns true when the group is parked for the connection's `AUTH`: it keeps
+    /// its slot, and its REQ is sent again once the relay accepts the `AUTH`. False when it
+    /// is a refusal: the connection holds no key, its `AUTH` already failed or succeeded, or
+    /// it is not the connection's group.
+    pub(crate) fn handle_auth_refusal(
+        &mut self,
+        now: Instant,
+        key: &SessionKey,
+        subscription: &SubscriptionId,
+    ) -> bool {
+        let Some(lane) = self.open_mut(key) else {
+            return false;
+        };
+        lane.live.contains_key(subscription)
+            && lane.auth.handle_refusal(now, subscription.clone()) == AuthVerdict::Park
+    }
+
+    /// The relay accepted connection `key`'s `AUTH`: the REQs of its parked groups are
+    /// queued again, once. Returns how many.
+    pub(crate) fn handle_authenticated(&mut self, key: &SessionKey) -> usize {
+        let Some(lane) = self.open_mut(key) else {
+            return 0;
+        };
+        let mut sent = 0;
+        for id in lane.auth.handle_authenticated() {
+            if let Some(held) = lane.live.get(&id) {
+                lane.transmit.push(Outbound::Req {
+                    subscription_id: id,
+                    filters: held.group.to_filters(),
+                });
+                sent += 1;
+            }
+        }
+        sent
+    }
+
+    /// The connections whose parked groups waited [`AUTH_WAIT`](crate::machine::session_auth::AUTH_WAIT)
+    /// with no outcome of their `AUTH` by `now`: to be closed as refused.
+    pub(crate) fn poll_auth_expired(&mut self, now: Instant) -> Vec<SessionKey> {
+        self.lanes
+            .iter_mut()
+            .filter_map(|l| l.open.as_mut())
+            .filter_map(|l| (!l.auth.handle_timeout(now).is_empty()).then(|| l.key.clone()))
+            .collect()
+    }
+
+    /// The earliest deadline of the connections' parked groups.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.open().filter_map(|l| l.auth.poll_timeout()).min()
     }
 
     /// Closes the extra connection `key` (it failed or was refused on) and opens no other
@@ -370,6 +449,13 @@ impl LiveLanes {
 
     fn open(&self) -> impl Iterator<Item = &OpenLane> {
         self.lanes.iter().filter_map(|l| l.open.as_ref())
+    }
+
+    fn open_mut(&mut self, key: &SessionKey) -> Option<&mut OpenLane> {
+        self.lanes
+            .iter_mut()
+            .filter_map(|l| l.open.as_mut())
+            .find(|l| l.key == *key)
     }
 
     fn position_of(&self, key: &SessionKey) -> Option<usize> {

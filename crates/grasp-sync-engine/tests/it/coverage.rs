@@ -14,7 +14,7 @@ use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{KIND_ISSUE, KIND_REPO_ANNOUNCEMENT, ThreadTag, reply};
 use grasp_sync_testkit::{
     Dialect, FilterLimit, FilterPredicate, MemoryNetwork, NetworkHooks, PolicyRule, RefusalKind,
-    SimulatedRelay, StrictLimits, SubscriptionLimit, TestRelay, TestRelayConfig,
+    SimulatedRelay, StrictAuth, StrictLimits, SubscriptionLimit, TestRelay, TestRelayConfig,
 };
 use nostr::{Event, EventId, Keys, TagKind, Timestamp};
 
@@ -725,6 +725,66 @@ async fn essential_live_coverage_too_big_for_one_connection_is_held_on_extra_con
         "narrow relay: {} extra connections, {} + {} live subscriptions",
         status.extra_connections, status.live_subscriptions, status.extra_live_subscriptions
     );
+    run.engine.shutdown().await;
+}
+
+/// The narrow relay serving authenticated connections only, as strfry restricts reads: every
+/// REQ of a connection that has not authenticated is refused with `auth-required:`, and the
+/// first such refusal carries the connection's challenge.
+fn narrow_relay_requiring_auth() -> TestRelayConfig {
+    let mut config = narrow_relay();
+    if let Some(strict) = config.strict.as_mut() {
+        strict.auth = Some(StrictAuth::new(FilterPredicate::custom(|_| true)));
+    }
+    config
+}
+
+#[tokio::test(start_paused = true)]
+async fn extra_connections_authenticate_on_their_own_and_hold_their_coverage_live() {
+    let network = Network::start(narrow_relay_requiring_auth(), 3);
+    network.relays.answer_auth_with(Keys::generate());
+    let key = network.home_key();
+    let run = start_paused_engine(
+        &network.relays,
+        test_config(std::slice::from_ref(&network.bootstrap)),
+    )
+    .await;
+    let all: BTreeSet<EventId> = network.events.iter().map(|e| e.id).collect();
+    run.wait_for_store(&all, Duration::from_secs(120)).await;
+    let engine = &run.engine;
+    let settled = wait_until(Duration::from_secs(60), || async {
+        engine
+            .status()
+            .await
+            .is_some_and(|s| s.relays.get(&key).is_some_and(history_settled))
+    })
+    .await;
+    let status = home_status(engine, &key).await;
+    assert!(settled, "{status:#?}");
+    assert!(status.extra_connections >= 1, "{status:#?}");
+    // Every extra connection's refused REQ was parked for its own AUTH and sent again, so
+    // nothing was left to the catch-up and no connection was closed.
+    assert_eq!(status.catch_up_filters, 0, "{status:#?}");
+    let stats = network.home_stats();
+    assert_eq!(
+        stats.connections(),
+        1 + status.extra_connections,
+        "{stats:#?}"
+    );
+
+    let author = Keys::generate();
+    let root_reply = reply(
+        &author,
+        network.issue(),
+        ThreadTag::LowerE,
+        "live",
+        run.unix_now(),
+    )
+    .expect("reply");
+    network.relays.publish(&network.home, root_reply.clone());
+    run.wait_for_store(&ids(&[root_reply]), Duration::from_secs(10))
+        .await;
+    assert!(stats.peak_open_subscriptions() <= 5, "{stats:#?}");
     run.engine.shutdown().await;
 }
 

@@ -14,6 +14,12 @@
 //!
 //! It has no faults of its own: [`NetworkHooks`] lets a layer on top add them.
 //!
+//! With [`MemoryNetwork::answer_auth_with`], every connection answers a relay's NIP-42 challenge
+//! at once with an `AUTH` signed by those keys, as the engine's client library does, and
+//! reports the challenge and the relay's `OK` to the engine ([`RelayInbound::AuthChallenge`],
+//! then [`RelayInbound::Authenticated`] or [`RelayInbound::AuthFailed`]) after the frames that
+//! carried the challenge.
+//!
 //! [`TestRelay`]: crate::TestRelay
 
 mod hooks;
@@ -65,6 +71,8 @@ pub(crate) struct NetworkState {
     hooks: Arc<dyn NetworkHooks>,
     next_connection: usize,
     next_negentropy: u64,
+    /// The keys connections answer NIP-42 challenges with, if any.
+    auth_keys: Option<nostr::Keys>,
 }
 
 struct RelaySlot {
@@ -113,12 +121,18 @@ impl MemoryNetwork {
                 hooks,
                 next_connection: 0,
                 next_negentropy: 0,
+                auth_keys: None,
             })),
         };
         for (url, relay) in relays {
             network.add(&url, relay);
         }
         network
+    }
+
+    /// From now on, every connection answers NIP-42 challenges with `keys`.
+    pub fn answer_auth_with(&self, keys: nostr::Keys) {
+        self.lock().auth_keys = Some(keys);
     }
 
     /// A relay for each of `spec.relay_count()` URLs `ws://relay-{i}.memory`, relay `i`
@@ -322,12 +336,13 @@ impl NetworkState {
             return;
         };
         let index = slot.connections.get(&connection).map(|c| c.index);
+        let answers_auth = self.auth_keys.is_some();
         let mut inbound: Vec<RelayInbound> = Vec::with_capacity(frames.len());
         for frame in &frames {
             if let Some(index) = index {
                 slot.recorder.text_sent(index, frame);
             }
-            if let Some(message) = to_inbound(frame) {
+            if let Some(message) = to_inbound(frame, answers_auth) {
                 if let (Some(index), RelayInbound::Event { event, .. }) = (index, &message) {
                     slot.recorder.event_sent(index, Some(event.id.to_hex()));
                 }
@@ -341,6 +356,11 @@ impl NetworkState {
         {
             let _ = connection.deliveries.send(Delivery(at, inbound));
         }
+    }
+
+    /// The keys connections answer NIP-42 challenges with, if any.
+    pub(crate) fn auth_keys(&self) -> Option<&nostr::Keys> {
+        self.auth_keys.as_ref()
     }
 
     /// A fresh negentropy subscription ID.
@@ -468,8 +488,10 @@ fn parse_start(text: &str) -> Option<(StartKind, String, Vec<Filter>)> {
     }
 }
 
-/// What the engine's transport would make of one relay frame.
-fn to_inbound(frame: &str) -> Option<RelayInbound> {
+/// What the engine's transport would make of one relay frame; `answers_auth` when the
+/// connection answers NIP-42 challenges (the only `OK` such a connection is sent answers its
+/// `AUTH`: events are never published over it).
+fn to_inbound(frame: &str, answers_auth: bool) -> Option<RelayInbound> {
     match RelayMessage::from_json(frame).ok()? {
         RelayMessage::Event {
             subscription_id,
@@ -487,6 +509,9 @@ fn to_inbound(frame: &str) -> Option<RelayInbound> {
             message: message.into_owned(),
         }),
         RelayMessage::Notice(message) => Some(RelayInbound::Notice(message.into_owned())),
+        RelayMessage::Auth { .. } if answers_auth => Some(RelayInbound::AuthChallenge),
+        RelayMessage::Ok { status: true, .. } if answers_auth => Some(RelayInbound::Authenticated),
+        RelayMessage::Ok { status: false, .. } if answers_auth => Some(RelayInbound::AuthFailed),
         _ => None,
     }
 }

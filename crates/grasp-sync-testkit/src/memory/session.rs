@@ -11,7 +11,9 @@ use grasp_sync_engine::transport::{
 };
 use grasp_sync_engine::{RelaySession, TransportError};
 use grasp_sync_model::RelayUrl;
-use nostr::{ClientMessage, Event, EventId, Filter, JsonUtil, RelayMessage, SubscriptionId};
+use nostr::{
+    ClientMessage, Event, EventBuilder, EventId, Filter, JsonUtil, RelayMessage, SubscriptionId,
+};
 use tokio::time::Instant;
 
 use super::{NetworkState, Read, lock};
@@ -45,7 +47,29 @@ impl MemorySession {
         let read = state.read(&self.key, self.connection, text)?;
         let frames = read.frames.clone();
         state.deliver(&self.key, self.connection, frames);
+        self.answer_challenge(&mut state, &read.frames);
         Some(read)
+    }
+
+    /// With the network's AUTH keys, answers a challenge among `frames` at once, as the
+    /// engine's client library does, and queues the relay's `OK` after them.
+    fn answer_challenge(&self, state: &mut NetworkState, frames: &[String]) {
+        let Some(keys) = state.auth_keys().cloned() else {
+            return;
+        };
+        let Some(challenge) = frames.iter().find_map(|frame| challenge_of(frame)) else {
+            return;
+        };
+        let Ok(relay) = nostr::RelayUrl::parse(self.url.as_str()) else {
+            return;
+        };
+        let Ok(event) = EventBuilder::auth(challenge, relay).sign_with_keys(&keys) else {
+            return;
+        };
+        let auth = ClientMessage::auth(event).as_json();
+        if let Some(read) = state.read(&self.key, self.connection, &auth) {
+            state.deliver(&self.key, self.connection, read.frames);
+        }
     }
 }
 
@@ -53,6 +77,10 @@ impl MemorySession {
 impl RelaySession for MemorySession {
     fn url(&self) -> &RelayUrl {
         &self.url
+    }
+
+    fn authenticates(&self) -> bool {
+        self.lock().auth_keys().is_some()
     }
 
     fn is_connected(&self) -> bool {
@@ -93,6 +121,19 @@ impl RelaySession for MemorySession {
             let open =
                 ClientMessage::neg_open(SubscriptionId::new(&id), filter.clone(), "61".to_owned());
             let read = state.read(&self.key, self.connection, &open.as_json());
+            if let Some(read) = &read
+                && state.auth_keys().is_some()
+            {
+                // The round's own answer comes back to it; a challenge goes to the session.
+                let challenges: Vec<String> = read
+                    .frames
+                    .iter()
+                    .filter(|frame| challenge_of(frame).is_some())
+                    .cloned()
+                    .collect();
+                state.deliver(&self.key, self.connection, challenges);
+                self.answer_challenge(&mut state, &read.frames);
+            }
             let delay = match &read {
                 Some(read) if read.negentropy_admitted => {
                     Some(state.hooks.negentropy_delay(&self.key, self.connection))
@@ -105,7 +146,7 @@ impl RelaySession for MemorySession {
             return Err(NegentropyError::NotConnected);
         };
         let Some(delay) = delay else {
-            return match read.frames.first().and_then(|frame| refusal_text(frame)) {
+            return match read.frames.iter().find_map(|frame| refusal_text(frame)) {
                 Some(text) => Err(classify_refusal(&text)),
                 None => {
                     tokio::time::sleep(limits.first_answer).await;
@@ -139,6 +180,14 @@ impl RelaySession for MemorySession {
 
     async fn disconnect(&self) {
         self.lock().cut(&self.key, self.connection);
+    }
+}
+
+/// The challenge of a relay's `AUTH` frame.
+fn challenge_of(frame: &str) -> Option<String> {
+    match RelayMessage::from_json(frame).ok()? {
+        RelayMessage::Auth { challenge } => Some(challenge.into_owned()),
+        _ => None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The extra connections' rules: core coverage only, the fewest connections filled in order
 //! within each one's budget, one dial at a time, at most three, a failure or close stops the
-//! rest for the session, and what no connection may hold goes to the catch-up without bounds.
+//! rest for the session, and what no connection may hold goes to the catch-up without bounds;
+//! each connection authenticates on its own (NIP-42).
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,8 @@ use grasp_sync_ledger::{LearnedLimits, SessionBudget};
 use grasp_sync_model::RelayUrl;
 use nostr::{Filter, SubscriptionId};
 
-use super::{Dialled, LaneStep, LiveLanes, MAX_CONNECTIONS_PER_RELAY};
+use super::{Dialled, LaneSession, LaneStep, LiveLanes, MAX_CONNECTIONS_PER_RELAY};
+use crate::machine::session_auth::AUTH_WAIT;
 use crate::machine::transmit::{Outbound, SessionKey};
 
 /// Five slots leave two live groups per connection; one filter per REQ.
@@ -90,12 +92,22 @@ impl Driver {
         }
     }
 
-    /// Connects `attempt` as session `generation` and fills it.
+    /// Connects `attempt` as session `generation`, holding no key, and fills it.
     fn connect(&mut self, attempt: u64, generation: u64) -> usize {
+        self.connect_answering(attempt, generation, false)
+    }
+
+    /// Connects `attempt` as session `generation`, answering NIP-42 challenges when
+    /// `answers_auth`, and fills it.
+    fn connect_answering(&mut self, attempt: u64, generation: u64, answers_auth: bool) -> usize {
         let opened = self.lanes.handle_dialled(
             self.now,
             attempt,
-            Some((key(generation), SessionBudget::from_slots(SLOTS))),
+            Some(LaneSession {
+                key: key(generation),
+                budget: SessionBudget::from_slots(SLOTS),
+                answers_auth,
+            }),
         );
         assert!(matches!(opened, Dialled::Opened { .. }), "{opened:?}");
         self.fill()
@@ -330,4 +342,104 @@ fn a_connection_dialled_for_coverage_holds_it_at_once_and_more_later() {
     assert_eq!(driver.fill(), 1, "the open connection had one more slot");
     assert_eq!(driver.step(true), Step::Wait);
     assert_eq!(driver.lanes.live_groups(), 2);
+}
+
+/// One connection holding two groups, with a key when `answers_auth`; their REQs drained.
+fn one_connection(answers_auth: bool) -> Driver {
+    let mut driver = Driver::new();
+    driver.lanes.handle_overflow(coverage(2));
+    let Step::Dialled(attempt) = driver.step(true) else {
+        panic!("expected a dial");
+    };
+    driver.connect_answering(attempt, 10, answers_auth);
+    assert_eq!(driver.reqs(10).len(), 2);
+    driver
+}
+
+#[test]
+fn a_group_refused_for_auth_is_parked_on_its_connection_and_sent_again_once_it_authenticated() {
+    let mut driver = one_connection(true);
+    let first = SubscriptionId::new("live-1");
+    driver.lanes.handle_auth_challenge(&key(10));
+    assert!(
+        driver
+            .lanes
+            .handle_auth_refusal(driver.now, &key(10), &first)
+    );
+    assert_eq!(driver.lanes.poll_timeout(), Some(driver.now + AUTH_WAIT));
+    assert_eq!(
+        driver.lanes.live_groups(),
+        2,
+        "the parked group keeps its slot"
+    );
+    assert!(
+        driver.reqs(10).is_empty(),
+        "nothing is sent before the AUTH"
+    );
+
+    assert_eq!(driver.lanes.handle_authenticated(&key(10)), 1);
+    assert_eq!(
+        driver.reqs(10),
+        vec![Outbound::Req {
+            subscription_id: first.clone(),
+            filters: vec![coverage(1)[0].filter.clone()],
+        }]
+    );
+    assert_eq!(driver.lanes.poll_timeout(), None);
+    // Refused again after authenticating: a refusal, never a loop.
+    assert!(
+        !driver
+            .lanes
+            .handle_auth_refusal(driver.now, &key(10), &first)
+    );
+}
+
+#[test]
+fn without_a_key_an_auth_refusal_is_a_refusal() {
+    let mut driver = one_connection(false);
+    let first = SubscriptionId::new("live-1");
+    assert!(
+        !driver
+            .lanes
+            .handle_auth_refusal(driver.now, &key(10), &first)
+    );
+    assert_eq!(driver.lanes.poll_timeout(), None);
+}
+
+#[test]
+fn a_group_not_held_on_the_connection_is_never_parked() {
+    let mut driver = one_connection(true);
+    let elsewhere = SubscriptionId::new("live-99");
+    assert!(
+        !driver
+            .lanes
+            .handle_auth_refusal(driver.now, &key(10), &elsewhere)
+    );
+    assert!(!driver.lanes.handle_auth_refusal(
+        driver.now,
+        &key(11),
+        &SubscriptionId::new("live-1")
+    ));
+}
+
+#[test]
+fn a_connection_whose_auth_has_no_outcome_in_time_is_due_for_closing() {
+    let mut driver = one_connection(true);
+    driver.lanes.handle_auth_challenge(&key(10));
+    assert!(
+        driver
+            .lanes
+            .handle_auth_refusal(driver.now, &key(10), &SubscriptionId::new("live-2"))
+    );
+    let deadline = driver.now + AUTH_WAIT;
+    assert!(
+        driver
+            .lanes
+            .poll_auth_expired(deadline - Duration::from_millis(1))
+            .is_empty()
+    );
+    assert_eq!(driver.lanes.poll_auth_expired(deadline), vec![key(10)]);
+    assert_eq!(driver.lanes.poll_timeout(), None, "reported once");
+    let closed = driver.lanes.close(&key(10)).expect("open");
+    assert_eq!(closed.coverage, unbounded(&coverage(2)));
 }
