@@ -4,12 +4,15 @@
 //! queued for each, and routes what they say back to it. See `machine/lanes.rs` for the rules.
 
 use grasp_sync_filters::TieredFilter;
-use grasp_sync_health::{RefusalCategory, classify};
+use grasp_sync_health::{RefusalAction, RefusalCategory, RefusalScope, classify};
 use grasp_sync_model::RelayUrl;
 
 use super::Actor;
 use super::runtime::RelayRuntime;
-use crate::machine::lanes::{ClosedLane, Dialled, LaneSession, LaneStep};
+use crate::machine::lanes::{
+    ClosedLane, Dialled, LaneSession, LaneStep, refusal_spares_connection,
+};
+use crate::machine::refused::without_bounds;
 use crate::session::{SessionEvent, SessionHandle, SessionKey, spawn_session};
 use crate::transport::{RelayConnection, WireBytes};
 
@@ -233,6 +236,8 @@ impl Actor {
                         .is_some_and(|r| r.lanes.handle_auth_refusal(now, key, &subscription_id));
                 if parked {
                     tracing::info!(%relay, "a live subscription of an extra connection needs NIP-42 authentication; it is sent again once the relay accepts ours");
+                } else if refusal_spares_connection(refusal.category) {
+                    self.handle_lane_refused_group(key, &subscription_id, &refusal, &message);
                 } else {
                     self.close_lane(key, "a live subscription was closed");
                 }
@@ -247,6 +252,43 @@ impl Actor {
             SessionEvent::SendFailed { .. } => self.close_lane(key, "a request could not be sent"),
             SessionEvent::AuthFailed => self.close_lane(key, "its AUTH failed"),
             SessionEvent::Ended { reason } => self.close_lane(key, &reason),
+        }
+    }
+
+    /// The relay refused one live group of an extra connection for what it asks: its coverage
+    /// is paused by policy, as the session's would be, and what the pause does not hold (the
+    /// suspects of a refused group of several filters, one per filter) is offered to the extra
+    /// connections again. The connection keeps its other groups.
+    fn handle_lane_refused_group(
+        &mut self,
+        key: &SessionKey,
+        subscription: &nostr::SubscriptionId,
+        refusal: &grasp_sync_health::Refusal,
+        message: &str,
+    ) {
+        let now = self.now();
+        let relay = &key.relay;
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let Some(group) = runtime.lanes.handle_refused_group(now, key, subscription) else {
+            return;
+        };
+        let filters: Vec<nostr::Filter> = group.iter().map(|f| f.filter.clone()).collect();
+        let scope = RefusalScope::Coverage {
+            filters: u32::try_from(filters.len()).unwrap_or(u32::MAX),
+        };
+        match runtime.health.handle_refusal(now, refusal, scope) {
+            RefusalAction::CoveragePaused { until } => {
+                self.pause_refused_coverage(relay, &filters, until, message);
+                let rest = self.without_refused(relay, group);
+                self.place_on_lanes(relay, rest);
+            }
+            _ => {
+                let filters = filters.iter().map(without_bounds).collect();
+                self.hand_to_catch_up(relay, filters);
+                self.close_lane(key, "a live subscription was closed");
+            }
         }
     }
 

@@ -49,7 +49,11 @@ impl Actor {
     }
 
     /// `incoming` without coverage the relay refused by policy (paused or still suspect).
-    fn without_refused(&self, relay: &RelayUrl, incoming: Vec<TieredFilter>) -> Vec<TieredFilter> {
+    pub(super) fn without_refused(
+        &self,
+        relay: &RelayUrl,
+        incoming: Vec<TieredFilter>,
+    ) -> Vec<TieredFilter> {
         let Some(runtime) = self.runtimes.get(relay) else {
             return incoming;
         };

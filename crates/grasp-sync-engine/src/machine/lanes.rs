@@ -21,10 +21,13 @@
 //!   Without a key, after a failed `AUTH`, or with no outcome within
 //!   [`AUTH_WAIT`](crate::machine::session_auth::AUTH_WAIT) ([`LiveLanes::poll_auth_expired`]),
 //!   it is a refusal like any other.
-//! - **Polite failure.** A connection that fails or is refused is closed
-//!   ([`LiveLanes::close`]) and no other opens until the session reconnects; its coverage, and
-//!   whatever no connection may hold ([`LaneStep::CatchUp`]), goes to the session's paced
-//!   catch-up.
+//! - **Polite failure.** A refusal of what one group asks for ([`refusal_spares_connection`]:
+//!   blocked, restricted or invalid coverage) costs only that group
+//!   ([`LiveLanes::handle_refused_group`]): its coverage is paused by policy like the
+//!   session's, and the connection keeps the rest. A connection that fails or is refused for
+//!   anything else is closed ([`LiveLanes::close`]) and no other opens until the session
+//!   reconnects; its coverage, and whatever no connection may hold ([`LaneStep::CatchUp`]),
+//!   goes to the session's paced catch-up.
 //! - **Lifetime.** The connections belong to the session: [`LiveLanes::close_all`] ends them when
 //!   the session ends, restarts its coverage or holds all of it again.
 //!
@@ -36,6 +39,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
+use grasp_sync_health::RefusalCategory;
 use grasp_sync_ledger::{
     HeldGroup, LearnedLimits, LedgerError, LiveBudget, Permit, ReleaseReason, SessionBudget,
     SubscriptionLedger, plan_live_fitting,
@@ -59,6 +63,20 @@ pub(crate) fn lane_tier(tier: CoverageTier) -> bool {
     matches!(
         tier,
         CoverageTier::Essential | CoverageTier::RootUppercase | CoverageTier::CoreCompat
+    )
+}
+
+/// Whether a refusal of `category` of a group an extra connection holds concerns only what
+/// that group asks for (the relay blocks, restricts or cannot serve its filters), so the
+/// connection keeps its other groups. Any other refusal (a limit, a rate, an unanswered or
+/// failed AUTH, an error) closes the connection.
+pub(crate) fn refusal_spares_connection(category: RefusalCategory) -> bool {
+    matches!(
+        category,
+        RefusalCategory::Blocked
+            | RefusalCategory::Restricted
+            | RefusalCategory::InvalidFilter
+            | RefusalCategory::Invalid
     )
 }
 
@@ -341,6 +359,25 @@ impl LiveLanes {
                 Dialled::Failed
             }
         }
+    }
+
+    /// The relay refused live group `subscription` of connection `key` for what it asks
+    /// ([`refusal_spares_connection`]) at `now`: the group leaves the connection, its slot
+    /// freed (the relay already closed it). Returns its coverage, for the policy pause and to
+    /// be offered again without what the pause holds; `None` if the connection does not hold
+    /// it.
+    pub(crate) fn handle_refused_group(
+        &mut self,
+        now: Instant,
+        key: &SessionKey,
+        subscription: &SubscriptionId,
+    ) -> Option<Vec<TieredFilter>> {
+        let lane = self.open_mut(key)?;
+        let group = lane.live.remove(subscription)?;
+        let _ = lane
+            .ledger
+            .handle_release(now, &group.permit, ReleaseReason::Closed);
+        Some(group.group.filters)
     }
 
     /// The relay sent connection `key` a challenge it answers.

@@ -788,6 +788,72 @@ async fn extra_connections_authenticate_on_their_own_and_hold_their_coverage_liv
     run.engine.shutdown().await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_group_an_extra_connection_is_refused_for_costs_that_group_only() {
+    // The narrow relay, serving no quote filters: the compatibility coverage the session
+    // cannot hold lands on extra connections, whose `#q` groups it refuses by policy.
+    let mut home = narrow_relay();
+    if let Some(strict) = home.strict.as_mut() {
+        strict.policies = vec![PolicyRule::new(
+            FilterPredicate::Tag('q'),
+            "blocked: quote filters are not served here",
+        )];
+    }
+    let network = Network::start(home, 3);
+    let key = network.home_key();
+    let run = start_paused_engine(
+        &network.relays,
+        test_config(std::slice::from_ref(&network.bootstrap)),
+    )
+    .await;
+    let reachable: BTreeSet<EventId> = network
+        .events
+        .iter()
+        .filter(|e| !quote_only(e))
+        .map(|e| e.id)
+        .collect();
+    run.wait_for_store(&reachable, Duration::from_secs(120))
+        .await;
+    let engine = &run.engine;
+    let settled = wait_until(Duration::from_secs(60), || async {
+        engine
+            .status()
+            .await
+            .is_some_and(|s| s.relays.get(&key).is_some_and(history_settled))
+    })
+    .await;
+    let status = home_status(engine, &key).await;
+    assert!(settled, "{status:#?}");
+    let stats = network.home_stats();
+    assert!(
+        stats.refusals_of(RefusalKind::Policy) >= 1,
+        "no quote group was refused: {stats:#?}"
+    );
+    assert!(status.extra_connections >= 1, "{status:#?}");
+    // No connection was closed for it, and nothing went to the catch-up: the refused groups
+    // are paused by policy, the rest stays live.
+    assert_eq!(
+        stats.connections(),
+        1 + status.extra_connections,
+        "{stats:#?}"
+    );
+    assert_eq!(status.catch_up_filters, 0, "{status:#?}");
+
+    let author = Keys::generate();
+    let root_reply = reply(
+        &author,
+        network.issue(),
+        ThreadTag::LowerE,
+        "live",
+        run.unix_now(),
+    )
+    .expect("reply");
+    network.relays.publish(&network.home, root_reply.clone());
+    run.wait_for_store(&ids(&[root_reply]), Duration::from_secs(10))
+        .await;
+    run.engine.shutdown().await;
+}
+
 /// Refuses every dial to the home relay after the first `allowed`, as a relay that caps the
 /// connections one address may hold (chorus takes five) refuses the next handshake.
 struct ConnectionCap {

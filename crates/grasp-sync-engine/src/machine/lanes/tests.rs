@@ -443,3 +443,47 @@ fn a_connection_whose_auth_has_no_outcome_in_time_is_due_for_closing() {
     let closed = driver.lanes.close(&key(10)).expect("open");
     assert_eq!(closed.coverage, unbounded(&coverage(2)));
 }
+
+#[test]
+fn a_refusal_of_what_a_group_asks_costs_that_group_only() {
+    use grasp_sync_health::RefusalCategory as C;
+    for spares in [C::Blocked, C::Restricted, C::InvalidFilter, C::Invalid] {
+        assert!(super::refusal_spares_connection(spares), "{spares:?}");
+    }
+    for closes in [
+        C::RateLimited,
+        C::TooManySubscriptions,
+        C::TooManyConcurrentNeg,
+        C::TooManyFilters,
+        C::RetainedBytesExceeded,
+        C::AuthRequired,
+        C::Error,
+        C::Unknown,
+    ] {
+        assert!(!super::refusal_spares_connection(closes), "{closes:?}");
+    }
+
+    let mut driver = one_connection(false);
+    let refused = SubscriptionId::new("live-1");
+    let group = driver
+        .lanes
+        .handle_refused_group(driver.now, &key(10), &refused)
+        .expect("held");
+    assert_eq!(group, coverage(1));
+    assert!(!driver.lanes.holds(&key(10), &refused));
+    assert!(driver.lanes.owns_session(&key(10)), "the connection stays");
+    assert_eq!(driver.lanes.live_groups(), 1);
+    assert!(driver.reqs(10).is_empty(), "the relay closed it already");
+    assert!(
+        driver
+            .lanes
+            .handle_refused_group(driver.now, &key(10), &refused)
+            .is_none()
+    );
+    // Its slot is free again, and dials are still allowed.
+    driver
+        .lanes
+        .handle_overflow(vec![core("zzz"), core("zzzz")]);
+    assert_eq!(driver.fill(), 1);
+    assert!(matches!(driver.step(true), Step::Dialled(_)));
+}
