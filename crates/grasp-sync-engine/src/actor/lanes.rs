@@ -67,6 +67,16 @@ impl Actor {
         }
     }
 
+    /// The session's live set was rebuilt from scratch and `overflow` is what it cannot hold:
+    /// the open extra connections drop what they held and take `overflow` anew.
+    pub(super) fn repack_lanes(&mut self, relay: &RelayUrl, overflow: Vec<TieredFilter>) {
+        let now = self.now();
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.lanes.handle_repack(now);
+        }
+        self.place_on_lanes(relay, overflow);
+    }
+
     /// Offers the waiting coverage to the open extra connections, then performs what the
     /// machine decides for the rest: dial one more, wait for the one dialling, or hand it to
     /// the catch-up.

@@ -423,10 +423,12 @@ impl Actor {
         let overflow = take_overflow(&mut plan);
         if self.apply_live_plan(relay, plan) {
             // The live set was packed from scratch: the extra connections hold what the
-            // session does not, packed anew (none when it holds everything).
-            self.close_lanes(relay);
-            if !overflow.is_empty() {
-                self.place_on_lanes(relay, overflow);
+            // session does not, packed anew on the connections already open; none stays open
+            // when the session holds everything.
+            if overflow.is_empty() {
+                self.close_lanes(relay);
+            } else {
+                self.repack_lanes(relay, overflow);
             }
         }
     }

@@ -29,7 +29,10 @@
 //!   reconnects; its coverage, and whatever no connection may hold ([`LaneStep::CatchUp`]),
 //!   goes to the session's paced catch-up.
 //! - **Lifetime.** The connections belong to the session: [`LiveLanes::close_all`] ends them when
-//!   the session ends, restarts its coverage or holds all of it again.
+//!   the session ends, restarts its coverage or holds all of it again. A live set rebuilt from
+//!   scratch that still overflows keeps the open connections and repacks them
+//!   ([`LiveLanes::handle_repack`]): no handshake is spent, and a relay that bans quick
+//!   reconnects (chorus) sees none.
 //!
 //! The driver owns the connections themselves: it dials when asked, reports the outcome to
 //! [`LiveLanes::handle_dialled`], and performs each open connection's queued REQs, CLOSEs and
@@ -459,6 +462,23 @@ impl LiveLanes {
             transmit: open.transmit,
             coverage,
         })
+    }
+
+    /// The session's live set is rebuilt from scratch and still overflows: every open
+    /// connection closes its live groups (their CLOSEs queued, their slots freed) but stays
+    /// open, what waited is forgotten, and the rebuilt overflow is offered anew to the same
+    /// connections, in order, by [`LiveLanes::handle_overflow`] and [`LiveLanes::fill`].
+    /// Groups parked for an `AUTH` are closed with the rest.
+    pub(crate) fn handle_repack(&mut self, now: Instant) {
+        self.unplaced.clear();
+        for lane in self.lanes.iter_mut().filter_map(|l| l.open.as_mut()) {
+            for (id, held) in std::mem::take(&mut lane.live) {
+                let _ = lane
+                    .ledger
+                    .handle_release(now, &held.permit, ReleaseReason::LiveRetired);
+                lane.transmit.push(Outbound::Close(id));
+            }
+        }
     }
 
     /// Closes every extra connection and forgets their coverage and what waits (the session

@@ -13,10 +13,11 @@ use grasp_sync_engine::{EngineConfig, EngineHandle, MemoryStore, RelayStatus, To
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{KIND_ISSUE, KIND_REPO_ANNOUNCEMENT, ThreadTag, reply};
 use grasp_sync_testkit::{
-    Dialect, FilterLimit, FilterPredicate, MemoryNetwork, NetworkHooks, PolicyRule, RefusalKind,
-    SimulatedRelay, StrictAuth, StrictLimits, SubscriptionLimit, TestRelay, TestRelayConfig,
+    Dialect, FilterLimit, FilterPredicate, MemoryNetwork, MessageFate, NetworkHooks, PolicyRule,
+    RefusalKind, SimulatedRelay, StrictAuth, StrictLimits, SubscriptionLimit, TestRelay,
+    TestRelayConfig,
 };
-use nostr::{Event, EventId, Keys, TagKind, Timestamp};
+use nostr::{Event, EventId, JsonUtil, Keys, TagKind, Timestamp};
 
 use crate::support::{
     PausedEngine, RepoFixture, SERVICE_URL, TestStore, history_settled, ids, paused_store,
@@ -851,6 +852,109 @@ async fn a_group_an_extra_connection_is_refused_for_costs_that_group_only() {
     network.relays.publish(&network.home, root_reply.clone());
     run.wait_for_store(&ids(&[root_reply]), Duration::from_secs(10))
         .await;
+    run.engine.shutdown().await;
+}
+
+/// Once an extra connection to the home relay has spoken, answers the next REQ on the home
+/// relay's first connection (the session) in the relay's place with a retained-byte refusal,
+/// as strfry-family relays refuse a connection past their hidden byte cap: the engine learns
+/// the cap and rebuilds its live set from scratch while extra connections are open.
+#[derive(Default)]
+struct ByteCapOnceExtraConnectionsOpen {
+    session: std::sync::Mutex<Option<usize>>,
+    extra_spoke: std::sync::atomic::AtomicBool,
+    refused: std::sync::atomic::AtomicBool,
+}
+
+impl NetworkHooks for ByteCapOnceExtraConnectionsOpen {
+    fn message(&self, relay: &str, connection: usize, text: &str) -> MessageFate {
+        use std::sync::atomic::Ordering::SeqCst;
+        if !relay.starts_with(HOME) {
+            return MessageFate::Read;
+        }
+        let session = *self.session.lock().expect("lock").get_or_insert(connection);
+        if connection != session {
+            self.extra_spoke.store(true, SeqCst);
+            return MessageFate::Read;
+        }
+        let Ok(nostr::ClientMessage::Req {
+            subscription_id, ..
+        }) = nostr::ClientMessage::from_json(text)
+        else {
+            return MessageFate::Read;
+        };
+        if !self.extra_spoke.load(SeqCst) || self.refused.swap(true, SeqCst) {
+            return MessageFate::Read;
+        }
+        let cap = grasp_sync_filters::PackLimits::default().max_req_bytes + 30_000;
+        let text = format!("error: active subscriptions exceed max size {cap} bytes");
+        MessageFate::Answer(vec![
+            nostr::RelayMessage::closed(subscription_id.into_owned(), text).as_json(),
+        ])
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_live_set_rebuilt_with_extra_connections_open_repacks_them_without_new_handshakes() {
+    let hook = Arc::new(ByteCapOnceExtraConnectionsOpen::default());
+    let hooks: Arc<dyn NetworkHooks> = Arc::clone(&hook) as Arc<dyn NetworkHooks>;
+    // Ten filters per REQ: the session's two live groups hold the essential coverage, and the
+    // tiers below it overflow onto extra connections, so a rebuild from scratch can plan.
+    let mut home = narrow_relay();
+    if let Some(limit) = home
+        .strict
+        .as_mut()
+        .and_then(|s| s.filters_per_req.as_mut())
+    {
+        limit.max = 10;
+    }
+    let network = Network::start_with_hooks(home, 3, Some(hooks));
+    let key = network.home_key();
+    let run = start_paused_engine(
+        &network.relays,
+        test_config(std::slice::from_ref(&network.bootstrap)),
+    )
+    .await;
+    let all: BTreeSet<EventId> = network.events.iter().map(|e| e.id).collect();
+    run.wait_for_store(&all, Duration::from_secs(120)).await;
+    let engine = &run.engine;
+    let settled = wait_until(Duration::from_secs(60), || async {
+        engine
+            .status()
+            .await
+            .is_some_and(|s| s.relays.get(&key).is_some_and(history_settled))
+    })
+    .await;
+    let status = home_status(engine, &key).await;
+    assert!(settled, "{status:#?}");
+    assert!(
+        hook.refused.load(std::sync::atomic::Ordering::SeqCst),
+        "the session sent nothing once an extra connection was open"
+    );
+    assert!(status.extra_connections >= 1, "{status:#?}");
+    assert_eq!(status.catch_up_filters, 0, "{status:#?}");
+    // The rebuild kept the extra connections open and repacked them: the relay saw no
+    // connection closed and none opened in its place.
+    let stats = network.home_stats();
+    assert_eq!(
+        stats.connections(),
+        1 + status.extra_connections,
+        "{stats:#?}"
+    );
+
+    let author = Keys::generate();
+    let root_reply = reply(
+        &author,
+        network.issue(),
+        ThreadTag::LowerE,
+        "live",
+        run.unix_now(),
+    )
+    .expect("reply");
+    network.relays.publish(&network.home, root_reply.clone());
+    run.wait_for_store(&ids(&[root_reply]), Duration::from_secs(10))
+        .await;
+    assert!(stats.peak_open_subscriptions() <= 5, "{stats:#?}");
     run.engine.shutdown().await;
 }
 

@@ -487,3 +487,52 @@ fn a_refusal_of_what_a_group_asks_costs_that_group_only() {
     assert_eq!(driver.fill(), 1);
     assert!(matches!(driver.step(true), Step::Dialled(_)));
 }
+
+#[test]
+fn a_rebuilt_live_set_repacks_the_open_connections_without_a_new_handshake() {
+    let mut driver = Driver::new();
+    driver.lanes.handle_overflow(coverage(4));
+    for generation in [10, 11] {
+        let Step::Dialled(attempt) = driver.step(true) else {
+            panic!("expected a dial");
+        };
+        driver.connect(attempt, generation);
+        driver.reqs(generation);
+    }
+    assert_eq!(driver.lanes.live_groups(), 4);
+
+    // Rebuilt from scratch, the overflow is three filters, one of them new.
+    driver.lanes.handle_repack(driver.now);
+    assert_eq!(driver.lanes.connected(), 2, "both connections stay open");
+    assert_eq!(driver.lanes.live_groups(), 0);
+    let mut rebuilt = coverage(2);
+    rebuilt.push(core("new"));
+    driver.lanes.handle_overflow(rebuilt.clone());
+    assert_eq!(driver.fill(), 3);
+    assert_eq!(
+        driver.step(true),
+        Step::Wait,
+        "no dial: the open connections hold it"
+    );
+
+    let closes = |sent: &[Outbound]| {
+        sent.iter()
+            .filter(|o| matches!(o, Outbound::Close(_)))
+            .count()
+    };
+    let first = driver.reqs(10);
+    let second = driver.reqs(11);
+    // Each connection closes what it held before it opens what it holds now.
+    assert_eq!((closes(&first), closes(&second)), (2, 2));
+    assert!(matches!(
+        first[..2],
+        [Outbound::Close(_), Outbound::Close(_)]
+    ));
+    assert_eq!(first.len() + second.len() - 4, 3);
+    assert!(
+        first
+            .iter()
+            .chain(&second)
+            .all(|o| o != &Outbound::Disconnect)
+    );
+}
