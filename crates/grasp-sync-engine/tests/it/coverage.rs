@@ -670,17 +670,15 @@ fn narrow_relay() -> TestRelayConfig {
     config
 }
 
-#[tokio::test(start_paused = true)]
-async fn essential_live_coverage_too_big_for_one_connection_is_held_on_extra_connections() {
-    let network = Network::start(narrow_relay(), 3);
+/// Waits for the store to hold `expected` and the home relay's history to settle; returns the
+/// home relay's status then.
+async fn settle_home(
+    network: &Network,
+    run: &PausedEngine,
+    expected: &BTreeSet<EventId>,
+) -> RelayStatus {
+    run.wait_for_store(expected, Duration::from_secs(120)).await;
     let key = network.home_key();
-    let run = start_paused_engine(
-        &network.relays,
-        test_config(std::slice::from_ref(&network.bootstrap)),
-    )
-    .await;
-    let all: BTreeSet<EventId> = network.events.iter().map(|e| e.id).collect();
-    run.wait_for_store(&all, Duration::from_secs(120)).await;
     let engine = &run.engine;
     let settled = wait_until(Duration::from_secs(60), || async {
         engine
@@ -691,18 +689,15 @@ async fn essential_live_coverage_too_big_for_one_connection_is_held_on_extra_con
     .await;
     let status = home_status(engine, &key).await;
     assert!(settled, "{status:#?}");
-    assert!(status.extra_connections >= 1, "{status:#?}");
-    assert!(
-        status.extra_connections < grasp_sync_engine::MAX_CONNECTIONS_PER_RELAY,
-        "{status:#?}"
-    );
-    assert_eq!(status.catch_up_filters, 0, "{status:#?}");
+    status
+}
 
-    // A reply to a root, and a new issue of a repository: essential coverage, which must
-    // arrive live, long before the paced catch-up would run.
-    let author = Keys::generate();
+/// Publishes a fresh reply to a root on the home relay and waits 10 virtual seconds at most
+/// for the store to hold it: long before the paced catch-up would run, so only a live
+/// subscription brings it.
+async fn a_fresh_reply_arrives_live(network: &Network, run: &PausedEngine) {
     let root_reply = reply(
-        &author,
+        &Keys::generate(),
         network.issue(),
         ThreadTag::LowerE,
         "live",
@@ -712,6 +707,28 @@ async fn essential_live_coverage_too_big_for_one_connection_is_held_on_extra_con
     network.relays.publish(&network.home, root_reply.clone());
     run.wait_for_store(&ids(&[root_reply]), Duration::from_secs(10))
         .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn essential_live_coverage_too_big_for_one_connection_is_held_on_extra_connections() {
+    let network = Network::start(narrow_relay(), 3);
+    let run = start_paused_engine(
+        &network.relays,
+        test_config(std::slice::from_ref(&network.bootstrap)),
+    )
+    .await;
+    let all: BTreeSet<EventId> = network.events.iter().map(|e| e.id).collect();
+    let status = settle_home(&network, &run, &all).await;
+    assert!(status.extra_connections >= 1, "{status:#?}");
+    assert!(
+        status.extra_connections < grasp_sync_engine::MAX_CONNECTIONS_PER_RELAY,
+        "{status:#?}"
+    );
+    assert_eq!(status.catch_up_filters, 0, "{status:#?}");
+
+    // A reply to a root, and a new issue of a repository: essential coverage, which must
+    // arrive live, long before the paced catch-up would run.
+    a_fresh_reply_arrives_live(&network, &run).await;
 
     let stats = network.home_stats();
     assert_eq!(stats.total_refusals(), 0, "{stats:#?}");
@@ -744,24 +761,13 @@ fn narrow_relay_requiring_auth() -> TestRelayConfig {
 async fn extra_connections_authenticate_on_their_own_and_hold_their_coverage_live() {
     let network = Network::start(narrow_relay_requiring_auth(), 3);
     network.relays.answer_auth_with(Keys::generate());
-    let key = network.home_key();
     let run = start_paused_engine(
         &network.relays,
         test_config(std::slice::from_ref(&network.bootstrap)),
     )
     .await;
     let all: BTreeSet<EventId> = network.events.iter().map(|e| e.id).collect();
-    run.wait_for_store(&all, Duration::from_secs(120)).await;
-    let engine = &run.engine;
-    let settled = wait_until(Duration::from_secs(60), || async {
-        engine
-            .status()
-            .await
-            .is_some_and(|s| s.relays.get(&key).is_some_and(history_settled))
-    })
-    .await;
-    let status = home_status(engine, &key).await;
-    assert!(settled, "{status:#?}");
+    let status = settle_home(&network, &run, &all).await;
     assert!(status.extra_connections >= 1, "{status:#?}");
     // Every extra connection's refused REQ was parked for its own AUTH and sent again, so
     // nothing was left to the catch-up and no connection was closed.
@@ -773,18 +779,7 @@ async fn extra_connections_authenticate_on_their_own_and_hold_their_coverage_liv
         "{stats:#?}"
     );
 
-    let author = Keys::generate();
-    let root_reply = reply(
-        &author,
-        network.issue(),
-        ThreadTag::LowerE,
-        "live",
-        run.unix_now(),
-    )
-    .expect("reply");
-    network.relays.publish(&network.home, root_reply.clone());
-    run.wait_for_store(&ids(&[root_reply]), Duration::from_secs(10))
-        .await;
+    a_fresh_reply_arrives_live(&network, &run).await;
     assert!(stats.peak_open_subscriptions() <= 5, "{stats:#?}");
     run.engine.shutdown().await;
 }
@@ -801,7 +796,6 @@ async fn a_group_an_extra_connection_is_refused_for_costs_that_group_only() {
         )];
     }
     let network = Network::start(home, 3);
-    let key = network.home_key();
     let run = start_paused_engine(
         &network.relays,
         test_config(std::slice::from_ref(&network.bootstrap)),
@@ -813,18 +807,7 @@ async fn a_group_an_extra_connection_is_refused_for_costs_that_group_only() {
         .filter(|e| !quote_only(e))
         .map(|e| e.id)
         .collect();
-    run.wait_for_store(&reachable, Duration::from_secs(120))
-        .await;
-    let engine = &run.engine;
-    let settled = wait_until(Duration::from_secs(60), || async {
-        engine
-            .status()
-            .await
-            .is_some_and(|s| s.relays.get(&key).is_some_and(history_settled))
-    })
-    .await;
-    let status = home_status(engine, &key).await;
-    assert!(settled, "{status:#?}");
+    let status = settle_home(&network, &run, &reachable).await;
     let stats = network.home_stats();
     assert!(
         stats.refusals_of(RefusalKind::Policy) >= 1,
@@ -840,18 +823,7 @@ async fn a_group_an_extra_connection_is_refused_for_costs_that_group_only() {
     );
     assert_eq!(status.catch_up_filters, 0, "{status:#?}");
 
-    let author = Keys::generate();
-    let root_reply = reply(
-        &author,
-        network.issue(),
-        ThreadTag::LowerE,
-        "live",
-        run.unix_now(),
-    )
-    .expect("reply");
-    network.relays.publish(&network.home, root_reply.clone());
-    run.wait_for_store(&ids(&[root_reply]), Duration::from_secs(10))
-        .await;
+    a_fresh_reply_arrives_live(&network, &run).await;
     run.engine.shutdown().await;
 }
 
@@ -909,24 +881,13 @@ async fn a_live_set_rebuilt_with_extra_connections_open_repacks_them_without_new
         limit.max = 10;
     }
     let network = Network::start_with_hooks(home, 3, Some(hooks));
-    let key = network.home_key();
     let run = start_paused_engine(
         &network.relays,
         test_config(std::slice::from_ref(&network.bootstrap)),
     )
     .await;
     let all: BTreeSet<EventId> = network.events.iter().map(|e| e.id).collect();
-    run.wait_for_store(&all, Duration::from_secs(120)).await;
-    let engine = &run.engine;
-    let settled = wait_until(Duration::from_secs(60), || async {
-        engine
-            .status()
-            .await
-            .is_some_and(|s| s.relays.get(&key).is_some_and(history_settled))
-    })
-    .await;
-    let status = home_status(engine, &key).await;
-    assert!(settled, "{status:#?}");
+    let status = settle_home(&network, &run, &all).await;
     assert!(
         hook.refused.load(std::sync::atomic::Ordering::SeqCst),
         "the session sent nothing once an extra connection was open"
@@ -942,18 +903,7 @@ async fn a_live_set_rebuilt_with_extra_connections_open_repacks_them_without_new
         "{stats:#?}"
     );
 
-    let author = Keys::generate();
-    let root_reply = reply(
-        &author,
-        network.issue(),
-        ThreadTag::LowerE,
-        "live",
-        run.unix_now(),
-    )
-    .expect("reply");
-    network.relays.publish(&network.home, root_reply.clone());
-    run.wait_for_store(&ids(&[root_reply]), Duration::from_secs(10))
-        .await;
+    a_fresh_reply_arrives_live(&network, &run).await;
     assert!(stats.peak_open_subscriptions() <= 5, "{stats:#?}");
     run.engine.shutdown().await;
 }
@@ -989,17 +939,7 @@ async fn an_extra_connection_the_relay_refuses_is_not_retried_and_its_coverage_i
     config.catch_up_interval = Duration::from_secs(60);
     let run = start_paused_engine(&network.relays, config).await;
     let all: BTreeSet<EventId> = network.events.iter().map(|e| e.id).collect();
-    run.wait_for_store(&all, Duration::from_secs(120)).await;
-    let engine = &run.engine;
-    let settled = wait_until(Duration::from_secs(60), || async {
-        engine
-            .status()
-            .await
-            .is_some_and(|s| s.relays.get(&key).is_some_and(history_settled))
-    })
-    .await;
-    let status = home_status(engine, &key).await;
-    assert!(settled, "{status:#?}");
+    let status = settle_home(&network, &run, &all).await;
     assert_eq!(status.extra_connections, 1, "{status:#?}");
     assert!(status.catch_up_filters >= 1, "{status:#?}");
     assert_eq!(status.health, "healthy", "{status:#?}");

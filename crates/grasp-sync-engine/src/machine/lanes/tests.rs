@@ -113,6 +113,15 @@ impl Driver {
         self.fill()
     }
 
+    /// Expects a dial, connects it as session `generation` and drains what it queued.
+    fn dial_and_connect(&mut self, generation: u64) {
+        let Step::Dialled(attempt) = self.step(true) else {
+            panic!("expected a dial");
+        };
+        self.connect(attempt, generation);
+        self.reqs(generation);
+    }
+
     /// Every REQ queued on connection `generation`, and drains its queue.
     fn reqs(&mut self, generation: u64) -> Vec<Outbound> {
         let mut sent = Vec::new();
@@ -271,11 +280,7 @@ fn a_failed_dial_opens_no_other_connection_this_session() {
 fn a_closed_connection_hands_back_its_coverage_disconnects_and_stops_further_dials() {
     let mut driver = Driver::new();
     driver.lanes.handle_overflow(coverage(3));
-    let Step::Dialled(attempt) = driver.step(true) else {
-        panic!("expected a dial");
-    };
-    driver.connect(attempt, 10);
-    driver.reqs(10);
+    driver.dial_and_connect(10);
     let held = SubscriptionId::new("live-1");
     assert!(driver.lanes.holds(&key(10), &held));
     assert!(driver.lanes.owns_session(&key(10)));
@@ -297,11 +302,7 @@ fn a_closed_connection_hands_back_its_coverage_disconnects_and_stops_further_dia
 fn closing_them_all_closes_every_live_group_and_forgets_what_waits() {
     let mut driver = Driver::new();
     driver.lanes.handle_overflow(coverage(3));
-    let Step::Dialled(attempt) = driver.step(true) else {
-        panic!("expected a dial");
-    };
-    driver.connect(attempt, 10);
-    driver.reqs(10);
+    driver.dial_and_connect(10);
     let Step::Dialled(_dialling) = driver.step(true) else {
         panic!("expected a second dial");
     };
