@@ -372,7 +372,8 @@ fn phase_step(phases: &Mutex<StoredPhases>, text: &str) -> Option<Next> {
         }
         _ => {
             let id = value.get(2)?.get("id")?.as_str()?;
-            (phases.repeats(subscription, id) || phases.skips(subscription)).then_some(Next::Skip)
+            (phases.repeats(subscription, id) || phases.skips(subscription, id))
+                .then_some(Next::Skip)
         }
     }
 }

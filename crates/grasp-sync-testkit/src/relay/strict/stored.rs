@@ -33,6 +33,9 @@ pub(crate) struct StoredPhases {
     answered: HashMap<String, HashSet<String>>,
     /// Live events seen on this connection (`skip_live_every`).
     live_events: u64,
+    /// The last live event counted, and whether it is skipped: the relay skips an event for
+    /// the whole connection, so its frames for other subscriptions share the decision.
+    last_live: Option<(String, bool)>,
 }
 
 impl StoredPhases {
@@ -42,6 +45,7 @@ impl StoredPhases {
             pending: HashMap::new(),
             answered: HashMap::new(),
             live_events: 0,
+            last_live: None,
         }
     }
 
@@ -106,17 +110,27 @@ impl StoredPhases {
             .extend(events);
     }
 
-    /// Whether an event for `id` is one the relay skips (`skip_live_every`): every Nth event
-    /// that comes after the subscription's stored phase ended.
-    pub(crate) fn skips(&mut self, id: &str) -> bool {
+    /// Whether the relay skips `event`, delivered for subscription `id` (`skip_live_every`):
+    /// every Nth live event of the connection, one that comes after the subscription's stored
+    /// phase ended. The relay builder drops a lagged event from the connection's broadcast
+    /// before it matches any subscription, so an event counts once however many
+    /// subscriptions it matches, and every one of them misses it or none does.
+    pub(crate) fn skips(&mut self, id: &str, event: &str) -> bool {
         let Some(every) = self.quirks.skip_live_every.filter(|n| *n > 0) else {
             return false;
         };
         if self.pending.contains_key(id) {
             return false;
         }
+        if let Some((last, skipped)) = &self.last_live
+            && last == event
+        {
+            return *skipped;
+        }
         self.live_events += 1;
-        self.live_events % u64::from(every) == 0
+        let skipped = self.live_events % u64::from(every) == 0;
+        self.last_live = Some((event.to_owned(), skipped));
+        skipped
     }
 
     /// Whether a live event for `id` repeats one the proxy's answer already sent: an event

@@ -188,9 +188,33 @@ fn every_third_live_event_is_skipped_and_no_stored_one() {
         ..QueryQuirks::default()
     });
     let _ = phases.handle_req("s", &filters("-"));
-    let stored: Vec<bool> = (0..5).map(|_| phases.skips("s")).collect();
+    let stored: Vec<bool> = (0..5)
+        .map(|i| phases.skips("s", &format!("stored-{i}")))
+        .collect();
     assert_eq!(stored, vec![false; 5], "stored events before the EOSE pass");
     assert_eq!(phases.handle_eose("s"), EoseAction::Pass);
-    let live: Vec<bool> = (0..6).map(|_| phases.skips("s")).collect();
+    let live: Vec<bool> = (0..6)
+        .map(|i| phases.skips("s", &format!("live-{i}")))
+        .collect();
     assert_eq!(live, vec![false, false, true, false, false, true]);
+}
+
+#[test]
+fn a_live_event_matching_two_subscriptions_counts_once_and_is_skipped_for_both_or_neither() {
+    let mut phases = StoredPhases::new(QueryQuirks {
+        skip_live_every: Some(2),
+        ..QueryQuirks::default()
+    });
+    for id in ["a", "b"] {
+        let _ = phases.handle_req(id, &filters("-"));
+        assert_eq!(phases.handle_eose(id), EoseAction::Pass);
+    }
+    // The first live event reaches both; the second neither; the third both.
+    let seen: Vec<(bool, bool)> = (0..3)
+        .map(|i| {
+            let event = format!("live-{i}");
+            (phases.skips("a", &event), phases.skips("b", &event))
+        })
+        .collect();
+    assert_eq!(seen, vec![(false, false), (true, true), (false, false)]);
 }
