@@ -1,9 +1,8 @@
 //! NIP-77 historic sync: only the difference crosses the wire, the fallbacks when a relay
 //! cannot serve what it advertises, rejected IDs never fetched twice, the store's "have" sets
 //! read before a round's pacing decision, and what a relay without NIP-77 costs (nothing when
-//! its NIP-11 says so, one short probe when it ignores NEG-OPEN). The tests whose point is
-//! timing (the fallbacks' retries, pacing, the probe's cost) run on paused time over memory
-//! relays; the others against real relays.
+//! its NIP-11 says so, one short probe when it ignores NEG-OPEN). Every test runs on paused
+//! time over memory relays, and counts what the relays sent from their own stats.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,14 +15,14 @@ use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{ThreadTag, reply};
 use grasp_sync_testkit::{
     Dialect, FilterLimit, MemoryNetwork, ServeById, SimulatedRelay, StartKind, StrictLimits,
-    TestRelay, TestRelayConfig,
+    TestRelayConfig,
 };
 use nostr::{Event, Keys, Timestamp};
 
 use crate::support::{
-    PausedEngine, RepoFixture, SERVICE_URL, TestStore, background, ids, paused_store, start_engine,
-    start_paused_engine, start_paused_engine_with, test_config, tight_background_starts,
-    wait_for_store, wait_until,
+    PausedEngine, RepoFixture, SERVICE_URL, background, ids, memory_network, paused_store,
+    restart_paused_engine, start_paused_engine, start_paused_engine_with, test_config,
+    tight_background_starts, wait_until,
 };
 
 const BOOTSTRAP: &str = "ws://bootstrap.memory";
@@ -73,58 +72,52 @@ fn replies(issue: &Event, n: u64, start: u64) -> Vec<Event> {
 /// announcement, the thread and the first `held` replies; returns the EVENT messages the relay
 /// sent to the engine.
 async fn sync_with_store_holding(negentropy: bool, total: u64, held: usize) -> u64 {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let home = TestRelay::start(counted(negentropy, None))
-        .await
-        .expect("home");
     let fixture = RepoFixture::new("reconciled");
-    let announcement = fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
-    bootstrap
-        .seed([announcement.clone()])
-        .await
-        .expect("seed bootstrap");
+    let announcement =
+        fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
     let thread = fixture.thread(1_700_000_100);
     let issue = thread.last().expect("issue").clone();
     let many = replies(&issue, total, 1_700_010_000);
-    home.seed(thread.iter().cloned().chain(many.iter().cloned()))
-        .await
-        .expect("seed home");
+    let network = memory_network(vec![
+        (
+            BOOTSTRAP,
+            TestRelayConfig::default(),
+            vec![announcement.clone()],
+        ),
+        (
+            HOME,
+            counted(negentropy, None),
+            thread.iter().chain(&many).cloned().collect(),
+        ),
+    ]);
+    let urls = network.urls();
+    let home = &urls[1];
 
-    let store = TestStore::open().await;
-    let source = RelayUrl::parse(&home.url()).expect("url");
+    let (store, clock) = paused_store().await;
+    let source = RelayUrl::parse(home).expect("url");
     for event in std::iter::once(&announcement)
         .chain(&thread)
         .chain(many.iter().take(held))
     {
-        store
-            .store
-            .ingest(event.clone(), &source)
-            .await
-            .expect("preload");
+        store.ingest(event.clone(), &source).await.expect("preload");
     }
-    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    let run = restart_paused_engine(&network, test_config(&urls[..1]), (store, clock)).await;
     let mut expected = ids(&thread);
     expected.extend(ids(&many));
-    wait_for_store(&store, &engine, &expected, Duration::from_secs(90)).await;
-    let home_key = source.to_string();
+    run.wait_for_store(&expected, Duration::from_secs(600))
+        .await;
     assert!(
-        wait_until(Duration::from_secs(30), || async {
-            engine.status().await.is_some_and(|s| {
-                s.relays
-                    .get(&home_key)
-                    .is_some_and(|r| r.connection == "connected")
-            })
-        })
-        .await,
-        "the batch never confirmed"
+        run.wait_for_relay(home, Duration::from_secs(600), |r| r.connection
+            == "connected")
+            .await,
+        "the batch never confirmed: {:#?}",
+        run.relay(home).await
     );
-    engine.shutdown().await;
-    home.strict_stats().events_sent()
+    run.engine.shutdown().await;
+    network.stats(home).events_sent()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn negentropy_moves_only_the_missing_events_and_req_moves_them_all() {
     let by_negentropy = sync_with_store_holding(true, 5_000, 4_000).await;
     let by_req = sync_with_store_holding(false, 5_000, 4_000).await;
@@ -242,33 +235,35 @@ async fn a_partly_serving_relay_gets_one_retry_then_recovery_and_is_promoted_whe
     run.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn rejected_ids_are_never_fetched_twice_across_reconciliations() {
-    let bootstrap = TestRelay::start(counted(true, None))
-        .await
-        .expect("bootstrap");
-    let home = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("home");
     let ours = RepoFixture::new("ours");
-    let announcement = ours.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
+    let announcement = ours.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
     let foreign: Vec<Event> = (0..60)
         .map(|n| {
-            RepoFixture::new(&format!("foreign-{n}")).announcement(&[home.url()], 1_700_000_000 + n)
+            RepoFixture::new(&format!("foreign-{n}"))
+                .announcement(&[HOME.to_owned()], 1_700_000_000 + n)
         })
         .collect();
-    bootstrap
-        .seed(std::iter::once(announcement.clone()).chain(foreign.iter().cloned()))
-        .await
-        .expect("seed");
+    let network = memory_network(vec![
+        (
+            BOOTSTRAP,
+            counted(true, None),
+            std::iter::once(announcement)
+                .chain(foreign.iter().cloned())
+                .collect(),
+        ),
+        (HOME, TestRelayConfig::default(), Vec::new()),
+    ]);
+    let urls = network.urls();
+    let bootstrap = &urls[0];
 
-    let store = TestStore::open().await;
-    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    let run = start_paused_engine(&network, test_config(&urls[..1])).await;
     let foreign_ids = ids(&foreign);
-    let rejected = wait_until(Duration::from_secs(60), || async {
+    let rejected = wait_until(Duration::from_secs(600), || async {
         let mut all = true;
         for id in &foreign_ids {
-            all &= store.store.rejection_reason(id).ok().flatten().is_some();
+            all &= run.store.rejection_reason(id).ok().flatten().is_some();
         }
         all
     })
@@ -277,25 +272,23 @@ async fn rejected_ids_are_never_fetched_twice_across_reconciliations() {
         rejected,
         "the foreign announcements were not all fetched and rejected"
     );
-    engine.shutdown().await;
-    let first_pass = bootstrap.strict_stats().events_sent();
+    let stopped = run.stop().await;
+    let first_pass = network.stats(bootstrap).events_sent();
 
-    // A restart reconciles again from scratch, on a store reopened from disk.
-    let store = store.reopen().await;
-    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
-    let bootstrap_key = RelayUrl::parse(&bootstrap.url()).expect("url").to_string();
-    let reconciled = wait_until(Duration::from_secs(60), || async {
-        engine.status().await.is_some_and(|s| {
+    // A restart reconciles again from scratch, over the same store.
+    let run = restart_paused_engine(&network, test_config(&urls[..1]), stopped).await;
+    let reconciled = wait_until(Duration::from_secs(600), || async {
+        run.engine.status().await.is_some_and(|s| {
             s.relays
-                .get(&bootstrap_key)
+                .get(bootstrap)
                 .is_some_and(|r| r.connection == "connected")
                 && s.negentropy.rounds_completed > 0
         })
     })
     .await;
     assert!(reconciled, "the second reconciliation did not complete");
-    engine.shutdown().await;
-    let second_pass = bootstrap.strict_stats().events_sent() - first_pass;
+    run.engine.shutdown().await;
+    let second_pass = network.stats(bootstrap).events_sent() - first_pass;
     assert!(
         first_pass >= foreign.len() as u64,
         "first pass sent {first_pass}"
@@ -452,54 +445,39 @@ async fn a_failed_have_set_read_falls_back_to_req_eose() {
     }
 }
 
-/// A bootstrap relay with an announcement listing `home`, whose thread `home` holds.
-async fn repo_on(bootstrap: &TestRelay, home: &TestRelay, identifier: &str) -> Vec<Event> {
+/// A memory network: a default bootstrap relay with an announcement listing a relay of
+/// `home` config, which holds the repository's thread; with that thread.
+fn repo_on(home: TestRelayConfig, identifier: &str) -> (MemoryNetwork, Vec<Event>) {
     let fixture = RepoFixture::new(identifier);
-    let announcement = fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
-    bootstrap
-        .seed([announcement])
-        .await
-        .expect("seed bootstrap");
+    let announcement =
+        fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
     let thread = fixture.thread(1_700_000_100);
-    home.seed(thread.iter().cloned()).await.expect("seed home");
-    thread
+    let network = memory_network(vec![
+        (BOOTSTRAP, TestRelayConfig::default(), vec![announcement]),
+        (HOME, home, thread.clone()),
+    ]);
+    (network, thread)
 }
 
-/// The status of `relay`'s NIP-77 support as the engine reports it.
-async fn nip77_of(
-    engine: &grasp_sync_engine::EngineHandle,
-    relay: &TestRelay,
-) -> grasp_sync_engine::RelayNip77Status {
-    let key = RelayUrl::parse(&relay.url()).expect("url").to_string();
-    let status = engine.status().await.expect("status");
-    status
-        .negentropy
-        .relays
-        .get(&key)
-        .cloned()
-        .unwrap_or_else(|| panic!("no NIP-77 status for {key}: {status:#?}"))
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_relay_whose_nip11_leaves_out_nip77_gets_no_neg_open() {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
     // It would answer NIP-77; its document says it does not.
-    let home = TestRelay::start(TestRelayConfig {
-        advertise_negentropy: false,
-        ..counted(true, None)
-    })
-    .await
-    .expect("home");
-    let thread = repo_on(&bootstrap, &home, "unlisted").await;
-    let store = TestStore::open().await;
-    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
-    wait_for_store(&store, &engine, &ids(&thread), Duration::from_secs(60)).await;
-    let nip77 = nip77_of(&engine, &home).await;
-    engine.shutdown().await;
+    let (network, thread) = repo_on(
+        TestRelayConfig {
+            advertise_negentropy: false,
+            ..counted(true, None)
+        },
+        "unlisted",
+    );
+    let urls = network.urls();
+    let home = &urls[1];
+    let run = start_paused_engine(&network, test_config(&urls[..1])).await;
+    run.wait_for_store(&ids(&thread), Duration::from_secs(600))
+        .await;
+    let nip77 = nip77_at(&run.engine, home).await;
+    run.engine.shutdown().await;
 
-    let stats = home.strict_stats();
+    let stats = network.stats(home);
     let starts: Vec<_> = stats
         .starts
         .iter()
@@ -634,55 +612,52 @@ async fn nip77_at(
         .unwrap_or_else(|| panic!("no NIP-77 status for {key}: {status:#?}"))
 }
 
-/// Syncs the thread on a NIP-77 relay `home` into `store`; returns the relay's NEG-OPENs and
-/// the EVENT messages it sent during this run.
+/// Syncs the thread on the NIP-77 relay at `home` over `restart` (a stopped engine's store
+/// and clock) or a new store; returns the store and clock after, the relay's NEG-OPENs and the
+/// EVENT messages it sent during this run.
 async fn run_over(
-    store: &TestStore,
-    bootstrap: &TestRelay,
-    home: &TestRelay,
+    network: &MemoryNetwork,
+    restart: Option<(MemoryStore, Arc<grasp_sync_engine::TokioClock>)>,
     expected: &std::collections::BTreeSet<nostr::EventId>,
     first_sync_by_req: bool,
-) -> (usize, u64) {
-    let before = home.strict_stats();
+) -> (
+    (MemoryStore, Arc<grasp_sync_engine::TokioClock>),
+    usize,
+    u64,
+) {
+    let urls = network.urls();
+    let home = &urls[1];
+    let before = network.stats(home);
     let config = grasp_sync_engine::EngineConfig {
         first_sync_by_req,
-        ..test_config(&[bootstrap.url()])
+        ..test_config(&urls[..1])
     };
-    let engine = start_engine(store, config).await;
-    wait_for_store(store, &engine, expected, Duration::from_secs(60)).await;
-    settle(&engine, home).await;
-    engine.shutdown().await;
-    let after = home.strict_stats();
+    let over = match restart {
+        Some(stopped) => stopped,
+        None => paused_store().await,
+    };
+    let run = restart_paused_engine(network, config, over).await;
+    run.wait_for_store(expected, Duration::from_secs(600)).await;
+    run.settle(home, Duration::from_secs(600)).await;
+    let stopped = run.stop().await;
+    let after = network.stats(home);
     (
+        stopped,
         after.neg_opens() - before.neg_opens(),
         after.events_sent() - before.events_sent(),
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn with_first_sync_by_req_only_coverage_the_store_holds_is_reconciled_by_nip77() {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let home = TestRelay::start(counted_with_known_ceiling())
-        .await
-        .expect("home");
-    let thread = repo_on(&bootstrap, &home, "first-sync").await;
+    let (network, thread) = repo_on(counted_with_known_ceiling(), "first-sync");
     let expected = ids(&thread);
 
     // Reconciling every fresh-start batch: one NIP-77 round per filter.
-    let (rounds_always, _) = run_over(
-        &TestStore::open().await,
-        &bootstrap,
-        &home,
-        &expected,
-        false,
-    )
-    .await;
+    let (_, rounds_always, _) = run_over(&network, None, &expected, false).await;
     // The store holds only the announcement (from the bootstrap relay): the thread's coverage
     // goes by REQ+EOSE, and NIP-77 reconciles only what the store holds.
-    let store = TestStore::open().await;
-    let (rounds_first, sent) = run_over(&store, &bootstrap, &home, &expected, true).await;
+    let (stopped, rounds_first, sent) = run_over(&network, None, &expected, true).await;
     assert!(
         rounds_first < rounds_always,
         "NIP-77 rounds: {rounds_first} with the rule, {rounds_always} without"
@@ -690,8 +665,7 @@ async fn with_first_sync_by_req_only_coverage_the_store_holds_is_reconciled_by_n
     assert!(sent >= expected.len() as u64, "sent {sent}");
 
     // A restart over the complete store reconciles by NIP-77 and moves no event.
-    let store = store.reopen().await;
-    let (rounds_again, sent) = run_over(&store, &bootstrap, &home, &expected, true).await;
+    let (_, rounds_again, sent) = run_over(&network, Some(stopped), &expected, true).await;
     assert!(
         rounds_again >= 1,
         "the complete store was not reconciled by NIP-77"
@@ -702,64 +676,41 @@ async fn with_first_sync_by_req_only_coverage_the_store_holds_is_reconciled_by_n
     );
 }
 
-/// Waits until `relay`'s history is settled in the engine's status.
-async fn settle(engine: &grasp_sync_engine::EngineHandle, relay: &TestRelay) {
-    let key = RelayUrl::parse(&relay.url()).expect("url").to_string();
-    let settled = wait_until(Duration::from_secs(30), || async {
-        engine.status().await.is_some_and(|s| {
-            s.relays
-                .get(&key)
-                .is_some_and(crate::support::history_settled)
-        })
-    })
-    .await;
-    assert!(settled, "{:#?}", engine.status().await);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_new_stores_first_sync_takes_what_another_relay_delivered_a_little_of_by_req() {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let first = TestRelay::start(counted_with_known_ceiling())
-        .await
-        .expect("first");
-    let second = TestRelay::start(counted_with_known_ceiling())
-        .await
-        .expect("second");
+    const SECOND: &str = "ws://second.memory";
     let fixture = RepoFixture::new("second-relay");
-    let listed_once = fixture.announcement(&[SERVICE_URL.to_owned(), first.url()], 1_700_000_000);
-    bootstrap.seed([listed_once]).await.expect("seed bootstrap");
+    let listed_once =
+        fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
     let thread = fixture.thread(1_700_000_100);
-    first
-        .seed(thread.iter().cloned())
-        .await
-        .expect("seed first");
-    second
-        .seed(thread.iter().cloned())
-        .await
-        .expect("seed second");
-    let store = TestStore::open().await;
-    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
-    wait_for_store(&store, &engine, &ids(&thread), Duration::from_secs(60)).await;
-    settle(&engine, &first).await;
+    let network = memory_network(vec![
+        (BOOTSTRAP, TestRelayConfig::default(), vec![listed_once]),
+        (HOME, counted_with_known_ceiling(), thread.clone()),
+        (SECOND, counted_with_known_ceiling(), thread.clone()),
+    ]);
+    let urls = network.urls();
+    let (bootstrap, first, second) = (&urls[0], &urls[1], &urls[2]);
+    let run = start_paused_engine(&network, test_config(&urls[..1])).await;
+    run.wait_for_store(&ids(&thread), Duration::from_secs(600))
+        .await;
+    run.settle(first, Duration::from_secs(600)).await;
 
     // The store holds the thread, which the second relay did not deliver: its first sync of
     // the repository's coverage (several filters per batch) goes by REQ+EOSE.
     let listed_twice = fixture.announcement(
-        &[SERVICE_URL.to_owned(), first.url(), second.url()],
+        &[SERVICE_URL.to_owned(), HOME.to_owned(), SECOND.to_owned()],
         1_700_000_050,
     );
-    bootstrap.publish(listed_twice).await.expect("publish");
-    let connected = wait_until(Duration::from_secs(30), || async {
-        second.strict_stats().connections() >= 1
+    network.publish(bootstrap, listed_twice);
+    let connected = wait_until(Duration::from_secs(600), || async {
+        network.stats(second).connections() >= 1
     })
     .await;
     assert!(connected, "the second relay was never dialled");
-    settle(&engine, &second).await;
-    engine.shutdown().await;
+    run.settle(second, Duration::from_secs(600)).await;
+    run.engine.shutdown().await;
 
-    let stats = second.strict_stats();
+    let stats = network.stats(second);
     let starts: Vec<_> = stats
         .starts
         .iter()

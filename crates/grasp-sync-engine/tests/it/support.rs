@@ -193,6 +193,68 @@ impl PausedEngine {
     pub(crate) fn unix_now(&self) -> nostr::Timestamp {
         grasp_sync_engine::Clock::unix_now(&*self.clock)
     }
+
+    /// The engine's status of the relay at `key` (a URL in normal form), once it tracks it.
+    pub(crate) async fn relay(&self, key: &str) -> Option<grasp_sync_engine::RelayStatus> {
+        self.engine
+            .status()
+            .await
+            .and_then(|s| s.relays.get(key).cloned())
+    }
+
+    /// Waits until the engine tracks the relay at `key` and `check` holds of its status;
+    /// returns whether it did within `deadline` (virtual time).
+    pub(crate) async fn wait_for_relay(
+        &self,
+        key: &str,
+        deadline: Duration,
+        check: impl Fn(&grasp_sync_engine::RelayStatus) -> bool,
+    ) -> bool {
+        wait_until(deadline, || async {
+            self.relay(key).await.is_some_and(|r| check(&r))
+        })
+        .await
+    }
+
+    /// Waits until the relay at `key` has its history settled ([`history_settled`]); fails
+    /// the test with the relay's status if it does not within `deadline` (virtual time).
+    pub(crate) async fn settle(&self, key: &str, deadline: Duration) {
+        let settled = self.wait_for_relay(key, deadline, history_settled).await;
+        assert!(settled, "{key} never settled: {:#?}", self.relay(key).await);
+    }
+
+    /// Shuts the engine down and gives back its store and clock, for a restart over them (as
+    /// a daemon restarted over its store).
+    pub(crate) async fn stop(self) -> (MemoryStore, Arc<TokioClock>) {
+        self.engine.shutdown().await;
+        (self.store, self.clock)
+    }
+}
+
+/// A memory network of relays, each at its URL with its configuration and events.
+pub(crate) fn memory_network(
+    relays: Vec<(&str, grasp_sync_testkit::TestRelayConfig, Vec<nostr::Event>)>,
+) -> MemoryNetwork {
+    MemoryNetwork::new(
+        relays
+            .into_iter()
+            .map(|(url, config, events)| {
+                (
+                    url.to_owned(),
+                    grasp_sync_testkit::SimulatedRelay::new(config, events),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// [`start_paused_engine`] over `store` and `clock`, a stopped engine's ([`PausedEngine::stop`]).
+pub(crate) async fn restart_paused_engine(
+    network: &MemoryNetwork,
+    config: EngineConfig,
+    (store, clock): (MemoryStore, Arc<TokioClock>),
+) -> PausedEngine {
+    start_paused_engine_with(network, config, store.clone(), Arc::new(store), clock, None).await
 }
 
 /// Starts the engine over `network`, with a memory store as the own store and self feed and
