@@ -3,7 +3,7 @@
 
 use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
 use grasp_sync_ledger::{
-    DeferReason, Deferred, LiveBudget, LivePlan, PlanRefusal, ReleaseReason, plan_live,
+    DeferReason, Deferred, HeldGroup, LiveBudget, LivePlan, PlanRefusal, ReleaseReason, plan_live,
     plan_live_fitting,
 };
 use grasp_sync_model::RelayUrl;
@@ -154,8 +154,7 @@ impl Actor {
     }
 
     /// The plan for `incoming` on the session, and the core coverage it cannot hold (for the
-    /// extra connections). Essential coverage that does not fit whole is split: the session
-    /// takes what fits next to its groups, and the core tiers behind it overflow too.
+    /// extra connections).
     fn plan_live(
         &self,
         relay: &RelayUrl,
@@ -166,39 +165,52 @@ impl Actor {
         let ledger = runtime.ledger.as_ref()?;
         let held = held_groups(&session.live);
         let budget = LiveBudget::new(&ledger.budget(), &runtime.learned, PackLimits::default());
-        match plan_live(&held, incoming.clone(), &budget) {
-            Ok(mut plan) => {
-                let overflow = take_overflow(&mut plan);
-                Some((plan, overflow))
-            }
-            Err(refusal @ PlanRefusal::EssentialDoesNotFit { .. }) => {
-                tracing::debug!(%relay, %refusal, "essential live coverage does not fit one connection");
-                let fitted = plan_live_fitting(&held, incoming, &budget);
-                let mut plan = fitted.plan;
-                let (overflow, descendants): (Vec<TieredFilter>, Vec<TieredFilter>) = fitted
-                    .rest
-                    .into_iter()
-                    .partition(|f| crate::machine::lanes::lane_tier(f.tier));
-                for tier in CoverageTier::ALL {
-                    let filters: Vec<TieredFilter> = descendants
-                        .iter()
-                        .filter(|f| f.tier == tier)
-                        .cloned()
-                        .collect();
-                    if !filters.is_empty() {
-                        plan.deferred.push(Deferred {
-                            tier,
-                            reason: DeferReason::SlotBudget,
-                            filters,
-                        });
-                    }
+        plan_with_overflow(relay, &held, incoming, &budget)
+    }
+}
+
+/// The plan for `incoming` next to `held`, and the core coverage the session cannot hold,
+/// for the extra connections. Essential coverage that does not fit whole is split: the
+/// session takes what fits next to `held`, and the core tiers behind it overflow too;
+/// descendant tiers left out are deferred to history.
+fn plan_with_overflow(
+    relay: &RelayUrl,
+    held: &[HeldGroup],
+    incoming: Vec<TieredFilter>,
+    budget: &LiveBudget,
+) -> Option<(LivePlan, Vec<TieredFilter>)> {
+    match plan_live(held, incoming.clone(), budget) {
+        Ok(mut plan) => {
+            let overflow = take_overflow(&mut plan);
+            Some((plan, overflow))
+        }
+        Err(refusal @ PlanRefusal::EssentialDoesNotFit { .. }) => {
+            tracing::debug!(%relay, %refusal, "essential live coverage does not fit one connection");
+            let fitted = plan_live_fitting(held, incoming, budget);
+            let mut plan = fitted.plan;
+            let (overflow, descendants): (Vec<TieredFilter>, Vec<TieredFilter>) = fitted
+                .rest
+                .into_iter()
+                .partition(|f| crate::machine::lanes::lane_tier(f.tier));
+            for tier in CoverageTier::ALL {
+                let filters: Vec<TieredFilter> = descendants
+                    .iter()
+                    .filter(|f| f.tier == tier)
+                    .cloned()
+                    .collect();
+                if !filters.is_empty() {
+                    plan.deferred.push(Deferred {
+                        tier,
+                        reason: DeferReason::SlotBudget,
+                        filters,
+                    });
                 }
-                Some((plan, overflow))
             }
-            Err(refusal) => {
-                tracing::warn!(%relay, %refusal, "live coverage does not fit this relay's budget");
-                None
-            }
+            Some((plan, overflow))
+        }
+        Err(refusal) => {
+            tracing::warn!(%relay, %refusal, "live coverage does not fit this relay's budget");
+            None
         }
     }
 }
@@ -334,15 +346,21 @@ impl Actor {
     fn live_baseline(&self, relay: &RelayUrl) -> Option<usize> {
         let filters = self.complete_live_filters(relay);
         let filters = self.without_refused(relay, filters);
-        let plan = self.plan_from_scratch(relay, filters)?;
+        let (plan, _) = self.plan_from_scratch(relay, filters)?;
         Some(plan.open.len())
     }
 
-    fn plan_from_scratch(&self, relay: &RelayUrl, incoming: Vec<TieredFilter>) -> Option<LivePlan> {
+    /// The complete live set packed from scratch: the session's plan, and the core coverage
+    /// it cannot hold, for the extra connections.
+    fn plan_from_scratch(
+        &self,
+        relay: &RelayUrl,
+        incoming: Vec<TieredFilter>,
+    ) -> Option<(LivePlan, Vec<TieredFilter>)> {
         let runtime = self.runtimes.get(relay)?;
         let ledger = runtime.ledger.as_ref()?;
         let budget = LiveBudget::new(&ledger.budget(), &runtime.learned, PackLimits::default());
-        plan_live(&[], incoming, &budget).ok()
+        plan_with_overflow(relay, &[], incoming, &budget)
     }
 
     /// Runs a queued consolidation once the relay has no pending batch, if core live groups
@@ -405,7 +423,7 @@ impl Actor {
         self.retire_auxiliary(relay);
         let filters = self.complete_live_filters(relay);
         let filters = self.without_refused(relay, filters);
-        let Some(mut plan) = self.plan_from_scratch(relay, filters) else {
+        let Some((mut plan, overflow)) = self.plan_from_scratch(relay, filters) else {
             tracing::warn!(%relay, "live coverage could not be planned; keeping the groups held");
             return;
         };
@@ -420,7 +438,6 @@ impl Actor {
         plan.rollback.reopen = held;
         runtime.catch_up.clear_filters();
         self.note_catch_up(relay, &plan);
-        let overflow = take_overflow(&mut plan);
         if self.apply_live_plan(relay, plan) {
             // The live set was packed from scratch: the extra connections hold what the
             // session does not, packed anew on the connections already open; none stays open

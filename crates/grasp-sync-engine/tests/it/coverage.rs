@@ -830,12 +830,14 @@ async fn a_group_an_extra_connection_is_refused_for_costs_that_group_only() {
 /// Once an extra connection to the home relay has spoken, answers the next REQ on the home
 /// relay's first connection (the session) in the relay's place with a retained-byte refusal,
 /// as strfry-family relays refuse a connection past their hidden byte cap: the engine learns
-/// the cap and rebuilds its live set from scratch while extra connections are open.
+/// the cap and rebuilds its live set from scratch while extra connections are open. Notes
+/// whether the session sent live REQs after the refusal, as a rebuild does.
 #[derive(Default)]
 struct ByteCapOnceExtraConnectionsOpen {
     session: std::sync::Mutex<Option<usize>>,
     extra_spoke: std::sync::atomic::AtomicBool,
     refused: std::sync::atomic::AtomicBool,
+    live_after_refusal: std::sync::atomic::AtomicBool,
 }
 
 impl NetworkHooks for ByteCapOnceExtraConnectionsOpen {
@@ -855,9 +857,16 @@ impl NetworkHooks for ByteCapOnceExtraConnectionsOpen {
         else {
             return MessageFate::Read;
         };
-        if !self.extra_spoke.load(SeqCst) || self.refused.swap(true, SeqCst) {
+        if self.refused.load(SeqCst) {
+            if subscription_id.to_string().starts_with("gs-live-") {
+                self.live_after_refusal.store(true, SeqCst);
+            }
             return MessageFate::Read;
         }
+        if !self.extra_spoke.load(SeqCst) {
+            return MessageFate::Read;
+        }
+        self.refused.store(true, SeqCst);
         let cap = grasp_sync_filters::PackLimits::default().max_req_bytes + 30_000;
         let text = format!("error: active subscriptions exceed max size {cap} bytes");
         MessageFate::Answer(vec![
@@ -868,17 +877,32 @@ impl NetworkHooks for ByteCapOnceExtraConnectionsOpen {
 
 #[tokio::test(start_paused = true)]
 async fn a_live_set_rebuilt_with_extra_connections_open_repacks_them_without_new_handshakes() {
+    // Ten filters per REQ: the session's two live groups hold the essential coverage, and the
+    // tiers below it overflow onto extra connections.
+    rebuild_with_extra_connections_open(Some(10)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rebuild_whose_essential_coverage_needs_extra_connections_hands_them_the_rest() {
+    // One filter per REQ: the essential coverage alone does not fit the session, so the
+    // rebuild from scratch splits it between the session and the extra connections.
+    rebuild_with_extra_connections_open(None).await;
+}
+
+/// The narrow relay (with `filters_per_req` filters per REQ when given) refuses one session
+/// REQ for a retained-byte cap once an extra connection is open: the live set is rebuilt from
+/// scratch on the connections already open, and holds its coverage live.
+async fn rebuild_with_extra_connections_open(filters_per_req: Option<usize>) {
     let hook = Arc::new(ByteCapOnceExtraConnectionsOpen::default());
     let hooks: Arc<dyn NetworkHooks> = Arc::clone(&hook) as Arc<dyn NetworkHooks>;
-    // Ten filters per REQ: the session's two live groups hold the essential coverage, and the
-    // tiers below it overflow onto extra connections, so a rebuild from scratch can plan.
     let mut home = narrow_relay();
-    if let Some(limit) = home
-        .strict
-        .as_mut()
-        .and_then(|s| s.filters_per_req.as_mut())
-    {
-        limit.max = 10;
+    if let (Some(max), Some(limit)) = (
+        filters_per_req,
+        home.strict
+            .as_mut()
+            .and_then(|s| s.filters_per_req.as_mut()),
+    ) {
+        limit.max = max;
     }
     let network = Network::start_with_hooks(home, 3, Some(hooks));
     let run = start_paused_engine(
@@ -888,9 +912,15 @@ async fn a_live_set_rebuilt_with_extra_connections_open_repacks_them_without_new
     .await;
     let all: BTreeSet<EventId> = network.events.iter().map(|e| e.id).collect();
     let status = settle_home(&network, &run, &all).await;
+    use std::sync::atomic::Ordering::SeqCst;
     assert!(
-        hook.refused.load(std::sync::atomic::Ordering::SeqCst),
+        hook.refused.load(SeqCst),
         "the session sent nothing once an extra connection was open"
+    );
+    // The learned cap rebuilt the session's live set from scratch.
+    assert!(
+        hook.live_after_refusal.load(SeqCst),
+        "the session's live set was not rebuilt after the refusal"
     );
     assert!(status.extra_connections >= 1, "{status:#?}");
     assert_eq!(status.catch_up_filters, 0, "{status:#?}");
