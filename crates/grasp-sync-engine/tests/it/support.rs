@@ -231,6 +231,34 @@ impl PausedEngine {
     }
 }
 
+/// The bootstrap relay of a memory network.
+pub(crate) const BOOTSTRAP: &str = "ws://bootstrap.memory";
+
+/// The relay a memory network's repository lives on.
+pub(crate) const HOME: &str = "ws://home.memory";
+
+/// A memory network: a default [`BOOTSTRAP`] relay with the announcement of a repository
+/// listing [`HOME`], a relay configured as `home` that holds the repository's thread; with
+/// the repository and its thread.
+pub(crate) fn repo_network(
+    home: grasp_sync_testkit::TestRelayConfig,
+    identifier: &str,
+) -> (MemoryNetwork, RepoFixture, Vec<nostr::Event>) {
+    let fixture = RepoFixture::new(identifier);
+    let announcement =
+        fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
+    let thread = fixture.thread(1_700_000_100);
+    let network = memory_network(vec![
+        (
+            BOOTSTRAP,
+            grasp_sync_testkit::TestRelayConfig::default(),
+            vec![announcement],
+        ),
+        (HOME, home, thread.clone()),
+    ]);
+    (network, fixture, thread)
+}
+
 /// A memory network of relays, each at its URL with its configuration and events.
 pub(crate) fn memory_network(
     relays: Vec<(&str, grasp_sync_testkit::TestRelayConfig, Vec<nostr::Event>)>,
