@@ -10,19 +10,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use grasp_sync_engine::{EngineConfig, EngineHandle, MemoryStore, RelayStatus, TokioClock};
-use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{KIND_ISSUE, KIND_REPO_ANNOUNCEMENT, ThreadTag, reply};
 use grasp_sync_testkit::{
     Dialect, FilterLimit, FilterPredicate, MemoryNetwork, MessageFate, NetworkHooks, PolicyRule,
-    RefusalKind, SimulatedRelay, StrictAuth, StrictLimits, SubscriptionLimit, TestRelay,
-    TestRelayConfig,
+    RefusalKind, SimulatedRelay, StrictAuth, StrictLimits, SubscriptionLimit, TestRelayConfig,
 };
 use nostr::{Event, EventId, JsonUtil, Keys, TagKind, Timestamp};
 
 use crate::support::{
-    PausedEngine, RepoFixture, SERVICE_URL, TestStore, history_settled, ids, paused_store,
-    start_engine, start_paused_engine, start_paused_engine_with, test_config, wait_for_store,
-    wait_until,
+    PausedEngine, RepoFixture, SERVICE_URL, history_settled, ids, paused_store,
+    start_paused_engine, start_paused_engine_with, test_config, wait_until,
 };
 
 const BOOTSTRAP: &str = "ws://bootstrap.memory";
@@ -361,7 +358,7 @@ async fn start_keeping_limits(
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn fragmented_live_coverage_is_consolidated() {
     // One filter per REQ, advertised: every repository added in a later batch brings filters
     // of its own, which a rebuild from scratch merges. With a margin of 3, a few incremental
@@ -380,45 +377,46 @@ async fn fragmented_live_coverage_is_consolidated() {
         }),
         ..StrictLimits::default()
     });
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let home = TestRelay::start(home).await.expect("home");
-    let key = RelayUrl::parse(&home.url()).expect("url").to_string();
-    let store = TestStore::open().await;
-    let mut config = test_config(&[bootstrap.url()]);
+    let relays = MemoryNetwork::new(vec![
+        (
+            BOOTSTRAP.to_owned(),
+            SimulatedRelay::new(TestRelayConfig::default(), Vec::new()),
+        ),
+        (HOME.to_owned(), SimulatedRelay::new(home, Vec::new())),
+    ]);
+    let urls = relays.urls();
+    let (bootstrap, home) = (urls[0].clone(), urls[1].clone());
+    let mut config = test_config(std::slice::from_ref(&bootstrap));
     config.consolidation_margin = 3;
-    let engine = start_engine(&store, config).await;
+    let run = start_paused_engine(&relays, config).await;
     let mut last_issue = None;
     // One repository per batch window: each arrives after the previous one is stored.
     for n in 0..6 {
         let fixture = RepoFixture::new(&format!("incremental-{n}"));
         let announcement =
-            fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
+            fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
         let thread = fixture.thread(1_700_000_100 + n * 100);
-        home.seed(thread.iter().cloned().chain([announcement.clone()]))
-            .await
-            .expect("seed home");
-        bootstrap.publish(announcement).await.expect("announce");
-        wait_for_store(&store, &engine, &ids(&thread), Duration::from_secs(60)).await;
+        for event in thread.iter().chain([&announcement]) {
+            relays.publish(&home, event.clone());
+        }
+        relays.publish(&bootstrap, announcement);
+        run.wait_for_store(&ids(&thread), Duration::from_secs(60))
+            .await;
         last_issue = thread.last().cloned();
     }
-    let status = home_status(&engine, &key).await;
+    let status = home_status(&run.engine, &home).await;
     assert!(status.consolidations >= 1, "{status:#?}");
     // Live coverage is intact after the rebuild.
     let author = Keys::generate();
     let issue = last_issue.expect("an issue");
-    let fresh = reply(&author, &issue, ThreadTag::LowerE, "live", Timestamp::now()).expect("reply");
-    home.publish(fresh.clone()).await.expect("publish");
-    wait_for_store(&store, &engine, &ids(&[fresh]), Duration::from_secs(30)).await;
-    let stats = home.strict_stats();
+    let fresh = reply(&author, &issue, ThreadTag::LowerE, "live", run.unix_now()).expect("reply");
+    relays.publish(&home, fresh.clone());
+    run.wait_for_store(&ids(&[fresh]), Duration::from_secs(10))
+        .await;
+    let stats = relays.stats(&home);
     assert_eq!(stats.total_refusals(), 0, "{:?}", stats.refusals);
     assert_eq!(stats.connections(), 1);
-    eprintln!(
-        "consolidation: {} consolidations, {} live subscriptions held, peak {}",
-        status.consolidations, status.live_subscriptions, status.peak_subscriptions
-    );
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }
 
 #[tokio::test(start_paused = true)]
