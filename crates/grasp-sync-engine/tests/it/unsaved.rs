@@ -1,26 +1,25 @@
 //! A store that fails to save: no batch over a failed write is confirmed, and once the store
-//! saves again every event arrives through the retry, long before the daily reconciliation.
+//! saves again every event arrives through the retry, long before the daily reconciliation;
+//! on paused time over memory relays.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use grasp_sync_engine::{
-    EngineParts, EventStore, IngestOutcome, SdkConnector, StoreError, SyncEngine,
-};
+use grasp_sync_engine::{EventStore, IngestOutcome, MemoryStore, StoreError};
 use grasp_sync_model::RelayUrl;
-use grasp_sync_testkit::{TestRelay, TestRelayConfig};
+use grasp_sync_testkit::TestRelayConfig;
 use nostr::{Event, EventId, Filter, Timestamp};
 
-use crate::delivery::{seed_repo, without_negentropy};
-use crate::support::{TestStore, ids, init_logs, test_config, wait_for_store, wait_until};
+use crate::delivery::without_negentropy;
+use crate::support::{ids, paused_store, repo_network, start_paused_engine_with, test_config};
 
 /// The test store, failing every save but announcements' while `failing` is set. A failure
 /// takes a moment, as a real backend's does, so the relay's EOSE is usually read before the
 /// store answered.
 struct FailingStore {
-    inner: TestStore,
+    inner: MemoryStore,
     failing: AtomicBool,
     failed: AtomicU64,
 }
@@ -33,22 +32,22 @@ impl EventStore for FailingStore {
             tokio::time::sleep(Duration::from_millis(50)).await;
             return Err(StoreError::Backend("write failed".to_owned()));
         }
-        self.inner.store.ingest(event, source).await
+        self.inner.ingest(event, source).await
     }
 
     async fn contains(&self, id: &EventId) -> Result<bool, StoreError> {
-        self.inner.store.contains(id).await
+        self.inner.contains(id).await
     }
 
     async fn negentropy_items(
         &self,
         filter: Filter,
     ) -> Result<Vec<(EventId, Timestamp)>, StoreError> {
-        self.inner.store.negentropy_items(filter).await
+        self.inner.negentropy_items(filter).await
     }
 
     fn poll_refetch(&self) -> Vec<(RelayUrl, Vec<EventId>)> {
-        EventStore::poll_refetch(&self.inner.store)
+        EventStore::poll_refetch(&self.inner)
     }
 }
 
@@ -56,39 +55,30 @@ impl EventStore for FailingStore {
 /// batches are abandoned rather than confirmed, lets the store save again, and waits for every
 /// event of the thread.
 async fn a_failed_save_leaves_the_batch_incomplete(home: TestRelayConfig) {
-    init_logs();
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let home = TestRelay::start(home).await.expect("home");
-    let (_fixture, thread) = seed_repo(&bootstrap, &home, "unsaved").await;
+    let (network, _fixture, thread) = repo_network(home, "unsaved");
+    let urls = network.urls();
+    let key = &urls[1];
+    let (inner, clock) = paused_store().await;
     let store = Arc::new(FailingStore {
-        inner: TestStore::open().await,
+        inner: inner.clone(),
         failing: AtomicBool::new(true),
         failed: AtomicU64::new(0),
     });
-    let parts = EngineParts::new(
-        Arc::new(
-            SdkConnector::default()
-                .with_address_policy(grasp_sync_engine::AddressPolicy::allow_all()),
-        ),
+    let run = start_paused_engine_with(
+        &network,
+        test_config(&urls[..1]),
+        inner,
         Arc::clone(&store) as Arc<dyn EventStore>,
-        Arc::new(store.inner.store.feed()),
-    );
-    let engine = SyncEngine::start(test_config(&[bootstrap.url()]), parts)
-        .await
-        .expect("engine starts");
-    let key = RelayUrl::parse(&home.url()).expect("url").to_string();
-    let abandoned = wait_until(Duration::from_secs(60), || async {
-        engine
-            .status()
-            .await
-            .and_then(|s| s.relays.get(&key).cloned())
-            .is_some_and(|r| r.events_unsaved > 0 && r.pending_batches == 0)
-    })
+        clock,
+        None,
+    )
     .await;
-    let status = engine.status().await.expect("status");
-    let relay = status.relays.get(&key).cloned().unwrap_or_default();
+    let abandoned = run
+        .wait_for_relay(key, Duration::from_secs(600), |r| {
+            r.events_unsaved > 0 && r.pending_batches == 0
+        })
+        .await;
+    let relay = run.relay(key).await.unwrap_or_default();
     assert!(abandoned, "{relay:#?}");
     assert!(store.failed.load(Ordering::SeqCst) > 0);
     assert!(relay.history_unsaved > 0, "{relay:#?}");
@@ -104,23 +94,19 @@ async fn a_failed_save_leaves_the_batch_incomplete(home: TestRelayConfig) {
     assert_eq!(relay.daily_reconciliations, 0, "{relay:#?}");
 
     store.failing.store(false, Ordering::SeqCst);
-    let status = wait_for_store(
-        &store.inner,
-        &engine,
-        &ids(&thread),
-        Duration::from_secs(90),
-    )
-    .await;
-    assert_eq!(status.relays[&key].daily_reconciliations, 0, "{status:#?}");
-    engine.shutdown().await;
+    let status = run
+        .wait_for_store(&ids(&thread), Duration::from_secs(600))
+        .await;
+    assert_eq!(status.relays[key].daily_reconciliations, 0, "{status:#?}");
+    run.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_failed_save_in_a_negentropy_batch_is_fetched_again() {
     a_failed_save_leaves_the_batch_incomplete(TestRelayConfig::default()).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_failed_save_in_a_paged_batch_is_fetched_again() {
     a_failed_save_leaves_the_batch_incomplete(without_negentropy(4)).await;
 }
