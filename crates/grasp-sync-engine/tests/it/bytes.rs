@@ -2,6 +2,10 @@
 //! counts are the strict relay's counts of the same connection; a restart over a complete store
 //! reconciles by NIP-77, downloads no event again and moves a small share of the first sync's
 //! bytes.
+//!
+//! Both run on real sockets, on real time, against real relays, as no other engine test does:
+//! the bytes are counted by the SDK transport, and NIP-77's fingerprint frames exist only on
+//! a real connection (the memory network computes a round's difference without them).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -78,6 +82,9 @@ async fn settled_counts(
         .collect()
 }
 
+/// The transport smoke test: the SDK transport syncs a repository and a live event from real
+/// relays over WebSocket, and counts every text frame as the relay does. Every other engine
+/// test but the next one runs on the memory network, on paused time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bytes_sent_and_received_are_the_relays_counts_of_the_same_connection() {
     let bootstrap = TestRelay::start(counted()).await.expect("bootstrap");

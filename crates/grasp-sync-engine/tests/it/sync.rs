@@ -1,47 +1,36 @@
 //! Fresh-start sync from a bootstrap relay into the store, across a small network, including
-//! one generation of descendants (events that tag only a direct thread member).
+//! one generation of descendants (events that tag only a direct thread member); on paused time
+//! over memory relays.
 
 use std::time::Duration;
 
-use grasp_sync_testkit::{NetworkSpec, TestNetwork, TestRelayConfig};
+use grasp_sync_testkit::{MemoryNetwork, NetworkSpec, TestRelayConfig};
 
-use crate::support::{SERVICE_URL, TestStore, start_engine, test_config, wait_until};
+use crate::support::{SERVICE_URL, start_paused_engine, test_config};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn discovers_listed_relays_and_syncs_every_expected_event() {
     let spec = NetworkSpec {
         descendants_per_reply: 1,
         ..NetworkSpec::small(11, SERVICE_URL)
     };
-    let network = TestNetwork::start(&spec, &[TestRelayConfig::default()])
-        .await
-        .expect("network");
+    let (network, generated) =
+        MemoryNetwork::generate(&spec, &[TestRelayConfig::default()]).expect("network");
     let urls = network.urls();
-    let store = TestStore::open().await;
-    let engine = start_engine(&store, test_config(&urls[..1])).await;
+    let run = start_paused_engine(&network, test_config(&urls[..1])).await;
 
-    let expected = network.expected().clone();
-    let complete = wait_until(Duration::from_secs(60), || async {
-        store.count_stored(&expected).await == expected.len()
-    })
-    .await;
-    let status = engine.status().await.expect("status");
+    let status = run
+        .wait_for_store(&generated.expected, Duration::from_secs(600))
+        .await;
     assert!(
-        complete,
-        "stored {} of {} expected events; status: {status:#?}",
-        store.count_stored(&expected).await,
-        expected.len()
-    );
-    assert!(
-        !network.generated.expected_descendants.is_empty(),
+        !generated.expected_descendants.is_empty(),
         "the network has no descendants"
     );
-    let excluded = &network.generated.excluded;
     assert_eq!(
-        store.count_stored(excluded).await,
+        run.count_stored(&generated.excluded).await,
         0,
         "events of unlisted repositories were stored"
     );
     assert_eq!(status.total_refusals(), 0, "{status:#?}");
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }
