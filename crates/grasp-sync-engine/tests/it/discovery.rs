@@ -1,79 +1,74 @@
 //! Discovery: which relays the engine connects to, driven only by announcements the store
-//! accepted.
+//! accepted; on paused time over memory relays.
 
 use std::time::Duration;
 
-use grasp_sync_testkit::{MemoryNetwork, SimulatedRelay, TestRelay, TestRelayConfig};
+use grasp_sync_testkit::{MemoryNetwork, SimulatedRelay, TestRelayConfig};
 
 use crate::support::{
-    RepoFixture, SERVICE_URL, TestStore, ids, start_engine, start_paused_engine, test_config,
-    wait_for_store, wait_until,
+    BOOTSTRAP, HOME, RepoFixture, SERVICE_URL, ids, memory_network, start_paused_engine,
+    test_config, wait_until,
 };
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn announcement_listing_us_leads_to_its_relay_and_every_tag_style_lands() {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let relay_b = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("relay b");
     let fixture = RepoFixture::new("listed");
     let announcement =
-        fixture.announcement(&[SERVICE_URL.to_owned(), relay_b.url()], 1_700_000_000);
-    bootstrap
-        .seed([announcement.clone()])
-        .await
-        .expect("seed bootstrap");
+        fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
     let thread = fixture.thread(1_700_000_100);
-    relay_b.seed(thread.clone()).await.expect("seed b");
-
-    let store = TestStore::open().await;
-    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    let network = memory_network(vec![
+        (
+            BOOTSTRAP,
+            TestRelayConfig::default(),
+            vec![announcement.clone()],
+        ),
+        (HOME, TestRelayConfig::default(), thread.clone()),
+    ]);
+    let urls = network.urls();
+    let run = start_paused_engine(&network, test_config(&urls[..1])).await;
     let mut expected = ids(&thread);
     expected.insert(announcement.id);
-    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(30)).await;
-    assert!(relay_b.websocket_connections_accepted() >= 1);
+    let status = run
+        .wait_for_store(&expected, Duration::from_secs(600))
+        .await;
+    assert!(network.stats(&urls[1]).connections() >= 1);
     assert_eq!(status.total_refusals(), 0, "{status:#?}");
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn announcement_not_listing_us_is_rejected_and_causes_no_connection() {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let unlisted_relay = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("relay c");
-    let listed_relay = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("relay b");
+    const UNLISTED: &str = "ws://unlisted.memory";
     let stranger = RepoFixture::new("stranger");
-    let foreign = stranger.announcement(&[unlisted_relay.url()], 1_700_000_000);
+    let foreign = stranger.announcement(&[UNLISTED.to_owned()], 1_700_000_000);
     let ours = RepoFixture::new("ours");
-    let listed = ours.announcement(&[SERVICE_URL.to_owned(), listed_relay.url()], 1_700_000_000);
-    bootstrap
-        .seed([foreign.clone(), listed.clone()])
-        .await
-        .expect("seed");
-    unlisted_relay
-        .seed(stranger.thread(1_700_000_100))
-        .await
-        .expect("seed c");
+    let listed = ours.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
+    let network = memory_network(vec![
+        (
+            BOOTSTRAP,
+            TestRelayConfig::default(),
+            vec![foreign.clone(), listed],
+        ),
+        (
+            UNLISTED,
+            TestRelayConfig::default(),
+            stranger.thread(1_700_000_100),
+        ),
+        (HOME, TestRelayConfig::default(), Vec::new()),
+    ]);
+    let urls = network.urls();
+    let (unlisted, listed_relay) = (&urls[1], &urls[2]);
 
-    let store = TestStore::open().await;
-    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    let run = start_paused_engine(&network, test_config(&urls[..1])).await;
     // The listed relay being reached proves discovery ran past the point where the foreign
     // announcement was seen.
-    let reached = wait_until(Duration::from_secs(30), || async {
-        listed_relay.websocket_connections_accepted() >= 1
+    let reached = wait_until(Duration::from_secs(600), || async {
+        network.stats(listed_relay).connections() >= 1
     })
     .await;
     assert!(reached, "the listed relay was never dialled");
-    let rejected = wait_until(Duration::from_secs(10), || async {
-        store
-            .store
+    let rejected = wait_until(Duration::from_secs(600), || async {
+        run.store
             .rejection_reason(&foreign.id)
             .ok()
             .flatten()
@@ -85,102 +80,112 @@ async fn announcement_not_listing_us_is_rejected_and_causes_no_connection() {
         "the foreign announcement was not rejected by the store"
     );
     // A rejected announcement never enters the index, so its relay is not even tracked.
-    let status = engine.status().await.expect("status");
-    let unlisted = grasp_sync_model::RelayUrl::parse(&unlisted_relay.url())
-        .expect("url")
-        .to_string();
-    assert!(!status.relays.contains_key(&unlisted), "{status:#?}");
-    assert_eq!(unlisted_relay.websocket_connections_accepted(), 0);
-    engine.shutdown().await;
+    let status = run.engine.status().await.expect("status");
+    assert!(!status.relays.contains_key(unlisted), "{status:#?}");
+    assert_eq!(network.stats(unlisted).connections(), 0);
+    run.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn newer_announcement_moves_coverage_and_older_changes_nothing() {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let old_home = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("old");
-    let new_home = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("new");
-    let stale_home = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("stale");
+    const OLD_HOME: &str = "ws://old-home.memory";
+    const NEW_HOME: &str = "ws://new-home.memory";
+    const STALE_HOME: &str = "ws://stale-home.memory";
     let fixture = RepoFixture::new("moving");
-    let first = fixture.announcement(&[SERVICE_URL.to_owned(), old_home.url()], 1_700_000_000);
-    bootstrap.seed([first]).await.expect("seed");
+    let first = fixture.announcement(
+        &[SERVICE_URL.to_owned(), OLD_HOME.to_owned()],
+        1_700_000_000,
+    );
     let thread = fixture.thread(1_700_000_100);
-    new_home.seed(thread.clone()).await.expect("seed new home");
+    let network = memory_network(vec![
+        (BOOTSTRAP, TestRelayConfig::default(), vec![first]),
+        (OLD_HOME, TestRelayConfig::default(), Vec::new()),
+        (NEW_HOME, TestRelayConfig::default(), thread.clone()),
+        (STALE_HOME, TestRelayConfig::default(), Vec::new()),
+    ]);
+    let urls = network.urls();
+    let (bootstrap, old_home, stale_home) = (&urls[0], &urls[1], &urls[3]);
 
-    let store = TestStore::open().await;
-    let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
+    let run = start_paused_engine(&network, test_config(&urls[..1])).await;
     assert!(
-        wait_until(Duration::from_secs(30), || async {
-            old_home.websocket_connections_accepted() >= 1
+        wait_until(Duration::from_secs(600), || async {
+            network.stats(old_home).connections() >= 1
         })
         .await,
         "the first home was never dialled"
     );
 
     // An older announcement listing another relay changes nothing; a newer one moves coverage.
-    let older = fixture.announcement(&[SERVICE_URL.to_owned(), stale_home.url()], 1_600_000_000);
-    let newer = fixture.announcement(&[SERVICE_URL.to_owned(), new_home.url()], 1_700_000_500);
-    bootstrap.publish(older).await.expect("publish older");
-    bootstrap.publish(newer).await.expect("publish newer");
+    let older = fixture.announcement(
+        &[SERVICE_URL.to_owned(), STALE_HOME.to_owned()],
+        1_600_000_000,
+    );
+    let newer = fixture.announcement(
+        &[SERVICE_URL.to_owned(), NEW_HOME.to_owned()],
+        1_700_000_500,
+    );
+    network.publish(bootstrap, older);
+    network.publish(bootstrap, newer);
     let expected = ids(&thread);
-    let moved = wait_until(Duration::from_secs(30), || async {
-        store.count_stored(&expected).await == expected.len()
+    let moved = wait_until(Duration::from_secs(600), || async {
+        run.count_stored(&expected).await == expected.len()
     })
     .await;
-    let status = engine.status().await.expect("status");
+    let status = run.engine.status().await.expect("status");
     assert!(moved, "events on the new home did not arrive: {status:#?}");
     assert_eq!(
-        stale_home.websocket_connections_accepted(),
+        network.stats(stale_home).connections(),
         0,
         "an older announcement moved coverage"
     );
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_shard_dials_only_the_bootstrap_relays_it_owns() {
     use grasp_sync_model::{RelayUrl, Shard};
 
-    // Ports are the system's choice: start relays until each shard of two owns one.
-    let mut by_shard: [Option<(TestRelay, nostr::Event)>; 2] = [None, None];
+    // A relay URL for each shard of two, each relay holding an announcement of its own.
+    let mut by_shard: [Option<(String, nostr::Event)>; 2] = [None, None];
     for attempt in 0..32 {
         if by_shard.iter().all(Option::is_some) {
             break;
         }
-        let relay = TestRelay::start(TestRelayConfig::default())
-            .await
-            .expect("relay");
-        let owner = Shard::owner_of(&RelayUrl::parse(&relay.url()).expect("url"), 2);
+        let url = format!("ws://relay-{attempt}.memory");
+        let owner = Shard::owner_of(&RelayUrl::parse(&url).expect("url"), 2);
         let slot = &mut by_shard[usize::from(owner)];
         if slot.is_none() {
             let fixture = RepoFixture::new(&format!("repo-{attempt}"));
             let announcement = fixture.announcement(&[SERVICE_URL.to_owned()], 1_700_000_000);
-            relay.seed([announcement.clone()]).await.expect("seed");
-            *slot = Some((relay, announcement));
+            *slot = Some((url, announcement));
         }
     }
     let [Some((mine, ours)), Some((theirs, their_announcement))] = by_shard else {
         panic!("no relay of each shard in 32 tries");
     };
+    let network = memory_network(vec![
+        (&mine, TestRelayConfig::default(), vec![ours.clone()]),
+        (
+            &theirs,
+            TestRelayConfig::default(),
+            vec![their_announcement.clone()],
+        ),
+    ]);
+    let urls = network.urls();
+    let (mine, theirs) = (&urls[0], &urls[1]);
 
-    let store = TestStore::open().await;
-    let mut config = test_config(&[theirs.url(), mine.url()]);
+    let mut config = test_config(&[theirs.clone(), mine.clone()]);
     config.tracking.shard = Shard::new(0, 2).expect("shard");
-    let engine = start_engine(&store, config).await;
-    let status = wait_for_store(&store, &engine, &ids(&[ours]), Duration::from_secs(30)).await;
+    let run = start_paused_engine(&network, config).await;
+    let status = run
+        .wait_for_store(&ids(&[ours]), Duration::from_secs(600))
+        .await;
     let tracked: Vec<&String> = status.relays.keys().collect();
-    assert_eq!(tracked, [&mine.url()], "{status:#?}");
-    assert_eq!(theirs.websocket_connections_accepted(), 0);
-    assert_eq!(store.count_stored(&ids(&[their_announcement])).await, 0);
+    assert_eq!(tracked, [mine], "{status:#?}");
+    assert_eq!(network.stats(theirs).connections(), 0);
+    assert_eq!(run.count_stored(&ids(&[their_announcement])).await, 0);
     assert_eq!(status.tracking.shard, "0/2");
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }
 
 /// The batch window only collects a discovery generation: once nothing is in flight, the
@@ -189,8 +194,6 @@ async fn a_shard_dials_only_the_bootstrap_relays_it_owns() {
 /// after the bootstrap relay's announcement) are synced within a minute of virtual time.
 #[tokio::test(start_paused = true)]
 async fn each_discovery_generation_is_planned_once_it_settles_not_when_the_window_ends() {
-    const BOOTSTRAP: &str = "ws://bootstrap.memory";
-    const HOME: &str = "ws://home.memory";
     let fixture = RepoFixture::new("settled");
     let announcement =
         fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
