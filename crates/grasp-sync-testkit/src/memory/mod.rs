@@ -203,6 +203,15 @@ impl MemoryNetwork {
             .unwrap_or_default()
     }
 
+    /// Connections to relay `url` open now (neither closed by the engine nor cut); 0 for an
+    /// unknown relay. [`stats`](Self::stats) counts every connection ever opened.
+    pub fn open_connections(&self, url: &str) -> usize {
+        self.lock()
+            .relays
+            .get(&normal(url))
+            .map_or(0, |slot| slot.connections.len())
+    }
+
     /// The events relay `url` holds.
     pub fn events(&self, url: &str) -> Vec<Event> {
         self.lock()

@@ -151,3 +151,22 @@ async fn a_hook_answers_in_the_relays_place() {
     // The relay never read it.
     assert!(network.stats(URL).starts.is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn open_connections_counts_the_connections_not_yet_closed_or_cut() {
+    let network = MemoryNetwork::new(vec![(
+        URL.to_owned(),
+        SimulatedRelay::new(TestRelayConfig::default(), notes(1)),
+    )]);
+    assert_eq!(network.open_connections(URL), 0);
+    let first = dial(&network).await;
+    let second = dial(&network).await;
+    assert_eq!(network.open_connections(URL), 2);
+    first.session.disconnect().await;
+    assert_eq!(network.open_connections(URL), 1);
+    network.kill(URL);
+    assert_eq!(network.open_connections(URL), 0);
+    assert!(!second.session.is_connected());
+    assert_eq!(network.stats(URL).connections(), 2);
+    assert_eq!(network.open_connections("ws://unknown.memory"), 0);
+}
