@@ -1,21 +1,23 @@
 //! Participants' own relays: an event published only to its author's NIP-65 write relay (a
 //! relay no announcement lists) is found through the author's kind-10002 list, and a newer
-//! list moves the probes to the new relay.
+//! list moves the probes to the new relay; on paused time over memory relays.
 
 use std::time::Duration;
 
 use grasp_sync_engine::{EngineConfig, EventStore};
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{RootKind, root};
-use grasp_sync_testkit::{
-    Dialect, FilterLimit, RefusalKind, StrictLimits, TestRelay, TestRelayConfig,
-};
+use grasp_sync_testkit::{Dialect, FilterLimit, RefusalKind, StrictLimits, TestRelayConfig};
 use nostr::nips::nip65::RelayMetadata;
 use nostr::{Event, EventBuilder, Keys, Timestamp};
 
 use crate::support::{
-    RepoFixture, SERVICE_URL, TestStore, start_engine, test_config, wait_for_store, wait_until,
+    BOOTSTRAP, RepoFixture, SERVICE_URL, memory_network, start_paused_engine, test_config,
+    wait_until,
 };
+
+/// The relay holding a maintainer's or contributor's events and nothing a repository lists.
+const OUTBOX: &str = "ws://outbox.memory";
 
 /// A signed kind-10002 list of `relays`, each with its marker.
 fn relay_list(keys: &Keys, relays: &[(String, Option<RelayMetadata>)], created_at: u64) -> Event {
@@ -52,47 +54,35 @@ fn outbox_config(bootstrap: &[String], index: &[String]) -> EngineConfig {
     config
 }
 
-fn relay_key(url: &str) -> String {
-    RelayUrl::parse(url).expect("url").to_string()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn issue_only_on_the_maintainers_write_relay_is_found_through_an_index_relay() {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let index = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("index");
-    let outbox = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("outbox");
+    const INDEX: &str = "ws://index.memory";
     let fixture = RepoFixture::new("mailbox");
-    let announcement =
-        fixture.announcement(&[SERVICE_URL.to_owned(), bootstrap.url()], 1_700_000_000);
-    bootstrap
-        .seed([announcement])
-        .await
-        .expect("seed bootstrap");
+    let announcement = fixture.announcement(
+        &[SERVICE_URL.to_owned(), BOOTSTRAP.to_owned()],
+        1_700_000_000,
+    );
     let list = relay_list(
         &fixture.keys,
-        &[(outbox.url(), Some(RelayMetadata::Write))],
+        &[(OUTBOX.to_owned(), Some(RelayMetadata::Write))],
         1_700_000_010,
     );
-    index.seed([list.clone()]).await.expect("seed index");
     let only_there = issue(&fixture.keys, &fixture, "only on my relay", 1_700_000_100);
-    outbox
-        .seed([only_there.clone()])
-        .await
-        .expect("seed outbox");
+    let network = memory_network(vec![
+        (BOOTSTRAP, TestRelayConfig::default(), vec![announcement]),
+        (INDEX, TestRelayConfig::default(), vec![list.clone()]),
+        (OUTBOX, TestRelayConfig::default(), vec![only_there.clone()]),
+    ]);
+    let urls = network.urls();
 
-    let store = TestStore::open().await;
-    let engine = start_engine(&store, outbox_config(&[bootstrap.url()], &[index.url()])).await;
+    let run = start_paused_engine(&network, outbox_config(&urls[..1], &urls[1..2])).await;
     let expected = [only_there.id].into_iter().collect();
-    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(30)).await;
+    let status = run
+        .wait_for_store(&expected, Duration::from_secs(600))
+        .await;
     let mailbox = status
         .relays
-        .get(&relay_key(&outbox.url()))
+        .get(&urls[2])
         .unwrap_or_else(|| panic!("the mailbox relay is tracked: {status:#?}"));
     assert_eq!(
         mailbox.live_subscriptions, 0,
@@ -104,185 +94,188 @@ async fn issue_only_on_the_maintainers_write_relay_is_found_through_an_index_rel
     assert_eq!(participants.mailbox_relays, 1, "{participants:?}");
     assert!(participants.mailbox_probes >= 1, "{participants:?}");
     // The relay list itself is neither stored nor offered to the store's policy.
-    assert!(!store.store.contains(&list.id).await.expect("contains"));
-    assert_eq!(
-        store.store.rejection_reason(&list.id).expect("reason"),
-        None
-    );
-    engine.shutdown().await;
+    assert!(!run.store.contains(&list.id).await.expect("contains"));
+    assert_eq!(run.store.rejection_reason(&list.id).expect("reason"), None);
+    run.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_contributor_whose_relay_list_changes_is_followed_to_the_new_relay() {
-    let listed = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("listed");
-    let first_home = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("first home");
-    let second_home = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("second home");
+    const LISTED: &str = "ws://listed.memory";
+    const FIRST_HOME: &str = "ws://first-home.memory";
+    const SECOND_HOME: &str = "ws://second-home.memory";
     let fixture = RepoFixture::new("moving-contributor");
     let contributor = Keys::generate();
-    let announcement = fixture.announcement(&[SERVICE_URL.to_owned(), listed.url()], 1_700_000_000);
+    let announcement =
+        fixture.announcement(&[SERVICE_URL.to_owned(), LISTED.to_owned()], 1_700_000_000);
     let first_issue = issue(
         &contributor,
         &fixture,
         "posted where the repo lives",
         1_700_000_100,
     );
-    listed
-        .seed([
-            announcement,
-            first_issue.clone(),
-            relay_list(&contributor, &[(first_home.url(), None)], 1_700_000_050),
-        ])
-        .await
-        .expect("seed listed");
     let second_issue = issue(
         &contributor,
         &fixture,
         "posted at my first home",
         1_700_000_200,
     );
-    first_home
-        .seed([second_issue.clone()])
-        .await
-        .expect("seed first home");
     let third_issue = issue(
         &contributor,
         &fixture,
         "posted at my second home",
         1_700_000_300,
     );
-    second_home
-        .seed([third_issue.clone()])
-        .await
-        .expect("seed second home");
+    let network = memory_network(vec![
+        (
+            LISTED,
+            TestRelayConfig::default(),
+            vec![
+                announcement,
+                first_issue.clone(),
+                relay_list(
+                    &contributor,
+                    &[(FIRST_HOME.to_owned(), None)],
+                    1_700_000_050,
+                ),
+            ],
+        ),
+        (
+            FIRST_HOME,
+            TestRelayConfig::default(),
+            vec![second_issue.clone()],
+        ),
+        (
+            SECOND_HOME,
+            TestRelayConfig::default(),
+            vec![third_issue.clone()],
+        ),
+    ]);
+    let urls = network.urls();
+    let (listed, first_home, second_home) = (&urls[0], &urls[1], &urls[2]);
 
-    let store = TestStore::open().await;
     // History by REQ+EOSE keeps the listed relay's first sync short; discovery waits for it.
     let config = EngineConfig {
         first_sync_by_req: true,
-        ..outbox_config(&[listed.url()], &[])
+        ..outbox_config(&urls[..1], &[])
     };
-    let engine = start_engine(&store, config).await;
+    let run = start_paused_engine(&network, config).await;
     let expected = [first_issue.id, second_issue.id].into_iter().collect();
-    wait_for_store(&store, &engine, &expected, Duration::from_secs(30)).await;
-    assert_eq!(second_home.websocket_connections_accepted(), 0);
+    run.wait_for_store(&expected, Duration::from_secs(600))
+        .await;
+    assert_eq!(network.stats(second_home).connections(), 0);
 
-    // A newer list names only the second home.
-    listed
-        .seed([relay_list(
+    // A newer list names only the second home (stored on the relay, sent to nobody).
+    network.store(
+        listed,
+        relay_list(
             &contributor,
-            &[(second_home.url(), Some(RelayMetadata::Write))],
+            &[(SECOND_HOME.to_owned(), Some(RelayMetadata::Write))],
             1_700_000_250,
-        )])
-        .await
-        .expect("seed newer list");
+        ),
+    );
     let expected = [third_issue.id].into_iter().collect();
-    wait_for_store(&store, &engine, &expected, Duration::from_secs(30)).await;
-    let first_key = relay_key(&first_home.url());
-    let left = wait_until(Duration::from_secs(10), || async {
-        !engine
+    run.wait_for_store(&expected, Duration::from_secs(600))
+        .await;
+    let left = wait_until(Duration::from_secs(600), || async {
+        !run.engine
             .status()
             .await
             .expect("status")
             .relays
-            .contains_key(&first_key)
+            .contains_key(first_home)
     })
     .await;
     assert!(left, "the old home is no longer tracked");
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_mailbox_only_relay_is_closed_between_probes_and_dialled_again_for_the_next() {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let outbox = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("outbox");
     let fixture = RepoFixture::new("closed-between-probes");
-    let announcement =
-        fixture.announcement(&[SERVICE_URL.to_owned(), bootstrap.url()], 1_700_000_000);
+    let announcement = fixture.announcement(
+        &[SERVICE_URL.to_owned(), BOOTSTRAP.to_owned()],
+        1_700_000_000,
+    );
     let list = relay_list(
         &fixture.keys,
-        &[(outbox.url(), Some(RelayMetadata::Write))],
+        &[(OUTBOX.to_owned(), Some(RelayMetadata::Write))],
         1_700_000_010,
     );
-    bootstrap
-        .seed([announcement, list])
-        .await
-        .expect("seed bootstrap");
     let first = issue(
         &fixture.keys,
         &fixture,
         "first, only on my relay",
         1_700_000_100,
     );
-    outbox.seed([first.clone()]).await.expect("seed outbox");
+    let network = memory_network(vec![
+        (
+            BOOTSTRAP,
+            TestRelayConfig::default(),
+            vec![announcement, list],
+        ),
+        (OUTBOX, TestRelayConfig::default(), vec![first.clone()]),
+    ]);
+    let urls = network.urls();
+    let outbox = &urls[1];
 
-    let store = TestStore::open().await;
-    let mut config = outbox_config(&[bootstrap.url()], &[]);
+    let mut config = outbox_config(&urls[..1], &[]);
     config.outbox.mailbox_probe_interval = Duration::from_secs(3);
-    let engine = start_engine(&store, config).await;
+    let run = start_paused_engine(&network, config).await;
     let expected = [first.id].into_iter().collect();
-    wait_for_store(&store, &engine, &expected, Duration::from_secs(30)).await;
+    run.wait_for_store(&expected, Duration::from_secs(600))
+        .await;
     // Nothing left to do there until the next probe: the connection is closed.
-    let closed = wait_until(Duration::from_secs(10), || async {
-        outbox.open_websocket_connections() == 0
+    let closed = wait_until(Duration::from_secs(600), || async {
+        network.open_connections(outbox) == 0
     })
     .await;
     assert!(
         closed,
         "the mailbox-only connection stays open between probes"
     );
-    let accepted = outbox.websocket_connections_accepted();
+    let accepted = network.stats(outbox).connections();
     // The next probe dials again and finds what was published since.
     // Probes after the first ask from the last one's start (minus an overlap): a new event.
     let second = issue(
         &fixture.keys,
         &fixture,
         "second, only on my relay",
-        Timestamp::now().as_secs(),
+        run.unix_now().as_secs(),
     );
-    outbox.publish(second.clone()).await.expect("publish");
+    network.publish(outbox, second.clone());
     let expected = [first.id, second.id].into_iter().collect();
-    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(30)).await;
+    let status = run
+        .wait_for_store(&expected, Duration::from_secs(600))
+        .await;
     assert!(
-        outbox.websocket_connections_accepted() > accepted,
+        network.stats(outbox).connections() > accepted,
         "{status:#?}"
     );
-    let mailbox = &status.relays[&relay_key(&outbox.url())];
+    let mailbox = &status.relays[outbox];
     assert_eq!(mailbox.live_subscriptions, 0, "{status:#?}");
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_mailbox_probe_refused_for_its_filter_count_is_asked_again_within_the_learned_ceiling() {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
     // A relay that takes one filter per REQ and does not say so.
-    let outbox = TestRelay::start(TestRelayConfig::strict(StrictLimits {
+    let outbox_config_strict = TestRelayConfig::strict(StrictLimits {
         filters_per_req: Some(FilterLimit {
             max: 1,
             dialect: Dialect::Strfry,
             advertised: false,
         }),
         ..StrictLimits::default()
-    }))
-    .await
-    .expect("outbox");
+    });
     let fixture = RepoFixture::new("probe-over-the-cap");
-    let announcement =
-        fixture.announcement(&[SERVICE_URL.to_owned(), bootstrap.url()], 1_700_000_000);
+    let announcement = fixture.announcement(
+        &[SERVICE_URL.to_owned(), BOOTSTRAP.to_owned()],
+        1_700_000_000,
+    );
     let list = relay_list(
         &fixture.keys,
-        &[(outbox.url(), Some(RelayMetadata::Write))],
+        &[(OUTBOX.to_owned(), Some(RelayMetadata::Write))],
         1_700_000_010,
     );
     let on_listed = issue(
@@ -291,31 +284,32 @@ async fn a_mailbox_probe_refused_for_its_filter_count_is_asked_again_within_the_
         "on the repository's relay",
         1_700_000_050,
     );
-    bootstrap
-        .seed([announcement, list, on_listed.clone()])
-        .await
-        .expect("seed bootstrap");
     let only_there = issue(&fixture.keys, &fixture, "only on my relay", 1_700_000_100);
-    outbox
-        .seed([only_there.clone()])
-        .await
-        .expect("seed outbox");
+    let network = memory_network(vec![
+        (
+            BOOTSTRAP,
+            TestRelayConfig::default(),
+            vec![announcement, list, on_listed.clone()],
+        ),
+        (OUTBOX, outbox_config_strict, vec![only_there.clone()]),
+    ]);
+    let urls = network.urls();
+    let outbox = &urls[1];
 
-    let store = TestStore::open().await;
-    let mut config = outbox_config(&[bootstrap.url()], &[]);
+    let mut config = outbox_config(&urls[..1], &[]);
     config.outbox.mailbox_probe_interval = Duration::from_secs(60);
-    let engine = start_engine(&store, config).await;
+    let run = start_paused_engine(&network, config).await;
     // Within seconds: a probe whose refusal cost the mailbox pause would wait 5 minutes.
     let expected = [on_listed.id, only_there.id].into_iter().collect();
-    let status = wait_for_store(&store, &engine, &expected, Duration::from_secs(30)).await;
+    let status = run.wait_for_store(&expected, Duration::from_secs(30)).await;
     assert!(
-        outbox
-            .strict_stats()
+        network
+            .stats(outbox)
             .refusals_of(RefusalKind::TooManyFilters)
             >= 1,
         "the probe never went over the cap: {:#?}",
-        outbox.strict_stats()
+        network.stats(outbox)
     );
     assert_eq!(status.participants.mailbox_paused_relays, 0, "{status:#?}");
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }
