@@ -1,18 +1,18 @@
 //! Root events whose repository the engine does not track yet wait for it, within
-//! `max_waiting_roots`; the rest are dropped and counted in `/status`.
+//! `max_waiting_roots`; the rest are dropped and counted in `/status`. On paused time, with
+//! no relay to dial.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use grasp_sync_engine::{
-    EngineConfig, EngineParts, SdkConnector, SelfFeed, StoreError, SyncEngine,
-};
+use grasp_sync_engine::{EngineConfig, EngineParts, SelfFeed, StoreError, SyncEngine};
+use grasp_sync_testkit::MemoryNetwork;
 use grasp_sync_testkit::nip34::{RootKind, root};
 use nostr::{Event, Timestamp};
 use tokio::sync::mpsc;
 
-use crate::support::{RepoFixture, TestStore, init_logs, test_config, wait_until};
+use crate::support::{RepoFixture, init_logs, paused_store, test_config, wait_until};
 
 /// A self feed that hands the engine exactly the events a test gives it, and stays open (a
 /// closed self feed ends the engine).
@@ -39,11 +39,11 @@ impl SelfFeed for HandFedFeed {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn roots_of_an_untracked_repository_wait_within_the_cap_and_the_excess_is_counted() {
     init_logs();
     const CAP: usize = 3;
-    let store = TestStore::open().await;
+    let (store, clock) = paused_store().await;
     let repo = RepoFixture::new("not-announced");
     let author = nostr::Keys::generate();
     let issues: Vec<Event> = (0..5)
@@ -62,11 +62,8 @@ async fn roots_of_an_untracked_repository_wait_within_the_cap_and_the_excess_is_
         events: Mutex::new(Some(issues)),
         open: Mutex::new(Vec::new()),
     });
-    let parts = EngineParts::new(
-        Arc::new(SdkConnector::default()),
-        Arc::new(store.store.clone()),
-        feed,
-    );
+    let parts =
+        EngineParts::new(Arc::new(MemoryNetwork::default()), Arc::new(store), feed).clock(clock);
     let config = EngineConfig {
         max_waiting_roots: CAP,
         ..test_config(&[])
@@ -75,7 +72,7 @@ async fn roots_of_an_untracked_repository_wait_within_the_cap_and_the_excess_is_
         .await
         .expect("engine starts");
 
-    let counted = wait_until(Duration::from_secs(20), || async {
+    let counted = wait_until(Duration::from_secs(600), || async {
         engine
             .status()
             .await
