@@ -1,19 +1,21 @@
 //! How the engine's task ends, as its handle reports it: stopped when shut down, panicked when
 //! a boundary panics on the engine's own task, seen by every watcher even after the handle is
-//! gone.
+//! gone. On paused time, with no relay to dial.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use grasp_sync_engine::{
-    EngineEnd, EngineExit, EngineHandle, EngineParts, PurgatorySource, SdkConnector, SyncEngine,
+    EngineEnd, EngineExit, EngineHandle, EngineParts, PurgatorySource, SyncEngine,
 };
 use grasp_sync_model::PurgatoryEntry;
+use grasp_sync_testkit::MemoryNetwork;
 
-use crate::support::{TestStore, init_logs, test_config};
+use crate::support::{init_logs, paused_store, test_config};
 
-/// Generous: the engine reads the purgatory every 500 ms in the test configuration.
+/// Generous (and virtual): the engine reads the purgatory every 500 ms in the test
+/// configuration.
 const DEADLINE: Duration = Duration::from_secs(30);
 
 /// A purgatory source that panics on every read once armed, as a buggy boundary would.
@@ -32,13 +34,15 @@ impl PurgatorySource for PanickingPurgatory {
     }
 }
 
-async fn start(store: &TestStore, purgatory: Arc<PanickingPurgatory>) -> EngineHandle {
+async fn start(purgatory: Arc<PanickingPurgatory>) -> EngineHandle {
     init_logs();
+    let (store, clock) = paused_store().await;
     let parts = EngineParts::new(
-        Arc::new(SdkConnector::default()),
-        Arc::new(store.store.clone()),
-        Arc::new(store.store.feed()),
+        Arc::new(MemoryNetwork::default()),
+        Arc::new(store.clone()),
+        Arc::new(store),
     )
+    .clock(clock)
     .purgatory(purgatory);
     SyncEngine::start(test_config(&[]), parts)
         .await
@@ -51,11 +55,10 @@ async fn wait(exit: EngineExit) -> EngineEnd {
         .expect("the engine's task ends before the deadline")
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_panicking_boundary_ends_the_engine_and_its_exit_says_so() {
-    let store = TestStore::open().await;
     let purgatory = Arc::new(PanickingPurgatory::default());
-    let engine = start(&store, Arc::clone(&purgatory)).await;
+    let engine = start(Arc::clone(&purgatory)).await;
     let exit = engine.exit();
     assert!(engine.status().await.is_some(), "running before the fault");
     assert_eq!(exit.ended(), None);
@@ -82,10 +85,9 @@ async fn a_panicking_boundary_ends_the_engine_and_its_exit_says_so() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_shut_down_engine_ends_stopped_for_watchers_that_outlive_the_handle() {
-    let store = TestStore::open().await;
-    let engine = start(&store, Arc::new(PanickingPurgatory::default())).await;
+    let engine = start(Arc::new(PanickingPurgatory::default())).await;
     let exit = engine.exit();
     assert!(engine.status().await.is_some());
     assert_eq!(engine.shutdown().await, EngineEnd::Stopped);
