@@ -1,19 +1,19 @@
 //! Limits a relay keeps hidden are learned once: an engine restarted with the kept limits
 //! (`FileLimitsMemory`) starts inside them and is refused nothing, where one restarted without
-//! them pays each refusal again.
+//! them pays each refusal again. On paused time over memory relays.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use grasp_sync_engine::{EngineConfig, FileLimitsMemory, LimitsMemory};
-use grasp_sync_model::RelayUrl;
+use grasp_sync_engine::{EngineConfig, FileLimitsMemory, LimitsMemory, MemoryStore, TokioClock};
 use grasp_sync_testkit::{
-    Dialect, FilterLimit, NetworkSpec, Nip11Mode, RefusalKind, RootCount, StrictLimits,
-    SubscriptionLimit, TestNetwork, TestRelay, TestRelayConfig,
+    Dialect, FilterLimit, MemoryNetwork, NetworkSpec, Nip11Mode, RefusalKind, RootCount,
+    StrictLimits, SubscriptionLimit, TestRelayConfig,
 };
 
 use crate::support::{
-    SERVICE_URL, TestStore, history_settled, start_engine_keeping_limits, test_config, wait_until,
+    SERVICE_URL, history_settled, paused_store, start_paused_engine_with, test_config, wait_until,
 };
 
 /// A relay that advertises neither of its limits: 4 subscriptions (rust-nostr's refusal text)
@@ -49,35 +49,43 @@ const KINDS: [RefusalKind; 2] = [
 ];
 
 /// The strict relay's refusals so far, by hidden limit.
-fn refusals(relay: &TestRelay) -> [u64; 2] {
-    let stats = relay.strict_stats();
+fn refusals(network: &MemoryNetwork, relay: &str) -> [u64; 2] {
+    let stats = network.stats(relay);
     KINDS.map(|kind| stats.refusals_of(kind))
 }
 
-/// Runs until the store holds `expected` and the strict relay has nothing left to start or
-/// confirm, with its live set open, then stops the engine.
+/// Runs over `store` and `clock` (a stopped run's, or a new store's) until the store holds
+/// `expected` and the strict relay has nothing left to start or confirm, with its live set
+/// open, then stops the engine; returns the store and clock, for a restart over them.
 async fn sync_once(
-    store: &TestStore,
+    network: &MemoryNetwork,
+    (store, clock): (MemoryStore, Arc<TokioClock>),
     config: EngineConfig,
     memory: Option<&Path>,
     strict: &str,
     expected: &std::collections::BTreeSet<nostr::EventId>,
-) {
-    let engine = start_engine_keeping_limits(store, config, memory).await;
-    let done = wait_until(Duration::from_secs(120), || async {
-        store.count_stored(expected).await == expected.len()
-            && engine
-                .status()
-                .await
-                .is_some_and(|status| status.relays.get(strict).is_some_and(history_settled))
+) -> (MemoryStore, Arc<TokioClock>) {
+    let memory = memory.map(|path| Arc::new(FileLimitsMemory::new(path)) as Arc<dyn LimitsMemory>);
+    let run = start_paused_engine_with(
+        network,
+        config,
+        store.clone(),
+        Arc::new(store),
+        clock,
+        memory,
+    )
+    .await;
+    let done = wait_until(Duration::from_secs(3600), || async {
+        run.count_stored(expected).await == expected.len()
+            && run.relay(strict).await.is_some_and(|r| history_settled(&r))
     })
     .await;
-    let status = engine.status().await.expect("status");
+    let status = run.engine.status().await.expect("status");
     assert!(done, "did not finish: {:#?}", status.relays.get(strict));
-    engine.shutdown().await;
+    run.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_restart_with_kept_limits_is_refused_nothing() {
     let spec = NetworkSpec {
         relays: 2,
@@ -88,21 +96,28 @@ async fn a_restart_with_kept_limits_is_refused_nothing() {
         share_not_listing_service: 0.0,
         ..NetworkSpec::small(41, SERVICE_URL)
     };
-    let network = TestNetwork::start(&spec, &[TestRelayConfig::default(), hidden_limits()])
-        .await
-        .expect("network");
+    let (network, generated) =
+        MemoryNetwork::generate(&spec, &[TestRelayConfig::default(), hidden_limits()])
+            .expect("network");
     let urls = network.urls();
-    let expected = network.expected().clone();
-    let strict = &network.relays[1];
-    let strict_key = RelayUrl::parse(&strict.url()).expect("url").to_string();
+    let expected = generated.expected;
+    let strict = &urls[1];
     let dir = tempfile::tempdir().expect("dir");
     let memory = dir.path().join("learned-limits.json");
     let config = || test_config(&urls[..1]);
 
     // First run: each hidden limit costs a refusal, and what it taught is kept.
-    let store = TestStore::open().await;
-    sync_once(&store, config(), Some(&memory), &strict_key, &expected).await;
-    let first = refusals(strict);
+    let stopped = paused_store().await;
+    let stopped = sync_once(
+        &network,
+        stopped,
+        config(),
+        Some(&memory),
+        strict,
+        &expected,
+    )
+    .await;
+    let first = refusals(&network, strict);
     assert!(
         first.iter().all(|n| *n >= 1),
         "every hidden limit was met: {first:?}"
@@ -110,7 +125,7 @@ async fn a_restart_with_kept_limits_is_refused_nothing() {
     let kept = FileLimitsMemory::new(&memory).load().expect("kept limits");
     let record = kept
         .iter()
-        .find(|(relay, _)| relay.as_str() == strict_key)
+        .find(|(relay, _)| relay.as_str() == strict)
         .map(|(_, record)| *record)
         .expect("the strict relay's limits are kept");
     assert_eq!(
@@ -124,9 +139,8 @@ async fn a_restart_with_kept_limits_is_refused_nothing() {
     );
 
     // A restart without them learns every limit again.
-    let store = store.reopen().await;
-    sync_once(&store, config(), None, &strict_key, &expected).await;
-    let forgetful = refusals(strict);
+    let stopped = sync_once(&network, stopped, config(), None, strict, &expected).await;
+    let forgetful = refusals(&network, strict);
     let relearned: Vec<u64> = forgetful.iter().zip(first).map(|(a, b)| a - b).collect();
     assert!(
         relearned.iter().all(|n| *n >= 1),
@@ -134,9 +148,16 @@ async fn a_restart_with_kept_limits_is_refused_nothing() {
     );
 
     // A restart with them is refused nothing.
-    let store = store.reopen().await;
-    sync_once(&store, config(), Some(&memory), &strict_key, &expected).await;
-    let remembering = refusals(strict);
+    sync_once(
+        &network,
+        stopped,
+        config(),
+        Some(&memory),
+        strict,
+        &expected,
+    )
+    .await;
+    let remembering = refusals(&network, strict);
     let again: Vec<u64> = remembering
         .iter()
         .zip(forgetful)
@@ -144,7 +165,7 @@ async fn a_restart_with_kept_limits_is_refused_nothing() {
         .collect();
     assert_eq!(again, [0, 0], "refusals after a restart with kept limits");
     assert_eq!(
-        strict.strict_stats().total_refusals(),
+        network.stats(strict).total_refusals(),
         forgetful.iter().sum::<u64>(),
         "no refusal of any other kind either"
     );
