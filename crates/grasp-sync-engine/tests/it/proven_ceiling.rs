@@ -1,17 +1,17 @@
 //! A relay that advertises no `max_filters` and keeps a filter cap hidden: a REQ of several
 //! filters it accepted proves it takes that many, so a new store's first sync there goes by
-//! REQ+EOSE packing no more than that, refused nothing, in fewer starts than NIP-77.
+//! REQ+EOSE packing no more than that, refused nothing, in fewer starts than NIP-77. On paused
+//! time over memory relays.
 
 use std::time::Duration;
 
-use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::{
-    Dialect, FilterLimit, QueryStart, StartKind, StrictLimits, TestRelay, TestRelayConfig,
+    Dialect, FilterLimit, QueryStart, StartKind, StrictLimits, TestRelayConfig,
 };
 
 use crate::support::{
-    RepoFixture, SERVICE_URL, TestStore, history_settled, ids, start_engine, test_config,
-    wait_for_store, wait_until,
+    BOOTSTRAP, HOME, RepoFixture, SERVICE_URL, ids, memory_network, start_paused_engine,
+    test_config,
 };
 
 /// Filters per REQ the relay takes; it says so to nobody.
@@ -33,19 +33,6 @@ fn hidden_cap() -> TestRelayConfig {
     })
 }
 
-/// Waits until `relay`'s history is settled in the engine's status.
-async fn settle(engine: &grasp_sync_engine::EngineHandle, relay: &TestRelay) {
-    let key = RelayUrl::parse(&relay.url()).expect("url").to_string();
-    let settled = wait_until(Duration::from_secs(30), || async {
-        engine
-            .status()
-            .await
-            .is_some_and(|s| s.relays.get(&key).is_some_and(history_settled))
-    })
-    .await;
-    assert!(settled, "{:#?}", engine.status().await);
-}
-
 /// What the hidden-cap relay saw of one run.
 #[derive(Debug)]
 struct Run {
@@ -63,53 +50,42 @@ struct Run {
 /// A new store syncs one repository from the hidden-cap relay; once that settled (its live
 /// REQs accepted), a second repository on the same relay is listed, and its first sync runs.
 async fn run(first_sync_by_req: bool) -> Run {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let home = TestRelay::start(hidden_cap()).await.expect("home");
     let first = RepoFixture::new("proven-first");
     let second = RepoFixture::new("proven-second");
-    let listing = [SERVICE_URL.to_owned(), home.url()];
-    bootstrap
-        .seed([first.announcement(&listing, 1_700_000_000)])
-        .await
-        .expect("seed bootstrap");
+    let listing = [SERVICE_URL.to_owned(), HOME.to_owned()];
     let first_thread = first.thread(1_700_000_100);
     let second_thread = second.thread(1_700_000_200);
-    home.seed(first_thread.iter().chain(&second_thread).cloned())
-        .await
-        .expect("seed home");
-    let store = TestStore::open().await;
+    let network = memory_network(vec![
+        (
+            BOOTSTRAP,
+            TestRelayConfig::default(),
+            vec![first.announcement(&listing, 1_700_000_000)],
+        ),
+        (
+            HOME,
+            hidden_cap(),
+            first_thread.iter().chain(&second_thread).cloned().collect(),
+        ),
+    ]);
+    let urls = network.urls();
+    let (bootstrap, home) = (&urls[0], &urls[1]);
     let config = grasp_sync_engine::EngineConfig {
         first_sync_by_req,
-        ..test_config(&[bootstrap.url()])
+        ..test_config(&urls[..1])
     };
-    let engine = start_engine(&store, config).await;
-    wait_for_store(
-        &store,
-        &engine,
-        &ids(&first_thread),
-        Duration::from_secs(60),
-    )
-    .await;
-    settle(&engine, &home).await;
-    let before = home.strict_stats().starts.len();
+    let run = start_paused_engine(&network, config).await;
+    run.wait_for_store(&ids(&first_thread), Duration::from_secs(600))
+        .await;
+    run.settle(home, Duration::from_secs(600)).await;
+    let before = network.stats(home).starts.len();
 
-    bootstrap
-        .publish(second.announcement(&listing, 1_700_000_050))
-        .await
-        .expect("publish");
-    wait_for_store(
-        &store,
-        &engine,
-        &ids(&second_thread),
-        Duration::from_secs(60),
-    )
-    .await;
-    settle(&engine, &home).await;
-    engine.shutdown().await;
+    network.publish(bootstrap, second.announcement(&listing, 1_700_000_050));
+    run.wait_for_store(&ids(&second_thread), Duration::from_secs(600))
+        .await;
+    run.settle(home, Duration::from_secs(600)).await;
+    run.engine.shutdown().await;
 
-    let stats = home.strict_stats();
+    let stats = network.stats(home);
     // Historic REQs of semantic coverage (not live groups, not exact-ID fetches).
     let history =
         |s: &QueryStart| s.kind == StartKind::Req && s.subscription_id.starts_with("gs-hist-");
@@ -135,7 +111,7 @@ async fn run(first_sync_by_req: bool) -> Run {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_first_sync_goes_by_req_on_a_hidden_filter_cap_proven_by_an_accepted_req() {
     let (with_rule, without) = tokio::join!(run(true), run(false));
     // The second repository's first sync: several filters per REQ, each no larger than a REQ
