@@ -2,23 +2,20 @@
 //! of filters they serve to authenticated clients only): with a key the round's coverage is
 //! reconciled again by NIP-77 once the relay accepted the engine's AUTH; without one only
 //! that coverage is paused. Neither falls back to a REQ+EOSE the relay would refuse the same
-//! way.
+//! way. On paused time over memory relays, which answer the relay's challenge with the
+//! engine's key when it holds one.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use grasp_sync_engine::{EngineConfig, EngineHandle, RelayStatus};
-use grasp_sync_model::RelayUrl;
+use grasp_sync_engine::EngineConfig;
 use grasp_sync_testkit::{
-    FilterPredicate, RefusalKind, StartKind, StrictAuth, StrictLimits, StrictStats, TestRelay,
+    FilterPredicate, MemoryNetwork, RefusalKind, StartKind, StrictAuth, StrictLimits, StrictStats,
     TestRelayConfig,
 };
 use nostr::{Event, EventId, Filter, JsonUtil, Keys};
 
-use crate::support::{
-    RepoFixture, SERVICE_URL, TestStore, history_settled, start_engine,
-    start_engine_authenticating, test_config, wait_for_store, wait_until,
-};
+use crate::support::{history_settled, repo_network, start_paused_engine, test_config};
 
 /// History of tagged coverage (every filter with a tag condition that is not live and not by
 /// ID): served to authenticated connections only. Live subscriptions, exact-ID fetches and
@@ -65,68 +62,37 @@ fn fallback_reqs(stats: &StrictStats) -> Vec<String> {
         .collect()
 }
 
-/// A bootstrap relay listing one repository whose thread is on `home`.
-async fn network() -> (TestRelay, TestRelay, Vec<Event>) {
-    let bootstrap = TestRelay::start(TestRelayConfig::default())
-        .await
-        .expect("bootstrap");
-    let home = TestRelay::start(tagged_history_needs_auth())
-        .await
-        .expect("home");
-    let mut events = Vec::new();
-    let mut announcements = Vec::new();
-    for n in 0..1u64 {
-        let fixture = RepoFixture::new(&format!("reconciled-{n}"));
-        let announcement =
-            fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
-        announcements.push(announcement.clone());
-        events.push(announcement);
-        events.extend(fixture.thread(1_700_000_100 + n * 100));
+/// A bootstrap relay listing one repository whose announcement and thread are on a home
+/// relay whose tagged history needs authentication; with the announcement and the thread.
+fn network() -> (MemoryNetwork, Vec<Event>) {
+    let (network, _fixture, thread) = repo_network(tagged_history_needs_auth(), "reconciled-0");
+    let urls = network.urls();
+    let mut events = network.events(&urls[0]);
+    for announcement in &events {
+        network.store(&urls[1], announcement.clone());
     }
-    bootstrap.seed(announcements).await.expect("seed bootstrap");
-    home.seed(events.iter().cloned()).await.expect("seed home");
-    (bootstrap, home, events)
+    events.extend(thread);
+    (network, events)
 }
 
 /// History by NIP-77 only: a new store's first sync would take it by REQ+EOSE.
-fn config(bootstrap: &TestRelay) -> EngineConfig {
+fn config(network: &MemoryNetwork) -> EngineConfig {
     EngineConfig {
         first_sync_by_req: false,
-        ..test_config(&[bootstrap.url()])
+        ..test_config(&network.urls()[..1])
     }
 }
 
-async fn relay_status(engine: &EngineHandle, relay: &TestRelay) -> RelayStatus {
-    tracked(engine, relay).await.expect("relay status")
-}
-
-/// The relay's status once the engine tracks it.
-async fn tracked(engine: &EngineHandle, relay: &TestRelay) -> Option<RelayStatus> {
-    let key = RelayUrl::parse(&relay.url()).expect("url").to_string();
-    engine
-        .status()
-        .await
-        .and_then(|s| s.relays.get(&key).cloned())
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_round_refused_for_auth_is_reconciled_by_nip77_after_authenticating() {
-    let (bootstrap, home, events) = network().await;
-    let store = TestStore::open().await;
-    let engine = start_engine_authenticating(&store, config(&bootstrap), Keys::generate()).await;
+    let (network, events) = network();
+    let home = &network.urls()[1];
+    network.answer_auth_with(Keys::generate());
+    let run = start_paused_engine(&network, config(&network)).await;
     let ids: BTreeSet<EventId> = events.iter().map(|e| e.id).collect();
-    wait_for_store(&store, &engine, &ids, Duration::from_secs(30)).await;
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            tracked(&engine, &home)
-                .await
-                .is_some_and(|s| history_settled(&s))
-        })
-        .await,
-        "{:#?}",
-        relay_status(&engine, &home).await
-    );
-    let stats = home.strict_stats();
+    run.wait_for_store(&ids, Duration::from_secs(600)).await;
+    run.settle(home, Duration::from_secs(600)).await;
+    let stats = network.stats(home);
     let refused = refused_rounds(&stats);
     assert!(!refused.is_empty(), "no round was refused: {stats:#?}");
     // Each refused round's coverage was reconciled again by NIP-77, once.
@@ -148,27 +114,26 @@ async fn a_round_refused_for_auth_is_reconciled_by_nip77_after_authenticating() 
         Vec::<String>::new(),
         "fell back to REQ"
     );
-    let status = relay_status(&engine, &home).await;
+    let status = run.relay(home).await.expect("relay status");
     assert_eq!(status.auth, "authenticated", "{status:#?}");
     assert_eq!(status.health, "healthy", "{status:#?}");
     assert_eq!(status.paused_filters, 0, "{status:#?}");
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn without_a_key_a_round_refused_for_auth_pauses_its_coverage_without_a_fallback() {
-    let (bootstrap, home, _) = network().await;
-    let store = TestStore::open().await;
-    let engine = start_engine(&store, config(&bootstrap)).await;
-    let settled = wait_until(Duration::from_secs(30), || async {
-        tracked(&engine, &home)
-            .await
-            .is_some_and(|s| s.paused_filters >= 1 && history_settled(&s))
-    })
-    .await;
-    let status = relay_status(&engine, &home).await;
+    let (network, _) = network();
+    let home = &network.urls()[1];
+    let run = start_paused_engine(&network, config(&network)).await;
+    let settled = run
+        .wait_for_relay(home, Duration::from_secs(600), |s| {
+            s.paused_filters >= 1 && history_settled(s)
+        })
+        .await;
+    let status = run.relay(home).await.expect("relay status");
     assert!(settled, "{status:#?}");
-    let stats = home.strict_stats();
+    let stats = network.stats(home);
     assert!(!refused_rounds(&stats).is_empty(), "{stats:#?}");
     assert_eq!(
         fallback_reqs(&stats),
@@ -178,5 +143,5 @@ async fn without_a_key_a_round_refused_for_auth_pauses_its_coverage_without_a_fa
     assert_eq!(status.auth, "unchallenged", "{status:#?}");
     assert_eq!(status.health, "healthy", "the relay is paused: {status:#?}");
     assert_eq!(status.connections, 1, "{status:#?}");
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }
