@@ -170,3 +170,53 @@ async fn open_connections_counts_the_connections_not_yet_closed_or_cut() {
     assert_eq!(network.stats(URL).connections(), 2);
     assert_eq!(network.open_connections("ws://unknown.memory"), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reads_auth_relays_challenge_is_answered_and_reported_after_the_refusal() {
+    let config = TestRelayConfig {
+        auth: crate::RelayAuth::Reads,
+        ..TestRelayConfig::default()
+    };
+    let network = MemoryNetwork::new(vec![(
+        URL.to_owned(),
+        SimulatedRelay::new(config, notes(1)),
+    )]);
+    network.answer_auth_with(Keys::generate());
+    let mut connection = dial(&network).await;
+    connection
+        .session
+        .subscribe(SubscriptionId::new("a"), notes_filter())
+        .await
+        .expect("subscribe");
+    let mut received = Vec::new();
+    for _ in 0..3 {
+        received.push(connection.inbound.recv().await.expect("inbound"));
+    }
+    assert_eq!(received[0], RelayInbound::AuthChallenge);
+    assert!(
+        matches!(&received[1], RelayInbound::Closed { message, .. } if message == "auth-required: you must auth"),
+        "{received:?}"
+    );
+    assert_eq!(received[2], RelayInbound::Authenticated);
+    // Sent again after the AUTH, the REQ is served.
+    connection
+        .session
+        .subscribe(SubscriptionId::new("a"), notes_filter())
+        .await
+        .expect("subscribe");
+    assert!(matches!(
+        connection.inbound.recv().await,
+        Some(RelayInbound::Event { .. })
+    ));
+    assert!(matches!(
+        connection.inbound.recv().await,
+        Some(RelayInbound::Eose(_))
+    ));
+    let stats = network.stats(URL);
+    assert_eq!(
+        stats.total_refusals(),
+        0,
+        "the builder refused, not the proxy"
+    );
+    assert_eq!(stats.starts.len(), 2);
+}

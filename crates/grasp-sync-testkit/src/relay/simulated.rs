@@ -7,6 +7,9 @@
 //! admitted or refused here ([`SimulatedConnection::handle_client`] on the NEG-OPEN) but the
 //! reconciliation is computed by the caller from [`SimulatedRelay::matching`]; the rust-nostr
 //! relay builder's `CLOSED ""` after a by-ID REQ whose every ID was found is not sent.
+//!
+//! NIP-42 is enforced either as the strict proxy enforces it ([`StrictLimits::auth`]) or, with
+//! [`RelayAuth::Reads`], as the rust-nostr relay builder behind the proxy does (see `auth`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,9 +17,10 @@ use std::sync::Arc;
 use nostr::{ClientMessage, Event, EventId, Filter, JsonUtil, RelayMessage, SubscriptionId};
 use tokio::time::Instant;
 
-use super::TestRelayConfig;
+use self::auth::ReadsAuth;
 use super::strict::gate::{Gate, Verdict};
 use super::strict::{Dialect, RefusalKind, StartKind, StrictLimits, SubscriptionLimit};
+use super::{RelayAuth, TestRelayConfig};
 
 /// One relay's configuration and stored events.
 #[derive(Debug, Clone)]
@@ -47,11 +51,13 @@ pub struct ClientReply {
 pub struct SimulatedConnection {
     gate: Gate,
     live: BTreeMap<String, Vec<Filter>>,
+    /// The relay builder's NIP-42 read mode, when the relay runs it ([`RelayAuth::Reads`]).
+    reads_auth: Option<ReadsAuth>,
 }
 
 impl SimulatedRelay {
-    /// A relay configured as `config` (its `strict` limits, filter caps, quirks and NIP-11
-    /// settings; `store` is ignored) holding `events`. Without strict subscription limits,
+    /// A relay configured as `config` (its `strict` limits, filter caps, quirks, NIP-11
+    /// settings and `auth`; `store` is ignored) holding `events`. Without strict subscription limits,
     /// `max_subscriptions` is enforced with the rust-nostr relay builder's text, as a
     /// [`TestRelay`](super::TestRelay) enforces it.
     pub fn new(config: TestRelayConfig, events: Vec<Event>) -> Self {
@@ -112,6 +118,7 @@ impl SimulatedRelay {
         SimulatedConnection {
             gate: Gate::new(Arc::clone(&self.limits)),
             live: BTreeMap::new(),
+            reads_auth: (self.config.auth == RelayAuth::Reads).then(ReadsAuth::default),
         }
     }
 
@@ -164,11 +171,23 @@ impl SimulatedConnection {
         match outcome.verdict {
             Verdict::Forward => match outcome.start {
                 Some((StartKind::Req, id, filters)) => {
-                    reply.frames = relay.answer(&self.gate, &id, &filters);
-                    self.live.insert(id, filters);
+                    // The relay behind the proxy refuses it: the proxy saw it pass.
+                    if let Some(frames) = self.reads_auth.as_mut().and_then(|a| a.refuse_req(&id)) {
+                        for frame in &frames {
+                            self.gate.handle_relay(frame);
+                        }
+                        reply.frames = frames;
+                    } else {
+                        reply.frames = relay.answer(&self.gate, &id, &filters);
+                        self.live.insert(id, filters);
+                    }
                 }
                 Some((StartKind::NegOpen, _, _)) => reply.negentropy_admitted = true,
-                None => {}
+                None => {
+                    if let Some(ok) = self.reads_auth.as_mut().and_then(|a| a.handle_client(text)) {
+                        reply.frames = vec![ok];
+                    }
+                }
             },
             Verdict::Refuse { frames, .. } => {
                 if let Some((StartKind::Req, id, _)) = &outcome.start {
@@ -215,5 +234,6 @@ impl SimulatedConnection {
     }
 }
 
+mod auth;
 #[cfg(test)]
 mod tests;
