@@ -1,61 +1,64 @@
 //! NIP-42 end to end: a relay that requires authentication for reads (the rust-nostr relay
 //! builder's NIP-42 read mode) serves an engine that holds a key; without a key, or where
 //! coverage stays refused after authenticating, an `auth-required:` refusal pauses only the
-//! refused coverage, not the relay, and is never retried in a loop.
+//! refused coverage, not the relay, and is never retried in a loop. On paused time over memory
+//! relays, which answer the relay's challenges with the engine's key when it holds one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use grasp_sync_engine::{EngineHandle, RelayStatus};
-use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{KIND_ISSUE, KIND_REPO_ANNOUNCEMENT, ThreadTag, reply};
 use grasp_sync_testkit::{
-    FilterPredicate, PolicyRule, RefusalKind, RelayAuth, StrictLimits, TestRelay, TestRelayConfig,
+    FilterPredicate, MemoryNetwork, PolicyRule, RefusalKind, RelayAuth, StrictLimits,
+    TestRelayConfig,
 };
-use nostr::{Event, EventId, Keys, TagKind, Timestamp};
+use nostr::{Event, EventId, Keys, TagKind};
 
 use crate::support::{
-    RepoFixture, SERVICE_URL, TestStore, history_settled, ids, start_engine,
-    start_engine_authenticating, test_config, wait_for_store, wait_until,
+    BOOTSTRAP, HOME, PausedEngine, RepoFixture, SERVICE_URL, history_settled, ids, memory_network,
+    start_paused_engine, test_config,
 };
 
 /// The text of a relay that serves quotes to authenticated members only.
 const QUOTES_NEED_AUTH: &str = "auth-required: quotes are for members";
 
-/// A bootstrap relay (no authentication) listing repositories whose events are all on `home`.
+/// A bootstrap relay (no authentication) listing repositories whose events are all on the
+/// home relay.
 struct Network {
-    bootstrap: TestRelay,
-    home: TestRelay,
+    relays: MemoryNetwork,
+    home: String,
     events: Vec<Event>,
 }
 
 impl Network {
-    async fn start(home: TestRelayConfig) -> Self {
-        let bootstrap = TestRelay::start(TestRelayConfig::default())
-            .await
-            .expect("bootstrap");
-        let home = TestRelay::start(home).await.expect("home");
+    fn new(home: TestRelayConfig) -> Self {
         let mut events = Vec::new();
         let mut announcements = Vec::new();
         for n in 0..2u64 {
             let fixture = RepoFixture::new(&format!("repo-{n}"));
             let announcement =
-                fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
+                fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
             announcements.push(announcement.clone());
             events.push(announcement);
             events.extend(fixture.thread(1_700_000_100 + n * 100));
         }
-        bootstrap.seed(announcements).await.expect("seed bootstrap");
-        home.seed(events.iter().cloned()).await.expect("seed home");
+        let relays = memory_network(vec![
+            (BOOTSTRAP, TestRelayConfig::default(), announcements),
+            (HOME, home, events.clone()),
+        ]);
         Self {
-            bootstrap,
-            home,
+            home: relays.urls()[1].clone(),
+            relays,
             events,
         }
     }
 
-    fn key(relay: &TestRelay) -> String {
-        RelayUrl::parse(&relay.url()).expect("url").to_string()
+    /// The engine over the network; answering challenges with a fresh key when `key`.
+    async fn start(&self, key: bool) -> PausedEngine {
+        if key {
+            self.relays.answer_auth_with(Keys::generate());
+        }
+        start_paused_engine(&self.relays, test_config(&self.relays.urls()[..1])).await
     }
 
     fn issue(&self) -> &Event {
@@ -65,19 +68,20 @@ impl Network {
             .expect("an issue")
     }
 
-    /// Publishes a fresh reply to the first issue on `home` and waits for the store to hold
-    /// it: live coverage works.
-    async fn live_reply_arrives(&self, store: &TestStore, engine: &EngineHandle) {
+    /// Publishes a fresh reply to the first issue on the home relay and waits for the store
+    /// to hold it: live coverage works.
+    async fn live_reply_arrives(&self, run: &PausedEngine) {
         let fresh = reply(
             &Keys::generate(),
             self.issue(),
             ThreadTag::LowerE,
             "live",
-            Timestamp::now(),
+            run.unix_now(),
         )
         .expect("reply");
-        self.home.publish(fresh.clone()).await.expect("publish");
-        wait_for_store(store, engine, &ids(&[fresh]), Duration::from_secs(30)).await;
+        self.relays.publish(&self.home, fresh.clone());
+        run.wait_for_store(&ids(&[fresh]), Duration::from_secs(600))
+            .await;
     }
 }
 
@@ -109,19 +113,11 @@ fn quote_only(event: &Event) -> bool {
         })
 }
 
-async fn relay_status(engine: &EngineHandle, key: &str) -> RelayStatus {
-    engine
-        .status()
-        .await
-        .and_then(|s| s.relays.get(key).cloned())
-        .expect("relay status")
-}
-
 /// Refused REQ starts by filter (time bounds and limit removed): how often each refused
 /// filter was sent, alone or beside others.
-fn refused_sends_by_filter(relay: &TestRelay) -> BTreeMap<String, usize> {
+fn refused_sends_by_filter(network: &Network) -> BTreeMap<String, usize> {
     let mut by_filter = BTreeMap::new();
-    for start in relay.strict_stats().req_starts() {
+    for start in network.relays.stats(&network.home).req_starts() {
         if start.refused != Some(RefusalKind::Policy) {
             continue;
         }
@@ -141,49 +137,36 @@ fn refused_sends_by_filter(relay: &TestRelay) -> BTreeMap<String, usize> {
     by_filter
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_relay_requiring_auth_serves_an_engine_holding_a_key() {
-    let network = Network::start(auth_reads()).await;
-    let store = TestStore::open().await;
-    let engine = start_engine_authenticating(
-        &store,
-        test_config(&[network.bootstrap.url()]),
-        Keys::generate(),
-    )
-    .await;
-    let key = Network::key(&network.home);
-    wait_for_store(
-        &store,
-        &engine,
-        &ids(&network.events),
-        Duration::from_secs(60),
-    )
-    .await;
+    let network = Network::new(auth_reads());
+    let run = network.start(true).await;
+    let key = &network.home;
+    run.wait_for_store(&ids(&network.events), Duration::from_secs(600))
+        .await;
     assert!(
-        wait_until(Duration::from_secs(30), || async {
-            let status = relay_status(&engine, &key).await;
-            history_settled(&status) && status.connection == "connected"
+        run.wait_for_relay(key, Duration::from_secs(600), |status| {
+            history_settled(status) && status.connection == "connected"
         })
         .await,
         "history was not confirmed: {:#?}",
-        relay_status(&engine, &key).await
+        run.relay(key).await
     );
-    let status = relay_status(&engine, &key).await;
+    let status = run.relay(key).await.expect("relay status");
     assert_eq!(status.auth, "authenticated", "{status:#?}");
     assert_eq!(status.health, "healthy", "{status:#?}");
     assert_eq!(status.paused_filters, 0, "{status:#?}");
     assert_eq!(status.connections, 1, "{status:#?}");
     // Live coverage was sent after authenticating too.
-    network.live_reply_arrives(&store, &engine).await;
-    engine.shutdown().await;
+    network.live_reply_arrives(&run).await;
+    run.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn without_a_key_auth_required_pauses_only_the_refused_coverage() {
-    let network = Network::start(quotes_refused(RelayAuth::Off)).await;
-    let store = TestStore::open().await;
-    let engine = start_engine(&store, test_config(&[network.bootstrap.url()])).await;
-    let key = Network::key(&network.home);
+    let network = Network::new(quotes_refused(RelayAuth::Off));
+    let run = network.start(false).await;
+    let key = &network.home;
     // A relay-wide pause (24 h) would leave all of this out of the store.
     let reachable: BTreeSet<EventId> = network
         .events
@@ -198,18 +181,19 @@ async fn without_a_key_auth_required_pauses_only_the_refused_coverage() {
         .map(|e| e.id)
         .collect();
     assert!(!quotes.is_empty());
-    wait_for_store(&store, &engine, &reachable, Duration::from_secs(60)).await;
+    run.wait_for_store(&reachable, Duration::from_secs(600))
+        .await;
     assert_eq!(
-        store.count_stored(&quotes).await,
+        run.count_stored(&quotes).await,
         0,
         "refused coverage was fetched"
     );
-    let status = relay_status(&engine, &key).await;
+    let status = run.relay(key).await.expect("relay status");
     assert!(status.paused_filters >= 1, "{status:#?}");
     assert_eq!(status.health, "healthy", "the relay is paused: {status:#?}");
     assert_eq!(status.connections, 1, "{status:#?}");
     assert_eq!(status.auth, "unchallenged", "{status:#?}");
-    let refusals = network.home.strict_stats().refusals_of(RefusalKind::Policy);
+    let refusals = network.relays.stats(key).refusals_of(RefusalKind::Policy);
     assert!(refusals >= 1);
     assert_eq!(
         status.refusals.get("auth_required").copied(),
@@ -218,28 +202,22 @@ async fn without_a_key_auth_required_pauses_only_the_refused_coverage() {
     );
 
     // Live coverage of what was not refused keeps working, and nothing refused is sent again.
-    network.live_reply_arrives(&store, &engine).await;
+    network.live_reply_arrives(&run).await;
     assert_eq!(
-        network.home.strict_stats().refusals_of(RefusalKind::Policy),
+        network.relays.stats(key).refusals_of(RefusalKind::Policy),
         refusals,
         "a refused filter was sent again"
     );
-    let status = relay_status(&engine, &key).await;
+    let status = run.relay(key).await.expect("relay status");
     assert_eq!(status.health, "healthy", "{status:#?}");
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn coverage_refused_after_authenticating_is_retried_once_then_paused() {
-    let network = Network::start(quotes_refused(RelayAuth::Reads)).await;
-    let store = TestStore::open().await;
-    let engine = start_engine_authenticating(
-        &store,
-        test_config(&[network.bootstrap.url()]),
-        Keys::generate(),
-    )
-    .await;
-    let key = Network::key(&network.home);
+    let network = Network::new(quotes_refused(RelayAuth::Reads));
+    let run = network.start(true).await;
+    let key = &network.home;
     let reachable: BTreeSet<EventId> = network
         .events
         .iter()
@@ -252,25 +230,24 @@ async fn coverage_refused_after_authenticating_is_retried_once_then_paused() {
         .filter(|e| quote_only(e))
         .map(|e| e.id)
         .collect();
-    wait_for_store(&store, &engine, &reachable, Duration::from_secs(60)).await;
+    run.wait_for_store(&reachable, Duration::from_secs(600))
+        .await;
     assert_eq!(
-        store.count_stored(&quotes).await,
+        run.count_stored(&quotes).await,
         0,
         "refused coverage was fetched"
     );
     assert!(
-        wait_until(Duration::from_secs(30), || async {
-            relay_status(&engine, &key).await.paused_filters >= 1
-        })
-        .await,
+        run.wait_for_relay(key, Duration::from_secs(600), |r| r.paused_filters >= 1)
+            .await,
         "refused coverage was not paused: {:#?}",
-        relay_status(&engine, &key).await
+        run.relay(key).await
     );
-    let status = relay_status(&engine, &key).await;
+    let status = run.relay(key).await.expect("relay status");
     assert_eq!(status.auth, "authenticated", "{status:#?}");
     assert_eq!(status.health, "healthy", "the relay is paused: {status:#?}");
     assert_eq!(status.connections, 1, "{status:#?}");
-    let before = refused_sends_by_filter(&network.home);
+    let before = refused_sends_by_filter(&network);
     assert!(!before.is_empty());
     // Each refused filter went out at most three times: before the session authenticated, its
     // one retry after, and once alone if it shared a request (the policy refusal's suspects).
@@ -279,11 +256,11 @@ async fn coverage_refused_after_authenticating_is_retried_once_then_paused() {
     }
 
     // Live coverage works; no refused filter is sent again.
-    network.live_reply_arrives(&store, &engine).await;
+    network.live_reply_arrives(&run).await;
     assert_eq!(
-        refused_sends_by_filter(&network.home),
+        refused_sends_by_filter(&network),
         before,
         "refused coverage was retried again"
     );
-    engine.shutdown().await;
+    run.engine.shutdown().await;
 }

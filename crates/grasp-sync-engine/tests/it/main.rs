@@ -1,5 +1,7 @@
-//! End-to-end tests of the engine against real relays on loopback and a real LMDB store, and,
-//! where time is the point, on paused time over the testkit's memory network.
+//! End-to-end tests of the engine on paused time over the testkit's memory network, whose
+//! relays enforce the strict relay's limits and quirks; time is logic there, never a wall-clock
+//! tolerance. Only the transport's tests (`bytes`) run against real relays on loopback, on real
+//! time, with a real LMDB store.
 
 mod auth;
 mod auth_discovery;

@@ -1,6 +1,7 @@
-//! Shared fixtures: a service identity, an LMDB store with the GRASP policy, an engine wired to
-//! real relays or, on paused time, to the testkit's memory network, the pacing rule read from
-//! what a relay counted, and waiting on conditions with deadlines.
+//! Shared fixtures: a service identity, an engine on paused time over the testkit's memory
+//! network with a memory store on its clock (or, for the transport's tests, wired to real relays
+//! with an LMDB store), memory networks of a bootstrap and a home relay, the pacing rule read
+//! from what a relay counted, and waiting on conditions with deadlines.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -96,47 +97,14 @@ pub(crate) fn init_logs() {
 
 /// Starts the engine on real relays with `store` as the own store and self feed.
 pub(crate) async fn start_engine(store: &TestStore, config: EngineConfig) -> EngineHandle {
-    start_engine_keeping_limits(store, config, None).await
-}
-
-/// [`start_engine`], keeping learned relay limits in the file at `limits` when given.
-pub(crate) async fn start_engine_keeping_limits(
-    store: &TestStore,
-    config: EngineConfig,
-    limits: Option<&std::path::Path>,
-) -> EngineHandle {
-    start_engine_with(store, config, limits, None).await
-}
-
-/// [`start_engine`], answering NIP-42 challenges with `keys`.
-pub(crate) async fn start_engine_authenticating(
-    store: &TestStore,
-    config: EngineConfig,
-    keys: nostr::Keys,
-) -> EngineHandle {
-    start_engine_with(store, config, None, Some(keys)).await
-}
-
-async fn start_engine_with(
-    store: &TestStore,
-    config: EngineConfig,
-    limits: Option<&std::path::Path>,
-    auth: Option<nostr::Keys>,
-) -> EngineHandle {
     init_logs();
-    let mut connector =
+    let connector =
         SdkConnector::default().with_address_policy(grasp_sync_engine::AddressPolicy::allow_all());
-    if let Some(keys) = auth {
-        connector = connector.with_auth_keys(keys);
-    }
-    let mut parts = EngineParts::new(
+    let parts = EngineParts::new(
         Arc::new(connector),
         Arc::new(store.store.clone()),
         Arc::new(store.store.feed()),
     );
-    if let Some(path) = limits {
-        parts = parts.limits_memory(Arc::new(grasp_sync_engine::FileLimitsMemory::new(path)));
-    }
     SyncEngine::start(config, parts)
         .await
         .expect("engine starts")
