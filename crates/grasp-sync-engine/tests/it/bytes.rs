@@ -19,15 +19,35 @@ use grasp_sync_testkit::{
 };
 use nostr::{JsonUtil, Keys, Timestamp};
 
-use crate::delivery::seed_repo;
 use crate::support::{
-    SERVICE_URL, TestStore, history_settled, ids, start_engine, test_config, wait_for_store,
-    wait_until,
+    RepoFixture, SERVICE_URL, TestStore, history_settled, ids, start_engine, test_config,
+    wait_for_store, wait_until,
 };
+
+/// How long a wait on real time may take: generous, as nothing here is timed, so a loaded
+/// machine makes a test slower, never failed.
+const DEADLINE: Duration = Duration::from_secs(180);
 
 /// A relay that passes every message through its proxy, so both directions are counted.
 fn counted() -> TestRelayConfig {
     TestRelayConfig::strict(StrictLimits::default())
+}
+
+/// Announcement on the bootstrap relay, thread on `home`; returns the fixture.
+async fn seed_repo(
+    bootstrap: &TestRelay,
+    home: &TestRelay,
+    identifier: &str,
+) -> (RepoFixture, Vec<nostr::Event>) {
+    let fixture = RepoFixture::new(identifier);
+    let announcement = fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
+    bootstrap
+        .seed([announcement])
+        .await
+        .expect("seed bootstrap");
+    let thread = fixture.thread(1_700_000_100);
+    home.seed(thread.clone()).await.expect("seed home");
+    (fixture, thread)
 }
 
 /// The engine's byte counts of the relay at `url`.
@@ -61,7 +81,7 @@ async fn settled_counts(
     relays: &[&TestRelay],
 ) -> BTreeMap<String, WireBytes> {
     let last = RefCell::new(BTreeMap::new());
-    let equal = wait_until(Duration::from_secs(10), || async {
+    let equal = wait_until(DEADLINE, || async {
         let Some(status) = engine.status().await else {
             return false;
         };
@@ -92,10 +112,10 @@ async fn bytes_sent_and_received_are_the_relays_counts_of_the_same_connection() 
     let (fixture, thread) = seed_repo(&bootstrap, &home, "bytes").await;
     let store = TestStore::open().await;
     let engine = start_engine(&store, test_config(&[bootstrap.url()])).await;
-    wait_for_store(&store, &engine, &ids(&thread), Duration::from_secs(30)).await;
+    wait_for_store(&store, &engine, &ids(&thread), DEADLINE).await;
     let home_key = RelayUrl::parse(&home.url()).expect("url").to_string();
     assert!(
-        wait_until(Duration::from_secs(30), || async {
+        wait_until(DEADLINE, || async {
             engine
                 .status()
                 .await
@@ -124,13 +144,7 @@ async fn bytes_sent_and_received_are_the_relays_counts_of_the_same_connection() 
     )
     .expect("comment");
     home.publish(late.clone()).await.expect("publish");
-    wait_for_store(
-        &store,
-        &engine,
-        &ids(std::slice::from_ref(&late)),
-        Duration::from_secs(10),
-    )
-    .await;
+    wait_for_store(&store, &engine, &ids(std::slice::from_ref(&late)), DEADLINE).await;
     let after = settled_counts(&engine, &[&bootstrap, &home]).await[&home.url()];
     assert!(
         after.received >= home_synced.received + late.as_json().len() as u64,
@@ -177,10 +191,10 @@ async fn a_restart_over_a_complete_store_downloads_nothing_and_moves_few_bytes()
     // The first sync, into an empty store.
     let store = TestStore::open().await;
     let engine = start_engine(&store, test_config(&urls[..1])).await;
-    wait_for_store(&store, &engine, &expected, Duration::from_secs(60)).await;
+    wait_for_store(&store, &engine, &expected, DEADLINE).await;
     let covered = RefCell::new(None);
     assert!(
-        wait_until(Duration::from_secs(30), || async {
+        wait_until(DEADLINE, || async {
             let status = engine.status().await.unwrap_or_default();
             *covered.borrow_mut() = coverage(&status);
             covered.borrow().as_ref().is_some_and(|c| {
@@ -210,7 +224,7 @@ async fn a_restart_over_a_complete_store_downloads_nothing_and_moves_few_bytes()
     let store = store.reopen().await;
     let engine = start_engine(&store, test_config(&urls[..1])).await;
     assert!(
-        wait_until(Duration::from_secs(60), || async {
+        wait_until(DEADLINE, || async {
             coverage(&engine.status().await.unwrap_or_default()) == covered
         })
         .await,
@@ -252,7 +266,7 @@ async fn settle_after_restart(
     marks: &[(usize, u64)],
 ) -> EngineStatus {
     let last = RefCell::new(None);
-    let equal = wait_until(Duration::from_secs(10), || async {
+    let equal = wait_until(DEADLINE, || async {
         let Some(status) = engine.status().await else {
             return false;
         };

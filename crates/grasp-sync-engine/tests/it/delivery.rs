@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use grasp_sync_health::HealthConfig;
 use grasp_sync_testkit::nip34::{RepoTag, RootKind, ThreadTag, reply, repo_comment, root};
-use grasp_sync_testkit::{MemoryNetwork, Nip11Mode, StrictLimits, TestRelay, TestRelayConfig};
+use grasp_sync_testkit::{MemoryNetwork, Nip11Mode, StrictLimits, TestRelayConfig};
 use nostr::{Keys, Timestamp};
 
 use crate::support::{
@@ -24,23 +24,6 @@ pub(crate) fn without_negentropy(limit: usize) -> TestRelayConfig {
             ..StrictLimits::default()
         })
     }
-}
-
-/// Announcement on the bootstrap relay, thread on `home`; returns the fixture.
-pub(crate) async fn seed_repo(
-    bootstrap: &TestRelay,
-    home: &TestRelay,
-    identifier: &str,
-) -> (RepoFixture, Vec<nostr::Event>) {
-    let fixture = RepoFixture::new(identifier);
-    let announcement = fixture.announcement(&[SERVICE_URL.to_owned(), home.url()], 1_700_000_000);
-    bootstrap
-        .seed([announcement])
-        .await
-        .expect("seed bootstrap");
-    let thread = fixture.thread(1_700_000_100);
-    home.seed(thread.clone()).await.expect("seed home");
-    (fixture, thread)
 }
 
 #[tokio::test(start_paused = true)]
