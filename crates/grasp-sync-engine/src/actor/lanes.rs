@@ -218,7 +218,12 @@ impl Actor {
                 }
                 tracing::debug!(%relay, %id, %error, "a live event was not saved");
             }
-            SessionEvent::Eose(_) | SessionEvent::CloseSent(_) => {}
+            SessionEvent::Eose(subscription) => {
+                if let Some(runtime) = self.runtimes.get_mut(relay) {
+                    runtime.lanes.handle_eose(key, &subscription);
+                }
+            }
+            SessionEvent::CloseSent(_) => {}
             SessionEvent::AuthChallenge => {
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
                     runtime.lanes.handle_auth_challenge(key);
@@ -254,8 +259,19 @@ impl Actor {
             }
             SessionEvent::Notice(text) => {
                 let refusal = classify(&text);
-                if refusal.category != RefusalCategory::Unknown {
-                    self.count_refusal(relay, &refusal, &text);
+                if refusal.category == RefusalCategory::Unknown {
+                    return;
+                }
+                self.count_refusal(relay, &refusal, &text);
+                let now = self.now();
+                let parked = refusal.category == RefusalCategory::AuthRequired
+                    && self
+                        .runtimes
+                        .get_mut(relay)
+                        .is_some_and(|r| r.lanes.handle_auth_notice(now, key));
+                if parked {
+                    tracing::info!(%relay, "the relay asked an extra connection for NIP-42 authentication in a NOTICE; its oldest unanswered live subscription is sent again once the relay accepts ours");
+                } else {
                     self.close_lane(key, "the relay refused on it");
                 }
             }

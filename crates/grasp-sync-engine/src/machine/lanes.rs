@@ -38,7 +38,7 @@
 //! [`LiveLanes::handle_dialled`], and performs each open connection's queued REQs, CLOSEs and
 //! disconnect ([`LiveLanes::transmits_mut`], and the queue a closed connection hands back).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
@@ -163,12 +163,48 @@ struct OpenLane {
     transmit: Transmits,
     /// Its NIP-42 state, and the live groups parked for its `AUTH`.
     auth: SessionAuth<SubscriptionId>,
+    /// Its live REQs the relay has not answered yet (no `EOSE`, no `CLOSED`), oldest first:
+    /// what a refusal in a `NOTICE`, which names no subscription, answers. At most its live
+    /// groups.
+    unanswered: VecDeque<SubscriptionId>,
 }
 
 /// A live group held on an extra connection.
 struct LaneGroup {
     group: FilterGroup,
     permit: Permit,
+    /// Parked for the connection's `AUTH`.
+    parked: bool,
+}
+
+impl OpenLane {
+    /// Queues live group `id`'s REQ, awaiting the relay's answer.
+    fn send(&mut self, id: SubscriptionId, filters: Vec<Filter>) {
+        self.unanswered.retain(|u| *u != id);
+        self.unanswered.push_back(id.clone());
+        self.transmit.push(Outbound::Req {
+            subscription_id: id,
+            filters,
+        });
+    }
+
+    /// The relay answered live REQ `id` (an `EOSE` or a `CLOSED`).
+    fn answered(&mut self, id: &SubscriptionId) {
+        self.unanswered.retain(|u| u != id);
+    }
+
+    /// Parks live group `id` for the connection's `AUTH` at `now`; true when it is parked
+    /// (now or already), false when it must be refused.
+    fn park(&mut self, now: Instant, id: &SubscriptionId) -> bool {
+        let Some(group) = self.live.get_mut(id) else {
+            return false;
+        };
+        if group.parked {
+            return true;
+        }
+        group.parked = self.auth.handle_refusal(now, id.clone()) == AuthVerdict::Park;
+        group.parked
+    }
 }
 
 impl LiveLanes {
@@ -263,6 +299,7 @@ impl LiveLanes {
                     let _ =
                         lane.ledger
                             .handle_release(now, &held.permit, ReleaseReason::LiveRetired);
+                    lane.answered(id);
                     lane.transmit.push(Outbound::Close(id.clone()));
                 }
             }
@@ -275,11 +312,15 @@ impl LiveLanes {
                 Ok(permits) => {
                     for ((id, group), permit) in ids.into_iter().zip(fitted.plan.open).zip(permits)
                     {
-                        lane.transmit.push(Outbound::Req {
-                            subscription_id: id.clone(),
-                            filters: group.to_filters(),
-                        });
-                        lane.live.insert(id, LaneGroup { group, permit });
+                        lane.send(id.clone(), group.to_filters());
+                        lane.live.insert(
+                            id,
+                            LaneGroup {
+                                group,
+                                permit,
+                                parked: false,
+                            },
+                        );
                         fill.opened += 1;
                     }
                 }
@@ -351,6 +392,7 @@ impl LiveLanes {
                     live: BTreeMap::new(),
                     transmit: Transmits::default(),
                     auth: SessionAuth::new(session.answers_auth),
+                    unanswered: VecDeque::new(),
                 });
                 Dialled::Opened {
                     connection: index + 2,
@@ -377,6 +419,7 @@ impl LiveLanes {
     ) -> Option<Vec<TieredFilter>> {
         let lane = self.open_mut(key)?;
         let group = lane.live.remove(subscription)?;
+        lane.answered(subscription);
         let _ = lane
             .ledger
             .handle_release(now, &group.permit, ReleaseReason::Closed);
@@ -404,8 +447,31 @@ impl LiveLanes {
         let Some(lane) = self.open_mut(key) else {
             return false;
         };
-        lane.live.contains_key(subscription)
-            && lane.auth.handle_refusal(now, subscription.clone()) == AuthVerdict::Park
+        lane.answered(subscription);
+        lane.park(now, subscription)
+    }
+
+    /// The relay refused on connection `key` with an `auth-required:` `NOTICE` at `now`,
+    /// which names no subscription: it answers the connection's oldest live REQ not answered
+    /// yet, as the relay answers requests in order. Returns true when that group is parked
+    /// for the connection's `AUTH`, as [`LiveLanes::handle_auth_refusal`] parks one; false
+    /// when no REQ awaits an answer or the group cannot be parked (a refusal).
+    pub(crate) fn handle_auth_notice(&mut self, now: Instant, key: &SessionKey) -> bool {
+        let Some(lane) = self.open_mut(key) else {
+            return false;
+        };
+        let Some(oldest) = lane.unanswered.pop_front() else {
+            return false;
+        };
+        lane.park(now, &oldest)
+    }
+
+    /// The relay sent `EOSE` for live group `subscription` of connection `key`: it was not
+    /// refused.
+    pub(crate) fn handle_eose(&mut self, key: &SessionKey, subscription: &SubscriptionId) {
+        if let Some(lane) = self.open_mut(key) {
+            lane.answered(subscription);
+        }
     }
 
     /// The relay accepted connection `key`'s `AUTH`: the REQs of its parked groups are
@@ -416,13 +482,13 @@ impl LiveLanes {
         };
         let mut sent = 0;
         for id in lane.auth.handle_authenticated() {
-            if let Some(held) = lane.live.get(&id) {
-                lane.transmit.push(Outbound::Req {
-                    subscription_id: id,
-                    filters: held.group.to_filters(),
-                });
-                sent += 1;
-            }
+            let Some(held) = lane.live.get_mut(&id) else {
+                continue;
+            };
+            held.parked = false;
+            let filters = held.group.to_filters();
+            lane.send(id, filters);
+            sent += 1;
         }
         sent
     }
@@ -472,6 +538,7 @@ impl LiveLanes {
     pub(crate) fn handle_repack(&mut self, now: Instant) {
         self.unplaced.clear();
         for lane in self.lanes.iter_mut().filter_map(|l| l.open.as_mut()) {
+            lane.unanswered.clear();
             for (id, held) in std::mem::take(&mut lane.live) {
                 let _ = lane
                     .ledger

@@ -12,8 +12,9 @@ use std::time::Duration;
 use grasp_sync_engine::{EngineConfig, EngineHandle, MemoryStore, RelayStatus, TokioClock};
 use grasp_sync_testkit::nip34::{KIND_ISSUE, KIND_REPO_ANNOUNCEMENT, ThreadTag, reply};
 use grasp_sync_testkit::{
-    Dialect, FilterLimit, FilterPredicate, MemoryNetwork, MessageFate, NetworkHooks, PolicyRule,
-    RefusalKind, SimulatedRelay, StrictAuth, StrictLimits, SubscriptionLimit, TestRelayConfig,
+    AuthRefusal, Dialect, FilterLimit, FilterPredicate, MemoryNetwork, MessageFate, NetworkHooks,
+    PolicyRule, RefusalKind, SimulatedRelay, StrictAuth, StrictLimits, SubscriptionLimit,
+    TestRelayConfig,
 };
 use nostr::{Event, EventId, JsonUtil, Keys, TagKind, Timestamp};
 
@@ -747,17 +748,37 @@ async fn essential_live_coverage_too_big_for_one_connection_is_held_on_extra_con
 /// The narrow relay serving authenticated connections only, as strfry restricts reads: every
 /// REQ of a connection that has not authenticated is refused with `auth-required:`, and the
 /// first such refusal carries the connection's challenge.
-fn narrow_relay_requiring_auth() -> TestRelayConfig {
+fn narrow_relay_requiring_auth(refusal: AuthRefusal) -> TestRelayConfig {
     let mut config = narrow_relay();
     if let Some(strict) = config.strict.as_mut() {
-        strict.auth = Some(StrictAuth::new(FilterPredicate::custom(|_| true)));
+        strict.auth = Some(StrictAuth {
+            refusal,
+            ..StrictAuth::new(FilterPredicate::custom(|_| true))
+        });
     }
     config
 }
 
 #[tokio::test(start_paused = true)]
 async fn extra_connections_authenticate_on_their_own_and_hold_their_coverage_live() {
-    let network = Network::start(narrow_relay_requiring_auth(), 3);
+    extra_connections_authenticate(AuthRefusal::Closed).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn extra_connections_asked_to_authenticate_in_a_notice_hold_their_coverage_live() {
+    // The refusal names no subscription: each NOTICE answers the oldest unanswered REQ.
+    extra_connections_authenticate(AuthRefusal::Notice).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn extra_connections_refused_in_a_notice_and_a_closed_hold_their_coverage_live() {
+    extra_connections_authenticate(AuthRefusal::NoticeThenClosed).await;
+}
+
+/// The narrow relay serves authenticated connections only, refusing the others' REQs as
+/// `refusal` says: every connection authenticates on its own and holds its coverage live.
+async fn extra_connections_authenticate(refusal: AuthRefusal) {
+    let network = Network::start(narrow_relay_requiring_auth(refusal), 3);
     network.relays.answer_auth_with(Keys::generate());
     let run = start_paused_engine(
         &network.relays,

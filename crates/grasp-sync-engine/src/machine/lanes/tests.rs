@@ -537,3 +537,48 @@ fn a_rebuilt_live_set_repacks_the_open_connections_without_a_new_handshake() {
             .all(|o| o != &Outbound::Disconnect)
     );
 }
+
+#[test]
+fn an_auth_notice_parks_the_oldest_unanswered_group_and_it_is_sent_again_once_authenticated() {
+    let mut driver = one_connection(true);
+    let (first, second) = (SubscriptionId::new("live-1"), SubscriptionId::new("live-2"));
+    // The relay answered the first REQ: a NOTICE answers the second, the oldest unanswered.
+    driver.lanes.handle_eose(&key(10), &first);
+    driver.lanes.handle_auth_challenge(&key(10));
+    assert!(driver.lanes.handle_auth_notice(driver.now, &key(10)));
+    assert_eq!(driver.lanes.poll_timeout(), Some(driver.now + AUTH_WAIT));
+    // Nothing else awaits an answer: a second NOTICE is not ours to park.
+    assert!(!driver.lanes.handle_auth_notice(driver.now, &key(10)));
+    assert!(driver.reqs(10).is_empty());
+
+    assert_eq!(driver.lanes.handle_authenticated(&key(10)), 1);
+    assert_eq!(
+        driver.reqs(10),
+        vec![Outbound::Req {
+            subscription_id: second,
+            filters: vec![coverage(2)[1].filter.clone()],
+        }]
+    );
+}
+
+#[test]
+fn a_notice_then_a_closed_for_one_group_parks_it_once() {
+    // nostrcheck-server answers with both; the group is sent again once, not twice.
+    let mut driver = one_connection(true);
+    let first = SubscriptionId::new("live-1");
+    driver.lanes.handle_auth_challenge(&key(10));
+    assert!(driver.lanes.handle_auth_notice(driver.now, &key(10)));
+    assert!(
+        driver
+            .lanes
+            .handle_auth_refusal(driver.now, &key(10), &first)
+    );
+    assert_eq!(driver.lanes.handle_authenticated(&key(10)), 1);
+    assert_eq!(driver.reqs(10).len(), 1);
+}
+
+#[test]
+fn without_a_key_an_auth_notice_is_a_refusal() {
+    let mut driver = one_connection(false);
+    assert!(!driver.lanes.handle_auth_notice(driver.now, &key(10)));
+}
