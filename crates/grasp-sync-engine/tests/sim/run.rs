@@ -17,7 +17,8 @@ use grasp_sync_engine::{
 };
 use grasp_sync_model::{RelayUrl, SyncLevel};
 use grasp_sync_testkit::{
-    GeneratedNetwork, NetworkSpec, RootCount, SimulatedRelay, TestRelayConfig, generate,
+    AuthRefusal, FilterPredicate, GeneratedNetwork, NetworkSpec, RootCount, SimulatedRelay,
+    StrictAuth, TestRelayConfig, generate,
 };
 use nostr::{Event, EventId, JsonUtil, Timestamp};
 use rand::{Rng, SeedableRng};
@@ -32,6 +33,8 @@ const SERVICE_URL: &str = "wss://grasp.test";
 const SERVICE_DOMAIN: &str = "grasp.test";
 /// How often the run checks the engine and the store.
 const STEP: Duration = Duration::from_millis(500);
+/// The share of strict relays that serve authenticated connections only.
+const AUTH_REQUIRED: f64 = 0.25;
 /// How long after faults stop the store has to converge.
 const CONVERGENCE_DEADLINE: Duration = Duration::from_secs(15 * 60);
 
@@ -179,6 +182,19 @@ fn relay_config(rng: &mut ChaCha8Rng, shape: Shape) -> TestRelayConfig {
         }
         if let Some(cap) = strict.quirks.per_req_cap.as_mut() {
             *cap = (*cap).min(page);
+        }
+        // Some relays serve authenticated connections only (strfry's NIP-42 read restriction),
+        // answering a refused REQ in any of the ways real relays do.
+        if rng.random_bool(AUTH_REQUIRED) {
+            let refusal = [
+                AuthRefusal::Closed,
+                AuthRefusal::Notice,
+                AuthRefusal::NoticeThenClosed,
+            ][rng.random_range(0..3)];
+            strict.auth = Some(StrictAuth {
+                refusal,
+                ..StrictAuth::new(FilterPredicate::custom(|_| true))
+            });
         }
     }
     config
