@@ -13,6 +13,8 @@
 //!   end, and when a batch is still a first sync.
 //! - [`hydration`]: the decision after one exact-ID pass over the IDs a diff advertised.
 //! - [`refused`]: coverage a relay refused by policy, paused per atom, suspect or shape.
+//! - [`session`]: one connected session's state: its gates, live groups, transient
+//!   subscriptions, queued starts, send order and unanswered REQs, timers and transmits.
 //! - [`session_auth`]: one session's NIP-42 state and the work parked for its AUTH.
 //! - [`descendant_sweep`]: the descendant fallback's sweep, one group of members at a time.
 //! - [`delivered`]: the event IDs a relay delivered during its first sync.
@@ -24,8 +26,8 @@
 //! - [`transmit`]: a session's REQs, CLOSEs and disconnect, queued as data in the order
 //!   decided and performed by the actor once per step.
 //!
-//! The rest of the per-relay state machine (the session's queues and live groups) is still in
-//! the actor.
+//! The decisions that read the indices and the store (which starts to queue, what a refusal
+//! costs, live planning) are still the actor's methods over this state.
 
 pub(crate) mod admission;
 pub(crate) mod closed_route;
@@ -38,6 +40,7 @@ pub(crate) mod jobs;
 pub(crate) mod lanes;
 pub(crate) mod neg_batch;
 pub(crate) mod refused;
+pub(crate) mod session;
 pub(crate) mod session_auth;
 pub(crate) mod session_start;
 pub(crate) mod timers;

@@ -65,7 +65,11 @@ impl Actor {
         else {
             return false;
         };
-        let batch = session.transients.get(subscription_id).map(|t| t.batch);
+        let batch = session
+            .state
+            .transients
+            .get(subscription_id)
+            .map(|t| t.batch);
         let discovery = batch.filter(|b| self.outbox.refusal_scope(relay, *b).is_some());
         let work = match discovery {
             Some(batch) => ParkedWork::Discovery {
@@ -75,10 +79,11 @@ impl Actor {
             },
             None => ParkedWork::Coverage(filters),
         };
-        if session.auth.handle_refusal(now, work) != AuthVerdict::Park {
+        if session.state.auth.handle_refusal(now, work) != AuthVerdict::Park {
             return false;
         }
         let auxiliary = session
+            .state
             .live
             .get(subscription_id)
             .is_some_and(|g| g.is_auxiliary());
@@ -134,9 +139,9 @@ impl Actor {
             .and_then(|r| r.session.as_mut())
             .map(|s| {
                 if sent_before_auth {
-                    s.auth.handle_refusal_sent_before(now, work)
+                    s.state.auth.handle_refusal_sent_before(now, work)
                 } else {
-                    s.auth.handle_refusal(now, work)
+                    s.state.auth.handle_refusal(now, work)
                 }
             });
         match verdict {
@@ -160,7 +165,7 @@ impl Actor {
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
         {
-            session.auth.handle_challenge();
+            session.state.auth.handle_challenge();
         }
     }
 
@@ -174,7 +179,7 @@ impl Actor {
         let Some(session) = runtime.session.as_mut() else {
             return;
         };
-        let parked = session.auth.handle_authenticated();
+        let parked = session.state.auth.handle_authenticated();
         tracing::info!(%relay, parked = parked.len(), "authenticated to the relay (NIP-42)");
         let mut derive_again = false;
         for work in parked {
@@ -202,7 +207,7 @@ impl Actor {
             .runtimes
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
-            .map(|s| s.auth.handle_failed())
+            .map(|s| s.state.auth.handle_failed())
             .unwrap_or_default();
         tracing::info!(%relay, parked = parked.len(), "NIP-42 authentication failed");
         self.refuse_parked(relay, parked);
@@ -214,7 +219,7 @@ impl Actor {
             .runtimes
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
-            .map(|s| s.auth.handle_timeout(now))
+            .map(|s| s.state.auth.handle_timeout(now))
             .unwrap_or_default();
         if !parked.is_empty() {
             tracing::info!(%relay, parked = parked.len(), "no NIP-42 authentication in time");

@@ -121,9 +121,9 @@ impl Actor {
             .runtimes
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
-            && session.queued_background() >= BACKLOG_STARTS
+            && session.state.queued_background() >= BACKLOG_STARTS
         {
-            session.index_update_waits = true;
+            session.state.index_update_waits = true;
             return;
         }
         self.recompute(relay);
@@ -139,10 +139,10 @@ impl Actor {
         else {
             return;
         };
-        if !session.index_update_waits || session.has_queued_background() {
+        if !session.state.index_update_waits || session.state.has_queued_background() {
             return;
         }
-        session.index_update_waits = false;
+        session.state.index_update_waits = false;
         self.recompute(relay);
     }
 

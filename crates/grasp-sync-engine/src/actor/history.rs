@@ -211,7 +211,7 @@ impl Actor {
         ceiling: FilterCeiling,
     ) -> Option<PackLimits> {
         let runtime = self.runtimes.get(relay)?;
-        let pages = &runtime.session.as_ref()?.pages;
+        let pages = &runtime.session.as_ref()?.state.pages;
         let mut limits = match ceiling {
             FilterCeiling::Learned => runtime.learned.pack_limits(PackLimits::default()),
             FilterCeiling::Trusted => runtime.learned.trusted_pack_limits(PackLimits::default()),
@@ -262,7 +262,7 @@ impl Actor {
             .runtimes
             .get(relay)
             .and_then(|r| r.session.as_ref())
-            .map(|s| &s.pages)
+            .map(|s| &s.state.pages)
         else {
             return false;
         };
@@ -296,7 +296,7 @@ impl Actor {
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
         {
-            session.queue.extend(queued);
+            session.state.queue.extend(queued);
         }
         any
     }
@@ -315,22 +315,26 @@ impl Actor {
         else {
             return;
         };
-        session.timers.cancel(SessionTimer::GateWait);
+        session.state.timers.cancel(SessionTimer::GateWait);
         session.drive_live(now, relay, &mut runtime.stats, self.metrics.as_ref());
         let mut rejected: Vec<BatchId> = Vec::new();
-        while let Some(front) = session.queue.front() {
+        while let Some(front) = session.state.queue.front() {
             let counts = ledger.counts();
             let room = Room {
                 residual: ledger.residual(),
                 held: counts.transient_reqs(),
                 cap: ledger.budget().transient_req_cap(),
             };
-            let (background, reactive) = (&mut session.background, &mut session.reactive);
+            let (background, reactive) =
+                (&mut session.state.background, &mut session.state.reactive);
             match admission::admit(now, front.kind, paused_until, room, background, reactive) {
                 StartAdmission::Ready => {}
                 StartAdmission::WaitUntil(at) => {
                     tracing::debug!(%relay, wait_ms = at.saturating_duration_since(now).as_millis() as u64, "queue waits for a health pause or a gate");
-                    session.timers.set_earliest(SessionTimer::GateWait, at);
+                    session
+                        .state
+                        .timers
+                        .set_earliest(SessionTimer::GateWait, at);
                     break;
                 }
                 StartAdmission::WaitForRelease => {
@@ -340,12 +344,12 @@ impl Actor {
                 StartAdmission::Rejected(reason) => {
                     tracing::debug!(%relay, ?reason, "queued start rejected; its batch will be re-derived");
                     let batch = front.batch;
-                    session.queue.retain(|q| q.batch != batch);
+                    session.state.queue.retain(|q| q.batch != batch);
                     rejected.push(batch);
                     continue;
                 }
             }
-            let Some(start) = session.queue.pop_front() else {
+            let Some(start) = session.state.queue.pop_front() else {
                 break;
             };
             // A recovery probe is what may send paused coverage.
@@ -358,7 +362,7 @@ impl Actor {
                 // A policy refusal paused its coverage while it waited: re-derive the batch.
                 tracing::debug!(%relay, "queued start holds coverage paused since; its batch will be re-derived");
                 let batch = start.batch;
-                session.queue.retain(|q| q.batch != batch);
+                session.state.queue.retain(|q| q.batch != batch);
                 rejected.push(batch);
                 continue;
             }
@@ -371,13 +375,13 @@ impl Actor {
                 Ok(permit) => permit,
                 Err(error) => {
                     tracing::debug!(%relay, %error, "no transient slot; waiting for a release");
-                    session.queue.push_front(start);
+                    session.state.queue.push_front(start);
                     break;
                 }
             };
             let filters = start.pagination.current_filters();
             let filter_count = filters.len();
-            session.transmit.push(Outbound::Req {
+            session.state.transmit.push(Outbound::Req {
                 subscription_id: start.subscription_id.clone(),
                 filters,
             });
@@ -386,8 +390,10 @@ impl Actor {
             if let Some(metrics) = &self.metrics {
                 metrics.record_req("historic");
             }
-            let sent = session.next_sent(&start.subscription_id, filter_count);
-            session.transients.insert(
+            let sent = session
+                .state
+                .next_sent(&start.subscription_id, filter_count);
+            session.state.transients.insert(
                 start.subscription_id,
                 Transient {
                     batch: start.batch,
@@ -424,11 +430,11 @@ impl Actor {
         else {
             return;
         };
-        if let Some(group) = session.live.get(subscription_id) {
+        if let Some(group) = session.state.live.get(subscription_id) {
             note_accepted(relay, &mut runtime.learned, group.group.filters.len());
             return; // live subscriptions stay open
         }
-        let Some(mut transient) = session.transients.remove(subscription_id) else {
+        let Some(mut transient) = session.state.transients.remove(subscription_id) else {
             return;
         };
         note_accepted(
@@ -437,6 +443,7 @@ impl Actor {
             transient.pagination.current_filters().len(),
         );
         session
+            .state
             .transmit
             .push(Outbound::Close(subscription_id.clone()));
         if let Some(permit) = transient.permit.take() {
@@ -447,15 +454,15 @@ impl Actor {
                 .refused
                 .handle_success(&transient.pagination.current_filters());
         let batch = transient.batch;
-        let quirks_before = session.pages.quirks();
+        let quirks_before = session.state.pages.quirks();
         let step = if transient.exact {
             PageStep::Complete {
                 truncated: Vec::new(),
             }
         } else {
-            transient.pagination.handle_eose(&mut session.pages)
+            transient.pagination.handle_eose(&mut session.state.pages)
         };
-        let quirks = session.pages.quirks();
+        let quirks = session.state.pages.quirks();
         if quirks != quirks_before {
             let learned: Vec<&'static str> = quirks
                 .labels()
@@ -498,7 +505,7 @@ impl Actor {
                     .and_then(|r| r.session.as_mut())
                 {
                     for start in starts.into_iter().rev() {
-                        session.queue.push_front(start);
+                        session.state.queue.push_front(start);
                     }
                 }
             }
@@ -614,20 +621,21 @@ impl Actor {
         };
         if let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut()) {
             let doomed: Vec<SubscriptionId> = session
+                .state
                 .transients
                 .iter()
                 .filter(|(_, t)| t.batch == batch && !t.watchdog_closing)
                 .map(|(id, _)| id.clone())
                 .collect();
             for id in doomed {
-                if let Some(mut transient) = session.transients.remove(&id) {
-                    session.transmit.push(Outbound::Close(id));
+                if let Some(mut transient) = session.state.transients.remove(&id) {
+                    session.state.transmit.push(Outbound::Close(id));
                     if let Some(permit) = transient.permit.take() {
                         let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
                     }
                 }
             }
-            session.queue.retain(|q| q.batch != batch);
+            session.state.queue.retain(|q| q.batch != batch);
         }
         if runtime.announcements_batch == Some(batch) {
             runtime.announcements_batch = None;
@@ -692,10 +700,13 @@ impl Actor {
                 (runtime.session.as_mut(), runtime.ledger.as_mut())
             {
                 while let Some(expiry) = ledger.poll_watchdog(now) {
-                    if let Some(transient) = session.transients.get_mut(&expiry.subscription_id) {
+                    if let Some(transient) =
+                        session.state.transients.get_mut(&expiry.subscription_id)
+                    {
                         if !transient.watchdog_closing {
                             transient.watchdog_closing = true;
                             session
+                                .state
                                 .transmit
                                 .push(Outbound::Close(expiry.subscription_id.clone()));
                             expired.push(transient.batch);
@@ -739,11 +750,12 @@ impl Actor {
             return;
         };
         let closing = session
+            .state
             .transients
             .get(subscription_id)
             .is_some_and(|t| t.watchdog_closing);
         if closing {
-            if let Some(mut transient) = session.transients.remove(subscription_id) {
+            if let Some(mut transient) = session.state.transients.remove(subscription_id) {
                 if let Some(permit) = transient.permit.take() {
                     let _ =
                         ledger.handle_release(now, &permit, ReleaseReason::WatchdogCloseAccepted);
@@ -767,16 +779,17 @@ impl Actor {
         else {
             return;
         };
-        session.queue.clear();
+        session.state.queue.clear();
         let ids: Vec<SubscriptionId> = session
+            .state
             .transients
             .iter()
             .filter(|(_, t)| !t.watchdog_closing)
             .map(|(id, _)| id.clone())
             .collect();
         for id in ids {
-            if let Some(mut transient) = session.transients.remove(&id) {
-                session.transmit.push(Outbound::Close(id));
+            if let Some(mut transient) = session.state.transients.remove(&id) {
+                session.state.transmit.push(Outbound::Close(id));
                 if let Some(permit) = transient.permit.take() {
                     let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
                 }

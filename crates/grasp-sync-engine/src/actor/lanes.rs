@@ -93,7 +93,7 @@ impl Actor {
         };
         // During a query-rate cooldown no connection starts anything: live planning is
         // re-derived when it ends, and offers the coverage again.
-        if session.defer_for_cooldown(now) {
+        if session.state.defer_for_cooldown(now) {
             return;
         }
         let learned = runtime.learned.clone();

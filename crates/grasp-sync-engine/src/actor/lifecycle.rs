@@ -2,23 +2,22 @@
 //! NIP-77 listing, fresh start, disconnect handling, retirement of unreferenced relays, and
 //! per-relay deadlines.
 
-use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use grasp_sync_filters::{PageHints, RelayPageSession, Window, announcement_filter};
-use grasp_sync_ledger::{BackgroundGate, ReactiveGate, SubscriptionLedger};
+use grasp_sync_ledger::SubscriptionLedger;
 use grasp_sync_model::{BatchId, ConnectionStatus, PendingItems, RelaySyncNeeds, RelayUrl};
 use nostr::Timestamp;
 use rand::Rng;
 
 use super::Actor;
-use super::runtime::Session;
+use super::runtime::{Session, SessionState};
 use crate::dial::DialReport;
 use crate::error::TransportError;
 use crate::machine::session_start::{
     SessionStart, daily_deadline, reconnect_since, session_budget,
 };
-use crate::machine::timers::{RelayTimer, SessionTimer, Timers};
+use crate::machine::timers::{RelayTimer, SessionTimer};
 use crate::negentropy::RoundStart;
 use crate::session::{Outbound, SessionKey, spawn_session};
 use crate::transport::{NipListing, RelayConnection, RelayInfo};
@@ -138,7 +137,7 @@ impl Actor {
         self.close_lanes(relay);
         if let Some(runtime) = self.runtimes.remove(relay) {
             if let Some(mut session) = runtime.session {
-                session.transmit.push(Outbound::Disconnect);
+                session.state.transmit.push(Outbound::Disconnect);
             }
         }
         self.forget_pending(relay);
@@ -284,24 +283,8 @@ impl Actor {
         );
         let answers_auth = handle.session().authenticates();
         runtime.session = Some(Session {
-            auth: crate::machine::session_auth::SessionAuth::new(answers_auth),
             handle,
-            background: BackgroundGate::new(now),
-            reactive: ReactiveGate::new(now),
-            pages: RelayPageSession::new(hints),
-            live: BTreeMap::new(),
-            transients: BTreeMap::new(),
-            queue: VecDeque::new(),
-            timers: Timers::default(),
-            sent: 0,
-            unanswered: VecDeque::new(),
-            live_queue: VecDeque::new(),
-            rebuild_pending: false,
-            neg_queue: VecDeque::new(),
-            neg_in_flight: BTreeMap::new(),
-            rounds_before_auth: std::collections::BTreeSet::new(),
-            index_update_waits: false,
-            transmit: crate::machine::transmit::Transmits::default(),
+            state: SessionState::new(now, RelayPageSession::new(hints), answers_auth),
         });
         runtime.stats.connections += 1;
         runtime.timers.cancel(RelayTimer::CompletionCheck);
@@ -349,10 +332,10 @@ impl Actor {
         else {
             return;
         };
-        session.live_queue.clear();
-        for (id, group) in std::mem::take(&mut session.live) {
+        session.state.live_queue.clear();
+        for (id, group) in std::mem::take(&mut session.state.live) {
             if group.was_sent() {
-                session.transmit.push(Outbound::Close(id));
+                session.state.transmit.push(Outbound::Close(id));
             }
         }
         let advertised = ledger.budget().slots();
@@ -544,7 +527,10 @@ impl Actor {
         };
         if runtime.timers.is_due(RelayTimer::CoverageRetry, now) {
             // Refused work parked for the session's AUTH waits for its outcome.
-            let parked = runtime.session.as_ref().and_then(|s| s.auth.poll_timeout());
+            let parked = runtime
+                .session
+                .as_ref()
+                .and_then(|s| s.state.auth.poll_timeout());
             let paused = runtime.health.sync_paused_until(now).max(parked);
             match paused {
                 Some(until) if until > now => runtime.timers.set(RelayTimer::CoverageRetry, until),
@@ -559,9 +545,10 @@ impl Actor {
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
             .and_then(|s| {
-                s.timers
+                s.state
+                    .timers
                     .take_due(SessionTimer::LiveRepair, now)
-                    .then(|| std::mem::take(&mut s.rebuild_pending))
+                    .then(|| std::mem::take(&mut s.state.rebuild_pending))
             });
         match live_repair {
             Some(true) => self.rebuild_live(relay),
@@ -575,8 +562,10 @@ impl Actor {
             .get(relay)
             .and_then(|r| r.session.as_ref())
             .is_some_and(|s| {
-                (!s.queue.is_empty() || !s.neg_queue.is_empty() || !s.live_queue.is_empty())
-                    && !s.timers.is_waiting(SessionTimer::GateWait, now)
+                (!s.state.queue.is_empty()
+                    || !s.state.neg_queue.is_empty()
+                    || !s.state.live_queue.is_empty())
+                    && !s.state.timers.is_waiting(SessionTimer::GateWait, now)
             });
         if drive {
             self.drive_queue(relay);

@@ -99,16 +99,16 @@ impl Actor {
         else {
             return false;
         };
-        if session.defer_for_cooldown(now) {
+        if session.state.defer_for_cooldown(now) {
             tracing::debug!(%relay, "live planning waits for the query-rate cooldown");
             return false;
         }
         for id in &plan.close {
-            if let Some(held) = session.live.remove(id) {
+            if let Some(held) = session.state.live.remove(id) {
                 // Releasing our own live permit cannot be refused; a stale one is a no-op.
                 let _ = ledger.handle_release(now, &held.permit, ReleaseReason::LiveRetired);
                 if held.was_sent() {
-                    session.transmit.push(Outbound::Close(id.clone()));
+                    session.state.transmit.push(Outbound::Close(id.clone()));
                 }
             }
         }
@@ -137,8 +137,8 @@ impl Actor {
         };
         if let Some((groups, permits)) = admitted {
             for ((id, group), permit) in groups.into_iter().zip(permits) {
-                session.live_queue.push_back(id.clone());
-                session.live.insert(
+                session.state.live_queue.push_back(id.clone());
+                session.state.live.insert(
                     id,
                     LiveGroup {
                         group,
@@ -163,7 +163,7 @@ impl Actor {
         let runtime = self.runtimes.get(relay)?;
         let session = runtime.session.as_ref()?;
         let ledger = runtime.ledger.as_ref()?;
-        let held = held_groups(&session.live);
+        let held = held_groups(&session.state.live);
         let budget = LiveBudget::new(&ledger.budget(), &runtime.learned, PackLimits::default());
         plan_with_overflow(relay, &held, incoming, &budget)
     }
@@ -307,16 +307,17 @@ impl Actor {
             return;
         };
         let auxiliary: Vec<SubscriptionId> = session
+            .state
             .live
             .iter()
             .filter(|(_, g)| g.is_auxiliary())
             .map(|(id, _)| id.clone())
             .collect();
         for id in &auxiliary {
-            if let Some(held) = session.live.remove(id) {
+            if let Some(held) = session.state.live.remove(id) {
                 let _ = ledger.handle_release(now, &held.permit, ReleaseReason::LiveRetired);
                 if held.was_sent() {
-                    session.transmit.push(Outbound::Close(id.clone()));
+                    session.state.transmit.push(Outbound::Close(id.clone()));
                 }
             }
         }
@@ -339,7 +340,7 @@ impl Actor {
         };
         runtime
             .consolidation
-            .handle_live_changed(session.core_live(), margin);
+            .handle_live_changed(session.state.core_live(), margin);
     }
 
     /// Groups the complete live set needs when packed from scratch.
@@ -378,7 +379,7 @@ impl Actor {
             .runtimes
             .get(relay)
             .and_then(|r| r.session.as_ref())
-            .map_or(0, |s| s.core_live());
+            .map_or(0, |s| s.state.core_live());
         let Some(baseline) = self.live_baseline(relay) else {
             return;
         };
@@ -412,8 +413,8 @@ impl Actor {
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
             .is_some_and(|s| {
-                let deferred = s.defer_for_cooldown(now);
-                s.rebuild_pending |= deferred;
+                let deferred = s.state.defer_for_cooldown(now);
+                s.state.rebuild_pending |= deferred;
                 deferred
             });
         if deferred {
@@ -433,7 +434,7 @@ impl Actor {
         let Some(session) = runtime.session.as_ref() else {
             return;
         };
-        let held = held_groups(&session.live);
+        let held = held_groups(&session.state.live);
         plan.close = held.iter().map(|h| h.subscription_id.clone()).collect();
         plan.rollback.reopen = held;
         runtime.catch_up.clear_filters();

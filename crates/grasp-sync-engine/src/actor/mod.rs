@@ -276,7 +276,7 @@ impl Actor {
     fn perform_transmits(&mut self) {
         for runtime in self.runtimes.values_mut() {
             if let Some(session) = runtime.session.as_mut() {
-                session.handle.perform(&mut session.transmit);
+                session.handle.perform(&mut session.state.transmit);
             }
             runtime.perform_lane_transmits();
         }
@@ -350,8 +350,11 @@ impl Actor {
                 runtime
                     .session
                     .as_ref()
-                    .and_then(|s| s.timers.poll_timeout()),
-                runtime.session.as_ref().and_then(|s| s.auth.poll_timeout()),
+                    .and_then(|s| s.state.timers.poll_timeout()),
+                runtime
+                    .session
+                    .as_ref()
+                    .and_then(|s| s.state.auth.poll_timeout()),
                 runtime.lanes.poll_timeout(),
                 runtime.ledger.as_ref().and_then(|l| l.poll_timeout()),
                 runtime
@@ -380,18 +383,25 @@ impl Actor {
         for runtime in self.runtimes.values_mut() {
             if let Some(mut session) = runtime.session.take() {
                 let sent_live = session
+                    .state
                     .live
                     .iter()
                     .filter(|(_, g)| g.was_sent())
                     .map(|(id, _)| id);
                 let open: Vec<nostr::SubscriptionId> = sent_live
-                    .chain(session.transients.keys())
+                    .chain(session.state.transients.keys())
                     .cloned()
                     .collect();
                 for id in open {
-                    session.transmit.push(crate::session::Outbound::Close(id));
+                    session
+                        .state
+                        .transmit
+                        .push(crate::session::Outbound::Close(id));
                 }
-                session.transmit.push(crate::session::Outbound::Disconnect);
+                session
+                    .state
+                    .transmit
+                    .push(crate::session::Outbound::Disconnect);
             }
         }
         self.ingestor.drain(self.config.ingest_in_flight).await;

@@ -95,7 +95,7 @@ impl Actor {
                 r.nip77.allows_rounds()
                     && r.session
                         .as_ref()
-                        .is_some_and(|s| s.reactive.nip77_allowed())
+                        .is_some_and(|s| s.state.reactive.nip77_allowed())
             });
         if !allowed || filters.is_empty() {
             return None;
@@ -133,7 +133,7 @@ impl Actor {
                 },
             );
         }
-        session.neg_queue.extend(rounds);
+        session.state.neg_queue.extend(rounds);
         runtime
             .neg_batches
             .insert(batch, NegBatch::rounds(filters, check, max_held));
@@ -174,14 +174,18 @@ impl Actor {
         else {
             return;
         };
-        while let Some(front) = session.neg_queue.front() {
+        while let Some(front) = session.state.neg_queue.front() {
             let limits = match nip77.poll_round() {
                 RoundStart::Normal => RoundLimits::NORMAL,
                 RoundStart::Probe => RoundLimits::PROBE,
                 RoundStart::AfterProbe => break, // the probe's report wakes the actor
                 RoundStart::Off(reason) => {
-                    let batches: BTreeSet<BatchId> =
-                        session.neg_queue.iter().map(|round| round.batch).collect();
+                    let batches: BTreeSet<BatchId> = session
+                        .state
+                        .neg_queue
+                        .iter()
+                        .map(|round| round.batch)
+                        .collect();
                     tracing::info!(%relay, reason = reason.label(), batches = batches.len(),
                         "relay does not speak NIP-77; queued rounds fall back to REQ+EOSE");
                     let relay = relay.clone();
@@ -208,7 +212,10 @@ impl Actor {
             };
             match admission::wait_for_room(now, paused_until, room) {
                 Some(StartAdmission::WaitUntil(until)) => {
-                    session.timers.set_earliest(SessionTimer::GateWait, until);
+                    session
+                        .state
+                        .timers
+                        .set_earliest(SessionTimer::GateWait, until);
                     break;
                 }
                 Some(_) => break, // a release wakes the queue
@@ -221,11 +228,15 @@ impl Actor {
                 break;
             }
             let kind = StartKind::NegentropyRound;
-            let (background, reactive) = (&mut session.background, &mut session.reactive);
+            let (background, reactive) =
+                (&mut session.state.background, &mut session.state.reactive);
             match admission::pass_gates(now, kind, background, reactive) {
                 StartAdmission::Ready => {}
                 StartAdmission::WaitUntil(at) => {
-                    session.timers.set_earliest(SessionTimer::GateWait, at);
+                    session
+                        .state
+                        .timers
+                        .set_earliest(SessionTimer::GateWait, at);
                     break;
                 }
                 StartAdmission::WaitForRelease => break,
@@ -244,7 +255,7 @@ impl Actor {
                 batch,
                 filter,
                 have,
-            }) = session.neg_queue.pop_front()
+            }) = session.state.neg_queue.pop_front()
             else {
                 break;
             };
@@ -252,7 +263,7 @@ impl Actor {
                 Preparation::Read(have) => have,
                 // The head was checked to be read above; nothing in between changes it.
                 unread => {
-                    session.neg_queue.push_front(NegRound {
+                    session.state.neg_queue.push_front(NegRound {
                         subscription_id,
                         batch,
                         filter,
@@ -270,7 +281,7 @@ impl Actor {
                 Ok(permit) => permit,
                 Err(error) => {
                     tracing::warn!(%relay, %error, "negentropy round could not take a permit");
-                    session.neg_queue.push_front(NegRound {
+                    session.state.neg_queue.push_front(NegRound {
                         subscription_id,
                         batch,
                         filter,
@@ -301,10 +312,15 @@ impl Actor {
                     probe: limits.probe,
                 },
             );
-            if session.auth.state() != crate::machine::session_auth::AuthState::Authenticated {
-                session.rounds_before_auth.insert(subscription_id.clone());
+            if session.state.auth.state() != crate::machine::session_auth::AuthState::Authenticated
+            {
+                session
+                    .state
+                    .rounds_before_auth
+                    .insert(subscription_id.clone());
             }
             session
+                .state
                 .neg_in_flight
                 .insert(subscription_id, (batch, permit));
         }
@@ -402,7 +418,7 @@ impl Actor {
             return;
         }
         let mut dropped = Vec::new();
-        session.neg_queue.retain(|round| {
+        session.state.neg_queue.retain(|round| {
             if round.batch == batch {
                 dropped.push(round.subscription_id.clone());
                 false
@@ -440,6 +456,7 @@ impl Actor {
             return;
         }
         let Some(index) = session
+            .state
             .neg_queue
             .iter()
             .position(|round| round.subscription_id == *subscription_id)
@@ -448,7 +465,7 @@ impl Actor {
         };
         match have {
             Ok(items) => {
-                if let Some(round) = session.neg_queue.get_mut(index) {
+                if let Some(round) = session.state.neg_queue.get_mut(index) {
                     if matches!(round.have, Preparation::Reading) {
                         round.have = Preparation::Read(items);
                     }
@@ -456,7 +473,7 @@ impl Actor {
                 self.drive_queue(&relay);
             }
             Err(error) => {
-                let Some(round) = session.neg_queue.remove(index) else {
+                let Some(round) = session.state.neg_queue.remove(index) else {
                     return;
                 };
                 let error = NegentropyError::Protocol(format!("store: {error}"));
@@ -490,8 +507,8 @@ impl Actor {
         runtime
             .nip77
             .handle_round_ended(now, subscription_id, &result);
-        let before_auth = session.rounds_before_auth.remove(subscription_id);
-        let Some((batch, permit)) = session.neg_in_flight.remove(subscription_id) else {
+        let before_auth = session.state.rounds_before_auth.remove(subscription_id);
+        let Some((batch, permit)) = session.state.neg_in_flight.remove(subscription_id) else {
             return;
         };
         let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
@@ -710,7 +727,7 @@ impl Actor {
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
         {
-            session.neg_queue.retain(|round| {
+            session.state.neg_queue.retain(|round| {
                 if round.batch == batch {
                     dropped.push(round.subscription_id.clone());
                     false
@@ -757,7 +774,7 @@ impl Actor {
             .runtimes
             .get(relay)
             .and_then(|r| r.session.as_ref())
-            .map(|s| s.pages.clone())
+            .map(|s| s.state.pages.clone())
         else {
             return;
         };
@@ -785,7 +802,7 @@ impl Actor {
             .get_mut(relay)
             .and_then(|r| r.session.as_mut())
         {
-            session.queue.extend(queued);
+            session.state.queue.extend(queued);
         }
     }
 
@@ -869,9 +886,9 @@ impl Actor {
             if let (Some(session), Some(ledger)) =
                 (runtime.session.as_mut(), runtime.ledger.as_mut())
             {
-                session.neg_queue.clear();
-                session.rounds_before_auth.clear();
-                for (_, (_, permit)) in std::mem::take(&mut session.neg_in_flight) {
+                session.state.neg_queue.clear();
+                session.state.rounds_before_auth.clear();
+                for (_, (_, permit)) in std::mem::take(&mut session.state.neg_in_flight) {
                     let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
                 }
             }
@@ -883,7 +900,7 @@ impl Actor {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.neg_batches.remove(&batch);
             if let Some(session) = runtime.session.as_mut() {
-                session.neg_queue.retain(|round| round.batch != batch);
+                session.state.neg_queue.retain(|round| round.batch != batch);
             }
         }
     }
@@ -892,7 +909,7 @@ impl Actor {
 /// Asks for the store reads of the first [`PREPARED_AHEAD`] queued rounds that have none yet.
 fn prepare_ahead(session: &mut Session, jobs: &mut Jobs) {
     let key = &session.handle.key;
-    for round in session.neg_queue.iter_mut().take(PREPARED_AHEAD) {
+    for round in session.state.neg_queue.iter_mut().take(PREPARED_AHEAD) {
         if matches!(round.have, Preparation::Unread) {
             round.have = Preparation::Reading;
             jobs.push(

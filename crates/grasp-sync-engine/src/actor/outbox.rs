@@ -232,7 +232,10 @@ impl Actor {
             return;
         };
         let key = session.handle.key.clone();
-        session.transmit.push(crate::session::Outbound::Disconnect);
+        session
+            .state
+            .transmit
+            .push(crate::session::Outbound::Disconnect);
         runtime.health.handle_closed_idle(now);
         let last_error = runtime.stats.last_error.clone();
         tracing::info!(%relay, "closing a participant-discovery connection until its next probe or due author");

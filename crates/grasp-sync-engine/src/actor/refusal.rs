@@ -41,7 +41,7 @@ impl Actor {
                 .get_mut(&relay)
                 .and_then(|r| r.session.as_mut()),
         ) {
-            (Some(id), Some(session)) => session.handle_answer(id),
+            (Some(id), Some(session)) => session.state.handle_answer(id),
             _ => None,
         };
         match event {
@@ -57,7 +57,7 @@ impl Actor {
                     .runtimes
                     .get(&relay)
                     .and_then(|r| r.session.as_ref())
-                    .and_then(|s| s.transients.get(&subscription_id))
+                    .and_then(|s| s.state.transients.get(&subscription_id))
                     .filter(|t| t.exact)
                     .map(|t| t.batch);
                 if let Some(batch) = exact_batch {
@@ -71,7 +71,7 @@ impl Actor {
                     if let Some(transient) = runtime
                         .session
                         .as_mut()
-                        .and_then(|s| s.transients.get_mut(&subscription_id))
+                        .and_then(|s| s.state.transients.get_mut(&subscription_id))
                     {
                         transient.pagination.handle_event(&event);
                     }
@@ -128,8 +128,8 @@ impl Actor {
             return;
         };
         let answered = match (
-            session.transients.get(subscription_id),
-            session.live.get(subscription_id),
+            session.state.transients.get(subscription_id),
+            session.state.live.get(subscription_id),
         ) {
             (Some(t), _) => Answered::Transient {
                 batch: t.batch,
@@ -147,7 +147,7 @@ impl Actor {
             .batch()
             .and_then(|batch| self.outbox.refusal_scope(relay, batch));
         let scope = answered.scope(discovery);
-        let sent = session.sent_order(subscription_id);
+        let sent = session.state.sent_order(subscription_id);
         if scope == RefusalScope::Retired {
             // An answer to a subscription already retired (replaced, abandoned or closed): the
             // work it refused is gone, so it pauses nothing. A refusal of its filter count
@@ -169,11 +169,13 @@ impl Actor {
             return;
         }
         let refused_filters = session
+            .state
             .transients
             .get(subscription_id)
             .map(|t| t.pagination.current_filters())
             .or_else(|| {
                 session
+                    .state
                     .live
                     .get(subscription_id)
                     .map(|g| g.group.to_filters())
@@ -274,7 +276,7 @@ impl Actor {
         let queued: std::collections::BTreeSet<grasp_sync_model::BatchId> = runtime
             .session
             .as_ref()
-            .map(|s| s.neg_queue.iter().map(|round| round.batch).collect())
+            .map(|s| s.state.neg_queue.iter().map(|round| round.batch).collect())
             .unwrap_or_default();
         for batch in queued {
             self.fall_back_rounds(relay, batch, crate::negentropy::FallbackReason::Refused);
@@ -300,7 +302,7 @@ impl Actor {
             return;
         };
         let mut readmit = Vec::new();
-        session.queue.retain(|start| {
+        session.state.queue.retain(|start| {
             let first_page = start.kind == grasp_sync_ledger::StartKind::Historic && !start.exact;
             if first_page {
                 readmit.push((
@@ -342,7 +344,7 @@ impl Actor {
         };
         let current = runtime.ledger.as_ref().map_or(0, |l| l.budget().slots());
         let held = match (runtime.session.as_ref(), refused) {
-            (Some(session), Some(order)) => session.held_before(order),
+            (Some(session), Some(order)) => session.state.held_before(order),
             _ => runtime.held_subscriptions().saturating_sub(1),
         };
         let learned = held.max(crate::machine::session_start::MIN_LEARNED_SLOTS);
@@ -374,8 +376,8 @@ impl Actor {
                 .get_mut(relay)
                 .and_then(|r| r.session.as_mut())
                 .and_then(|s| match answers {
-                    NoticeAnswers::Widest => s.take_widest_unanswered(),
-                    NoticeAnswers::Newest => s.take_newest_unanswered(),
+                    NoticeAnswers::Widest => s.state.take_widest_unanswered(),
+                    NoticeAnswers::Newest => s.state.take_newest_unanswered(),
                 });
             if let Some(subscription_id) = refused {
                 tracing::debug!(%relay, subscription = %subscription_id, notice = %text,
@@ -391,6 +393,7 @@ impl Actor {
                     .and_then(|r| r.session.as_mut())
                 {
                     session
+                        .state
                         .transmit
                         .push(Outbound::Close(subscription_id.clone()));
                 }
@@ -485,7 +488,10 @@ impl Actor {
                 .paused_until(grasp_sync_health::PauseKind::RateLimit, now)
                 .unwrap_or_else(|| now + runtime.health.config().rate_limit_cooldown);
             if let Some(session) = runtime.session.as_mut() {
-                session.reactive.handle_query_rate_refusal_until(now, until);
+                session
+                    .state
+                    .reactive
+                    .handle_query_rate_refusal_until(now, until);
             }
         }
     }
@@ -501,7 +507,7 @@ impl Actor {
             if let (Some(session), Some(ledger)) =
                 (runtime.session.as_mut(), runtime.ledger.as_mut())
             {
-                if let Some(mut transient) = session.transients.remove(subscription_id) {
+                if let Some(mut transient) = session.state.transients.remove(subscription_id) {
                     if let Some(permit) = transient.permit.take() {
                         let _ = ledger.handle_release(now, &permit, reason);
                     }
@@ -516,7 +522,7 @@ impl Actor {
             if let (Some(session), Some(ledger)) =
                 (runtime.session.as_mut(), runtime.ledger.as_mut())
             {
-                if let Some(group) = session.live.remove(subscription_id) {
+                if let Some(group) = session.state.live.remove(subscription_id) {
                     let _ = ledger.handle_release(now, &group.permit, ReleaseReason::Closed);
                 }
             }

@@ -1,20 +1,18 @@
-//! Per-relay state owned by the actor: health, learned limits and, while connected, the session
-//! with its ledger, pacing gates, live groups, transient subscriptions and queued starts.
+//! Per-relay state owned by the actor: health, learned limits, the ledger and, while connected,
+//! the session: the connection's handle beside the machine's [`SessionState`] (pacing gates,
+//! live groups, transient subscriptions and queued starts).
 
-use std::collections::{BTreeMap, VecDeque};
-
-use grasp_sync_filters::{CoverageTier, FilterGroup, GroupedPagination, RelayPageSession};
-use grasp_sync_health::RelayHealth;
-use grasp_sync_ledger::{
-    BackgroundGate, GateRejection, HeldGroup, LearnedLimits, Permit, PermitClass, ReactiveGate,
-    StartDecision, StartKind, SubscriptionLedger,
-};
-use grasp_sync_model::BatchId;
-use nostr::SubscriptionId;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::machine::timers::{RelayTimer, SessionTimer, Timers};
-use crate::machine::transmit::{Outbound, Transmits};
+use grasp_sync_health::RelayHealth;
+use grasp_sync_ledger::{LearnedLimits, SubscriptionLedger};
+use grasp_sync_model::BatchId;
+
+pub(super) use crate::machine::session::{
+    LiveGroup, QueuedStart, SessionState, Transient, UNSENT, held_groups,
+};
+use crate::machine::timers::{RelayTimer, Timers};
 use crate::session::SessionHandle;
 
 /// Everything the actor knows about one relay.
@@ -94,131 +92,23 @@ pub(super) struct RelayStats {
     pub(super) last_error: Option<String>,
 }
 
-/// One connected session of a relay.
+/// One connected session of a relay: the connection's handle, which the actor drives, and the
+/// session's state ([`SessionState`], the machine's), which ends with it.
 pub(super) struct Session {
     pub(super) handle: SessionHandle,
-    pub(super) background: BackgroundGate,
-    pub(super) reactive: ReactiveGate,
-    pub(super) pages: RelayPageSession,
-    pub(super) live: BTreeMap<SubscriptionId, LiveGroup>,
-    pub(super) transients: BTreeMap<SubscriptionId, Transient>,
-    pub(super) queue: VecDeque<QueuedStart>,
-    /// The session's named timers (gate wait, live repair): they end with the session.
-    pub(super) timers: Timers<SessionTimer>,
-    /// REQs sent in this session (the next one's send order).
-    pub(super) sent: u64,
-    /// The latest REQs the relay has not answered yet, oldest first, with the number of
-    /// filters each was sent with (at most [`UNANSWERED_KEPT`]).
-    pub(super) unanswered: VecDeque<(SubscriptionId, usize)>,
-    /// Live groups admitted by the ledger whose REQ waits for the reactive gate (only while
-    /// a query-rate episode spaces starts; otherwise they are sent at once).
-    pub(super) live_queue: VecDeque<SubscriptionId>,
-    /// The deferred live planning is a full rebuild (a consolidation or a learned byte cap).
-    pub(super) rebuild_pending: bool,
-    /// Negentropy rounds waiting for a permit and the gates.
-    pub(super) neg_queue: VecDeque<super::negentropy::NegRound>,
-    /// Negentropy rounds running as background jobs, with their batch and permit.
-    pub(super) neg_in_flight: BTreeMap<SubscriptionId, (BatchId, Permit)>,
-    /// Rounds in flight that started before the session authenticated: their refusal, read
-    /// on the round's own channel, may come after the relay accepted the AUTH.
-    pub(super) rounds_before_auth: std::collections::BTreeSet<SubscriptionId>,
-    /// NIP-42 on this connection and the coverage parked until its AUTH succeeds.
-    pub(super) auth: crate::machine::session_auth::SessionAuth<super::auth::ParkedWork>,
-    /// An index update changed this relay's targets while background starts were queued: its
-    /// diff runs once the queue has drained ([`Session::has_queued_background`]).
-    pub(super) index_update_waits: bool,
-    /// REQs, CLOSEs and the disconnect decided for this connection and not yet handed to it:
-    /// performed once per actor step ([`super::Actor::perform_transmits`]) and when the session
-    /// is dropped.
-    pub(super) transmit: Transmits,
+    pub(super) state: SessionState<super::negentropy::NegRound, super::auth::ParkedWork>,
 }
 
 impl Drop for Session {
     /// What the session decided last is still performed: a CLOSE or the disconnect queued in
     /// the step that drops it.
     fn drop(&mut self) {
-        self.handle.perform(&mut self.transmit);
+        self.handle.perform(&mut self.state.transmit);
     }
 }
 
 impl Session {
-    /// Whether historic REQs or negentropy rounds wait in this session's queues for the gates
-    /// or a slot.
-    pub(super) fn has_queued_background(&self) -> bool {
-        self.queued_background() > 0
-    }
-
-    /// How many historic REQs and negentropy rounds wait in this session's queues.
-    pub(super) fn queued_background(&self) -> usize {
-        self.queue.len() + self.neg_queue.len()
-    }
-
-    /// The send order for the next REQ, `id`'s, sent with `filters` filters; it stays
-    /// unanswered until the relay says anything about it.
-    pub(super) fn next_sent(&mut self, id: &SubscriptionId, filters: usize) -> u64 {
-        self.sent += 1;
-        if self.unanswered.len() >= UNANSWERED_KEPT {
-            self.unanswered.pop_front();
-        }
-        self.unanswered.push_back((id.clone(), filters));
-        self.sent
-    }
-
-    /// The relay answered `id` (an event, EOSE or CLOSED): the number of filters its REQ was
-    /// sent with, if this is the first answer to it.
-    pub(super) fn handle_answer(&mut self, id: &SubscriptionId) -> Option<usize> {
-        let at = self.unanswered.iter().position(|(u, _)| u == id)?;
-        self.unanswered.remove(at).map(|(_, filters)| filters)
-    }
-
-    /// The newest REQ still held that the relay has not answered: the one a NOTICE refusing
-    /// a REQ most likely answers (relays answer a connection's messages in order, and a
-    /// refusal comes before any result).
-    pub(super) fn take_newest_unanswered(&mut self) -> Option<SubscriptionId> {
-        while let Some((id, _)) = self.unanswered.pop_back() {
-            if self.live.contains_key(&id) || self.transients.contains_key(&id) {
-                return Some(id);
-            }
-        }
-        None
-    }
-
-    /// The REQ still held that a NOTICE refusing a REQ for its filter count most likely
-    /// answers: of those the relay has not answered, the one with the most filters, the newest
-    /// among equals. A REQ of one filter is never refused for its count, and a burst of REQs
-    /// may be answered in any order (a refusal comes at once, results after a query), so the
-    /// newest unanswered REQ is not always the one refused.
-    pub(super) fn take_widest_unanswered(&mut self) -> Option<SubscriptionId> {
-        let at = self
-            .unanswered
-            .iter()
-            .enumerate()
-            .filter(|(_, (id, filters))| {
-                *filters > 1 && (self.live.contains_key(id) || self.transients.contains_key(id))
-            })
-            .max_by_key(|(at, (_, filters))| (*filters, *at))
-            .map(|(at, _)| at)?;
-        self.unanswered.remove(at).map(|(id, _)| id)
-    }
-
-    /// Subscriptions still open that were sent before the one with send order `before`.
-    pub(super) fn held_before(&self, before: u64) -> usize {
-        self.live.values().filter(|g| g.sent < before).count()
-            + self.transients.values().filter(|t| t.sent < before).count()
-    }
-
-    /// The send order of an open subscription.
-    pub(super) fn sent_order(&self, id: &nostr::SubscriptionId) -> Option<u64> {
-        self.live
-            .get(id)
-            .map(|g| g.sent)
-            .or_else(|| self.transients.get(id).map(|t| t.sent))
-    }
-}
-
-impl Session {
-    /// Sends queued live REQs while the reactive gate allows; a gate that asks to wait sets
-    /// [`SessionTimer::GateWait`]. Live starts never pass the background gate.
+    /// Sends queued live REQs while the reactive gate allows, counting them.
     pub(super) fn drive_live(
         &mut self,
         now: Instant,
@@ -226,124 +116,22 @@ impl Session {
         stats: &mut RelayStats,
         metrics: Option<&crate::metrics::SyncMetrics>,
     ) {
-        while let Some(id) = self.live_queue.front().cloned() {
-            if !self.live.contains_key(&id) {
-                self.live_queue.pop_front(); // retired before it was sent
-                continue;
-            }
-            let wait = match self.reactive.poll_start(now, StartKind::Live) {
-                StartDecision::Ready => None,
-                StartDecision::NotBefore(at) => Some(at),
-                StartDecision::Rejected(GateRejection::Cooldown { until }) => Some(until),
-                StartDecision::Rejected(reason) => {
-                    tracing::warn!(%relay, ?reason, "live start rejected");
-                    break;
-                }
-            };
-            if let Some(at) = wait {
-                tracing::debug!(%relay, "live start waits for the reactive gate");
-                self.timers.set_earliest(SessionTimer::GateWait, at);
-                break;
-            }
-            self.live_queue.pop_front();
-            let Some(filters) = self.live.get(&id).map(|g| g.group.to_filters()) else {
-                continue;
-            };
-            tracing::debug!(%relay, subscription = %id, filters = filters.len(), "live REQ starts");
-            let sent = self.next_sent(&id, filters.len());
-            if let Some(group) = self.live.get_mut(&id) {
-                group.sent = sent;
-            }
-            self.transmit.push(Outbound::Req {
-                subscription_id: id,
-                filters,
-            });
-            stats.req_starts_live += 1;
-            if let Some(metrics) = metrics {
+        let driven = self.state.drive_live(now);
+        if let Some(reason) = driven.rejected {
+            tracing::warn!(%relay, ?reason, "live start rejected");
+        } else if driven.waiting {
+            tracing::debug!(%relay, "live start waits for the reactive gate");
+        }
+        if driven.sent > 0 {
+            tracing::debug!(%relay, sent = driven.sent, "live REQs start");
+        }
+        stats.req_starts_live += driven.sent as u64;
+        if let Some(metrics) = metrics {
+            for _ in 0..driven.sent {
                 metrics.record_req("live");
             }
         }
     }
-
-    /// Whether a query-rate cooldown is running at `now`; if so live planning is deferred to
-    /// its end ([`SessionTimer::LiveRepair`]).
-    pub(super) fn defer_for_cooldown(&mut self, now: Instant) -> bool {
-        let Some(until) = self.reactive.poll_timeout().filter(|until| *until > now) else {
-            return false;
-        };
-        self.timers.set_earliest(SessionTimer::LiveRepair, until);
-        true
-    }
-
-    /// Live groups carrying core coverage (not descendants).
-    pub(super) fn core_live(&self) -> usize {
-        self.live.values().filter(|g| !g.is_auxiliary()).count()
-    }
-}
-
-/// A persistent live group.
-pub(super) struct LiveGroup {
-    pub(super) group: FilterGroup,
-    pub(super) permit: Permit,
-    /// Send order within the session; [`UNSENT`] while its REQ waits in the live queue.
-    pub(super) sent: u64,
-}
-
-/// How many unanswered REQs a session remembers for matching a refusal NOTICE.
-pub(super) const UNANSWERED_KEPT: usize = 64;
-
-/// The send order of a live group whose REQ has not been sent: after every real one.
-pub(super) const UNSENT: u64 = u64::MAX;
-
-/// The groups of `live` as the live planner takes them.
-pub(super) fn held_groups(live: &BTreeMap<SubscriptionId, LiveGroup>) -> Vec<HeldGroup> {
-    live.iter()
-        .map(|(id, live)| HeldGroup {
-            subscription_id: id.clone(),
-            group: live.group.clone(),
-        })
-        .collect()
-}
-
-impl LiveGroup {
-    /// Whether its REQ was sent (a CLOSE is due when it is retired).
-    pub(super) fn was_sent(&self) -> bool {
-        self.sent != UNSENT
-    }
-
-    /// Whether the group carries descendant coverage: auxiliary, retired before core coverage
-    /// is rebuilt and never part of its rollback.
-    pub(super) fn is_auxiliary(&self) -> bool {
-        matches!(
-            self.group.tier(),
-            Some(CoverageTier::DescendantCanonical | CoverageTier::DescendantQuote)
-        )
-    }
-}
-
-/// A transient REQ+EOSE subscription in flight.
-pub(super) struct Transient {
-    pub(super) batch: BatchId,
-    pub(super) permit: Option<Permit>,
-    pub(super) pagination: GroupedPagination,
-    /// A CLOSE was queued by the watchdog; the permit is released once it was sent.
-    pub(super) watchdog_closing: bool,
-    /// Send order within the session.
-    pub(super) sent: u64,
-    /// An exact-ID fetch: never paged; deliveries count for its batch's hydration.
-    pub(super) exact: bool,
-}
-
-/// A transient REQ waiting for a slot and the pacing gates. Its subscription is already
-/// registered in its batch, so the batch cannot confirm before it ran.
-pub(super) struct QueuedStart {
-    pub(super) subscription_id: SubscriptionId,
-    pub(super) batch: BatchId,
-    pub(super) class: PermitClass,
-    pub(super) kind: StartKind,
-    pub(super) pagination: GroupedPagination,
-    /// An exact-ID fetch (see [`Transient::exact`]).
-    pub(super) exact: bool,
 }
 
 impl RelayRuntime {
@@ -396,11 +184,9 @@ impl RelayRuntime {
 
     /// Subscriptions held on the wire now (live groups whose REQ still waits do not count).
     pub(super) fn held_subscriptions(&self) -> usize {
-        self.session.as_ref().map_or(0, |s| {
-            s.live.values().filter(|g| g.was_sent()).count()
-                + s.transients.len()
-                + s.neg_in_flight.len()
-        })
+        self.session
+            .as_ref()
+            .map_or(0, |s| s.state.held_subscriptions())
     }
 
     /// Updates the peak of held subscriptions.

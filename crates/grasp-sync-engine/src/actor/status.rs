@@ -43,23 +43,23 @@ impl Actor {
                     consecutive_failures: health.consecutive_failures,
                     bootstrap: runtime.health.is_bootstrap(),
                     subscription_budget: budget,
-                    live_subscriptions: runtime.session.as_ref().map_or(0, |s| s.live.len()),
+                    live_subscriptions: runtime.session.as_ref().map_or(0, |s| s.state.live.len()),
                     auxiliary_subscriptions: runtime
                         .session
                         .as_ref()
-                        .map_or(0, |s| s.live.len() - s.core_live()),
+                        .map_or(0, |s| s.state.live.len() - s.state.core_live()),
                     extra_connections: runtime.lanes.connected(),
                     extra_live_subscriptions: runtime.lanes.live_groups(),
                     transient_subscriptions: runtime
                         .session
                         .as_ref()
-                        .map_or(0, |s| s.transients.len()),
+                        .map_or(0, |s| s.state.transients.len()),
                     negentropy_rounds: runtime
                         .session
                         .as_ref()
-                        .map_or(0, |s| s.neg_in_flight.len()),
+                        .map_or(0, |s| s.state.neg_in_flight.len()),
                     queued_starts: runtime.session.as_ref().map_or(0, |s| {
-                        s.queue.len() + s.neg_queue.len() + s.live_queue.len()
+                        s.state.queue.len() + s.state.neg_queue.len() + s.state.live_queue.len()
                     }),
                     peak_subscriptions: runtime.stats.peak_subscriptions,
                     ledger: ledger_use,
@@ -92,7 +92,7 @@ impl Actor {
                     auth: runtime
                         .session
                         .as_ref()
-                        .map(|s| s.auth.state().label().to_owned())
+                        .map(|s| s.state.auth.state().label().to_owned())
                         .unwrap_or_default(),
                     catch_up_filters: runtime.catch_up.len(),
                     catch_ups: runtime.stats.catch_ups,
@@ -162,7 +162,7 @@ impl Actor {
                     failures: u64::from(health.consecutive_failures),
                     connections: u64::from(runtime.session.is_some())
                         + runtime.lanes.connected() as u64,
-                    live_subscriptions: (runtime.session.as_ref().map_or(0, |s| s.live.len())
+                    live_subscriptions: (runtime.session.as_ref().map_or(0, |s| s.state.live.len())
                         + runtime.lanes.live_groups())
                         as u64,
                     wire: runtime.wire_bytes(),

@@ -49,7 +49,7 @@ impl Actor {
         let batch = runtime
             .session
             .as_ref()
-            .and_then(|s| s.transients.get(subscription_id))
+            .and_then(|s| s.state.transients.get(subscription_id))
             .map(|t| t.batch)
             .filter(|batch| {
                 self.pending

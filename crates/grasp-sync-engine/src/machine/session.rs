@@ -1,0 +1,302 @@
+//! One connected session of a relay, as state: its pacing gates and page hints, its live
+//! groups and transient subscriptions, the starts queued for a slot and the gates, the order
+//! REQs were sent in and which the relay has not answered yet, its NIP-42 state, its timers and
+//! what it decided to send. The actor holds it beside the connection's handle; everything here
+//! ends with the session.
+//!
+//! The session is generic over what the driver queues for NIP-77 (`Round`, a round and the
+//! reading of its have-set) and parks for the AUTH (`Parked`), so the rules here do not depend
+//! on how either is performed.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Instant;
+
+use grasp_sync_filters::{CoverageTier, FilterGroup, GroupedPagination, RelayPageSession};
+use grasp_sync_ledger::{
+    BackgroundGate, GateRejection, HeldGroup, Permit, PermitClass, ReactiveGate, StartDecision,
+    StartKind,
+};
+use grasp_sync_model::BatchId;
+use nostr::SubscriptionId;
+
+use crate::machine::session_auth::SessionAuth;
+use crate::machine::timers::{SessionTimer, Timers};
+use crate::machine::transmit::{Outbound, Transmits};
+
+/// How many unanswered REQs a session remembers for matching a refusal NOTICE.
+pub(crate) const UNANSWERED_KEPT: usize = 64;
+
+/// The send order of a live group whose REQ has not been sent: after every real one.
+pub(crate) const UNSENT: u64 = u64::MAX;
+
+/// One connected session of a relay.
+pub(crate) struct SessionState<Round, Parked> {
+    pub(crate) background: BackgroundGate,
+    pub(crate) reactive: ReactiveGate,
+    pub(crate) pages: RelayPageSession,
+    pub(crate) live: BTreeMap<SubscriptionId, LiveGroup>,
+    pub(crate) transients: BTreeMap<SubscriptionId, Transient>,
+    pub(crate) queue: VecDeque<QueuedStart>,
+    /// The session's named timers (gate wait, live repair): they end with the session.
+    pub(crate) timers: Timers<SessionTimer>,
+    /// REQs sent in this session (the next one's send order).
+    pub(crate) sent: u64,
+    /// The latest REQs the relay has not answered yet, oldest first, with the number of
+    /// filters each was sent with (at most [`UNANSWERED_KEPT`]).
+    pub(crate) unanswered: VecDeque<(SubscriptionId, usize)>,
+    /// Live groups admitted by the ledger whose REQ waits for the reactive gate (only while
+    /// a query-rate episode spaces starts; otherwise they are sent at once).
+    pub(crate) live_queue: VecDeque<SubscriptionId>,
+    /// The deferred live planning is a full rebuild (a consolidation or a learned byte cap).
+    pub(crate) rebuild_pending: bool,
+    /// Negentropy rounds waiting for a permit and the gates.
+    pub(crate) neg_queue: VecDeque<Round>,
+    /// Negentropy rounds running as background jobs, with their batch and permit.
+    pub(crate) neg_in_flight: BTreeMap<SubscriptionId, (BatchId, Permit)>,
+    /// Rounds in flight that started before the session authenticated: their refusal, read
+    /// on the round's own channel, may come after the relay accepted the AUTH.
+    pub(crate) rounds_before_auth: BTreeSet<SubscriptionId>,
+    /// NIP-42 on this connection and the work parked until its AUTH succeeds.
+    pub(crate) auth: SessionAuth<Parked>,
+    /// An index update changed this relay's targets while background starts were queued: its
+    /// diff runs once the queue has drained ([`SessionState::has_queued_background`]).
+    pub(crate) index_update_waits: bool,
+    /// REQs, CLOSEs and the disconnect decided for this connection and not yet handed to it,
+    /// performed by the driver once per step and when the session is dropped.
+    pub(crate) transmit: Transmits,
+}
+
+/// What one [`SessionState::drive_live`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct LiveDriven {
+    /// Live REQs queued for sending.
+    pub(crate) sent: usize,
+    /// The reactive gate asked the next one to wait ([`SessionTimer::GateWait`] is set).
+    pub(crate) waiting: bool,
+    /// The reactive gate rejected the next one for a reason no wait cures.
+    pub(crate) rejected: Option<GateRejection>,
+}
+
+impl<Round, Parked> SessionState<Round, Parked> {
+    /// A session connected at `now`, with its relay's page hints; `answers_auth` when it holds
+    /// a key and answers NIP-42 challenges.
+    pub(crate) fn new(now: Instant, pages: RelayPageSession, answers_auth: bool) -> Self {
+        Self {
+            background: BackgroundGate::new(now),
+            reactive: ReactiveGate::new(now),
+            pages,
+            live: BTreeMap::new(),
+            transients: BTreeMap::new(),
+            queue: VecDeque::new(),
+            timers: Timers::default(),
+            sent: 0,
+            unanswered: VecDeque::new(),
+            live_queue: VecDeque::new(),
+            rebuild_pending: false,
+            neg_queue: VecDeque::new(),
+            neg_in_flight: BTreeMap::new(),
+            rounds_before_auth: BTreeSet::new(),
+            auth: SessionAuth::new(answers_auth),
+            index_update_waits: false,
+            transmit: Transmits::default(),
+        }
+    }
+
+    /// Whether historic REQs or negentropy rounds wait in this session's queues for the gates
+    /// or a slot.
+    pub(crate) fn has_queued_background(&self) -> bool {
+        self.queued_background() > 0
+    }
+
+    /// How many historic REQs and negentropy rounds wait in this session's queues.
+    pub(crate) fn queued_background(&self) -> usize {
+        self.queue.len() + self.neg_queue.len()
+    }
+
+    /// The send order for the next REQ, `id`'s, sent with `filters` filters; it stays
+    /// unanswered until the relay says anything about it.
+    pub(crate) fn next_sent(&mut self, id: &SubscriptionId, filters: usize) -> u64 {
+        self.sent += 1;
+        if self.unanswered.len() >= UNANSWERED_KEPT {
+            self.unanswered.pop_front();
+        }
+        self.unanswered.push_back((id.clone(), filters));
+        self.sent
+    }
+
+    /// The relay answered `id` (an event, EOSE or CLOSED): the number of filters its REQ was
+    /// sent with, if this is the first answer to it.
+    pub(crate) fn handle_answer(&mut self, id: &SubscriptionId) -> Option<usize> {
+        let at = self.unanswered.iter().position(|(u, _)| u == id)?;
+        self.unanswered.remove(at).map(|(_, filters)| filters)
+    }
+
+    /// The newest REQ still held that the relay has not answered: the one a NOTICE refusing
+    /// a REQ most likely answers (relays answer a connection's messages in order, and a
+    /// refusal comes before any result).
+    pub(crate) fn take_newest_unanswered(&mut self) -> Option<SubscriptionId> {
+        while let Some((id, _)) = self.unanswered.pop_back() {
+            if self.live.contains_key(&id) || self.transients.contains_key(&id) {
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    /// The REQ still held that a NOTICE refusing a REQ for its filter count most likely
+    /// answers: of those the relay has not answered, the one with the most filters, the newest
+    /// among equals. A REQ of one filter is never refused for its count, and a burst of REQs
+    /// may be answered in any order (a refusal comes at once, results after a query), so the
+    /// newest unanswered REQ is not always the one refused.
+    pub(crate) fn take_widest_unanswered(&mut self) -> Option<SubscriptionId> {
+        let at = self
+            .unanswered
+            .iter()
+            .enumerate()
+            .filter(|(_, (id, filters))| {
+                *filters > 1 && (self.live.contains_key(id) || self.transients.contains_key(id))
+            })
+            .max_by_key(|(at, (_, filters))| (*filters, *at))
+            .map(|(at, _)| at)?;
+        self.unanswered.remove(at).map(|(id, _)| id)
+    }
+
+    /// Subscriptions still open that were sent before the one with send order `before`.
+    pub(crate) fn held_before(&self, before: u64) -> usize {
+        self.live.values().filter(|g| g.sent < before).count()
+            + self.transients.values().filter(|t| t.sent < before).count()
+    }
+
+    /// The send order of an open subscription.
+    pub(crate) fn sent_order(&self, id: &SubscriptionId) -> Option<u64> {
+        self.live
+            .get(id)
+            .map(|g| g.sent)
+            .or_else(|| self.transients.get(id).map(|t| t.sent))
+    }
+
+    /// Queues the REQs of live groups waiting in the live queue while the reactive gate
+    /// allows at `now`; a gate that asks to wait sets [`SessionTimer::GateWait`]. Live starts
+    /// never pass the background gate.
+    pub(crate) fn drive_live(&mut self, now: Instant) -> LiveDriven {
+        let mut driven = LiveDriven::default();
+        while let Some(id) = self.live_queue.front().cloned() {
+            if !self.live.contains_key(&id) {
+                self.live_queue.pop_front(); // retired before it was sent
+                continue;
+            }
+            let wait = match self.reactive.poll_start(now, StartKind::Live) {
+                StartDecision::Ready => None,
+                StartDecision::NotBefore(at) => Some(at),
+                StartDecision::Rejected(GateRejection::Cooldown { until }) => Some(until),
+                StartDecision::Rejected(reason) => {
+                    driven.rejected = Some(reason);
+                    break;
+                }
+            };
+            if let Some(at) = wait {
+                self.timers.set_earliest(SessionTimer::GateWait, at);
+                driven.waiting = true;
+                break;
+            }
+            self.live_queue.pop_front();
+            let Some(filters) = self.live.get(&id).map(|g| g.group.to_filters()) else {
+                continue;
+            };
+            let sent = self.next_sent(&id, filters.len());
+            if let Some(group) = self.live.get_mut(&id) {
+                group.sent = sent;
+            }
+            self.transmit.push(Outbound::Req {
+                subscription_id: id,
+                filters,
+            });
+            driven.sent += 1;
+        }
+        driven
+    }
+
+    /// Whether a query-rate cooldown is running at `now`; if so live planning is deferred to
+    /// its end ([`SessionTimer::LiveRepair`]).
+    pub(crate) fn defer_for_cooldown(&mut self, now: Instant) -> bool {
+        let Some(until) = self.reactive.poll_timeout().filter(|until| *until > now) else {
+            return false;
+        };
+        self.timers.set_earliest(SessionTimer::LiveRepair, until);
+        true
+    }
+
+    /// Live groups carrying core coverage (not descendants).
+    pub(crate) fn core_live(&self) -> usize {
+        self.live.values().filter(|g| !g.is_auxiliary()).count()
+    }
+
+    /// Subscriptions held on the wire now (live groups whose REQ still waits do not count).
+    pub(crate) fn held_subscriptions(&self) -> usize {
+        self.live.values().filter(|g| g.was_sent()).count()
+            + self.transients.len()
+            + self.neg_in_flight.len()
+    }
+}
+
+/// A persistent live group.
+pub(crate) struct LiveGroup {
+    pub(crate) group: FilterGroup,
+    pub(crate) permit: Permit,
+    /// Send order within the session; [`UNSENT`] while its REQ waits in the live queue.
+    pub(crate) sent: u64,
+}
+
+/// The groups of `live` as the live planner takes them.
+pub(crate) fn held_groups(live: &BTreeMap<SubscriptionId, LiveGroup>) -> Vec<HeldGroup> {
+    live.iter()
+        .map(|(id, live)| HeldGroup {
+            subscription_id: id.clone(),
+            group: live.group.clone(),
+        })
+        .collect()
+}
+
+impl LiveGroup {
+    /// Whether its REQ was sent (a CLOSE is due when it is retired).
+    pub(crate) fn was_sent(&self) -> bool {
+        self.sent != UNSENT
+    }
+
+    /// Whether the group carries descendant coverage: auxiliary, retired before core coverage
+    /// is rebuilt and never part of its rollback.
+    pub(crate) fn is_auxiliary(&self) -> bool {
+        matches!(
+            self.group.tier(),
+            Some(CoverageTier::DescendantCanonical | CoverageTier::DescendantQuote)
+        )
+    }
+}
+
+/// A transient REQ+EOSE subscription in flight.
+pub(crate) struct Transient {
+    pub(crate) batch: BatchId,
+    pub(crate) permit: Option<Permit>,
+    pub(crate) pagination: GroupedPagination,
+    /// A CLOSE was queued by the watchdog; the permit is released once it was sent.
+    pub(crate) watchdog_closing: bool,
+    /// Send order within the session.
+    pub(crate) sent: u64,
+    /// An exact-ID fetch: never paged; deliveries count for its batch's hydration.
+    pub(crate) exact: bool,
+}
+
+/// A transient REQ waiting for a slot and the pacing gates. Its subscription is already
+/// registered in its batch, so the batch cannot confirm before it ran.
+pub(crate) struct QueuedStart {
+    pub(crate) subscription_id: SubscriptionId,
+    pub(crate) batch: BatchId,
+    pub(crate) class: PermitClass,
+    pub(crate) kind: StartKind,
+    pub(crate) pagination: GroupedPagination,
+    /// An exact-ID fetch (see [`Transient::exact`]).
+    pub(crate) exact: bool,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,126 @@
+//! The session's rules: which unanswered REQ a NOTICE answers, and how queued live groups are
+//! sent, on injected time.
+
+use std::time::Instant;
+
+use grasp_sync_filters::{CoverageTier, FilterGroup, PageHints, RelayPageSession, TieredFilter};
+use grasp_sync_ledger::{SessionBudget, SubscriptionLedger};
+use nostr::{Filter, Kind, SubscriptionId};
+
+use super::*;
+
+type Session = SessionState<(), ()>;
+
+fn session(now: Instant) -> Session {
+    SessionState::new(now, RelayPageSession::new(PageHints::default()), false)
+}
+
+fn id(n: u64) -> SubscriptionId {
+    SubscriptionId::new(format!("s{n}"))
+}
+
+/// A live group of one filter, admitted by `ledger`, whose REQ waits in the live queue.
+fn queue_live(session: &mut Session, ledger: &mut SubscriptionLedger, now: Instant, n: u64) {
+    let filter = Filter::new()
+        .kind(Kind::from(1617))
+        .identifier(format!("d{n}"));
+    let group = FilterGroup {
+        filters: vec![TieredFilter::new(filter, CoverageTier::Essential)],
+        payload_bytes: 40,
+    };
+    let permit = ledger
+        .admit_live(now, ledger.generation(), vec![id(n)])
+        .expect("admitted")
+        .remove(0);
+    session.live.insert(
+        id(n),
+        LiveGroup {
+            group,
+            permit,
+            sent: UNSENT,
+        },
+    );
+    session.live_queue.push_back(id(n));
+}
+
+#[test]
+fn the_relay_answering_a_req_takes_it_off_the_unanswered_list_once() {
+    let mut session = session(Instant::now());
+    assert_eq!(session.next_sent(&id(1), 3), 1);
+    assert_eq!(session.next_sent(&id(2), 1), 2);
+    assert_eq!(session.handle_answer(&id(1)), Some(3));
+    assert_eq!(session.handle_answer(&id(1)), None);
+    assert_eq!(session.unanswered.len(), 1);
+}
+
+#[test]
+fn at_most_the_latest_unanswered_reqs_are_remembered() {
+    let mut session = session(Instant::now());
+    for n in 0..(UNANSWERED_KEPT as u64 + 10) {
+        session.next_sent(&id(n), 1);
+    }
+    assert_eq!(session.unanswered.len(), UNANSWERED_KEPT);
+    assert_eq!(
+        session.unanswered.front().map(|(u, _)| u.clone()),
+        Some(id(10))
+    );
+}
+
+#[test]
+fn a_filter_count_notice_answers_the_widest_unanswered_req_held_the_newest_among_equals() {
+    let now = Instant::now();
+    let mut session = session(now);
+    let mut ledger = SubscriptionLedger::new(now, SessionBudget::from_slots(10));
+    for n in 1..=4 {
+        queue_live(&mut session, &mut ledger, now, n);
+    }
+    // s1 and s3 went out with three filters, s2 with one, s4 with three but is no longer held.
+    for (n, filters) in [(1, 3), (2, 1), (3, 3), (4, 3)] {
+        session.next_sent(&id(n), filters);
+    }
+    session.live.remove(&id(4));
+    assert_eq!(session.take_widest_unanswered(), Some(id(3)));
+    assert_eq!(session.take_widest_unanswered(), Some(id(1)));
+    // A REQ of one filter is never refused for its count.
+    assert_eq!(session.take_widest_unanswered(), None);
+    assert_eq!(session.take_newest_unanswered(), Some(id(2)));
+}
+
+#[test]
+fn queued_live_groups_are_sent_in_order_and_a_retired_one_is_skipped() {
+    let now = Instant::now();
+    let mut session = session(now);
+    let mut ledger = SubscriptionLedger::new(now, SessionBudget::from_slots(10));
+    for n in 1..=3 {
+        queue_live(&mut session, &mut ledger, now, n);
+    }
+    assert_eq!(
+        session.held_subscriptions(),
+        0,
+        "nothing is on the wire yet"
+    );
+    session.live.remove(&id(2));
+    let driven = session.drive_live(now);
+    assert_eq!(driven.sent, 2);
+    assert!(!driven.waiting && driven.rejected.is_none());
+    let sent: Vec<SubscriptionId> = std::iter::from_fn(|| session.transmit.poll_transmit())
+        .map(|m| match m {
+            Outbound::Req {
+                subscription_id, ..
+            } => subscription_id,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(sent, vec![id(1), id(3)]);
+    assert_eq!(session.sent_order(&id(3)), Some(2));
+    assert_eq!(session.held_subscriptions(), 2);
+    assert_eq!(session.held_before(2), 1);
+}
+
+#[test]
+fn without_a_cooldown_live_planning_is_not_deferred() {
+    let now = Instant::now();
+    let mut session = session(now);
+    assert!(!session.defer_for_cooldown(now));
+    assert_eq!(session.timers.poll_timeout(), None);
+}
