@@ -33,27 +33,34 @@ impl CatchUp {
     }
 }
 
+/// The coverage `plan` leaves out of the live set for the byte cap (and the lower tiers
+/// deferred behind it), without bounds: live filters carry `limit: 0`, the catch-up wants every
+/// match. Empty when the plan needs no catch-up.
+pub(super) fn catch_up_filters(plan: &LivePlan) -> Vec<Filter> {
+    if !plan.needs_catch_up() {
+        return Vec::new();
+    }
+    plan.deferred
+        .iter()
+        .filter(|d| {
+            matches!(
+                d.reason,
+                DeferReason::ByteBudget | DeferReason::HigherTierDeferred
+            )
+        })
+        .flat_map(|d| d.filters.iter())
+        .map(|f| crate::machine::refused::without_bounds(&f.filter))
+        .collect()
+}
+
 impl Actor {
     /// Records the coverage `plan` left out of the live set for the byte cap (and the lower
     /// tiers deferred behind it), so the catch-up fetches it.
     pub(super) fn note_catch_up(&mut self, relay: &RelayUrl, plan: &LivePlan) {
-        if !plan.needs_catch_up() {
-            return;
+        let filters = catch_up_filters(plan);
+        if !filters.is_empty() {
+            self.hand_to_catch_up(relay, filters);
         }
-        // Live filters carry `limit: 0`; the catch-up wants every match.
-        let filters: Vec<Filter> = plan
-            .deferred
-            .iter()
-            .filter(|d| {
-                matches!(
-                    d.reason,
-                    DeferReason::ByteBudget | DeferReason::HigherTierDeferred
-                )
-            })
-            .flat_map(|d| d.filters.iter())
-            .map(|f| crate::machine::refused::without_bounds(&f.filter))
-            .collect();
-        self.hand_to_catch_up(relay, filters);
     }
 
     /// Adds coverage no live connection holds to the catch-up: a byte cap or every

@@ -10,8 +10,10 @@ use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
 use super::Actor;
+use super::catch_up::catch_up_filters;
 use super::runtime::{LiveGroup, UNSENT, held_groups};
 use crate::machine::consolidation::is_fragmented;
+use crate::machine::timers::SessionTimer;
 use crate::session::Outbound;
 
 impl Actor {
@@ -37,7 +39,7 @@ impl Actor {
             .collect();
         let opened: Vec<CoverageTier> = plan.open.iter().filter_map(|g| g.tier()).collect();
         self.note_catch_up(relay, &plan);
-        if !self.apply_live_plan(relay, plan) {
+        if self.apply_live_plan(relay, plan) == PlanOutcome::Deferred {
             // Planning waits for a query-rate cooldown: nothing of it is live yet.
             deferred.extend(opened);
         }
@@ -77,14 +79,14 @@ impl Actor {
     /// retired groups if admission fails. New groups are admitted at once and their REQs sent
     /// through the reactive gate (at once unless a query-rate episode spaces starts). During a
     /// query-rate cooldown nothing changes: live coverage is re-derived when it ends. Returns
-    /// whether the plan was applied (a no-op plan is).
-    fn apply_live_plan(&mut self, relay: &RelayUrl, plan: LivePlan) -> bool {
+    /// what became of the plan (a no-op plan is applied).
+    fn apply_live_plan(&mut self, relay: &RelayUrl, plan: LivePlan) -> PlanOutcome {
         for deferred in &plan.deferred {
             tracing::debug!(%relay, tier = ?deferred.tier, reason = ?deferred.reason,
                 filters = deferred.filters.len(), "live coverage deferred to history");
         }
         if plan.is_noop() {
-            return true;
+            return PlanOutcome::Applied;
         }
         let ids: Vec<SubscriptionId> = plan
             .open
@@ -93,15 +95,15 @@ impl Actor {
             .collect();
         let now = self.now();
         let Some(runtime) = self.runtimes.get_mut(relay) else {
-            return false;
+            return PlanOutcome::Deferred;
         };
         let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
         else {
-            return false;
+            return PlanOutcome::Deferred;
         };
         if session.state.defer_for_cooldown(now) {
             tracing::debug!(%relay, "live planning waits for the query-rate cooldown");
-            return false;
+            return PlanOutcome::Deferred;
         }
         for id in &plan.close {
             if let Some(held) = session.state.live.remove(id) {
@@ -113,6 +115,7 @@ impl Actor {
             }
         }
         let admitted: Vec<(SubscriptionId, FilterGroup)> = ids.into_iter().zip(plan.open).collect();
+        let mut outcome = PlanOutcome::Applied;
         let admitted = match ledger.admit_live(
             now,
             ledger.generation(),
@@ -121,6 +124,7 @@ impl Actor {
             Ok(permits) => Some((admitted, permits)),
             Err(error) => {
                 tracing::warn!(%relay, %error, "live admission refused; restoring retired groups");
+                outcome = PlanOutcome::RolledBack;
                 let reopen: Vec<(SubscriptionId, FilterGroup)> = plan
                     .rollback
                     .reopen
@@ -150,7 +154,7 @@ impl Actor {
         }
         session.drive_live(now, relay, &mut runtime.stats, self.metrics.as_ref());
         runtime.note_peak();
-        true
+        outcome
     }
 
     /// The plan for `incoming` on the session, and the core coverage it cannot hold (for the
@@ -214,6 +218,21 @@ fn plan_with_overflow(
         }
     }
 }
+
+/// What became of a live plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PlanOutcome {
+    /// Its groups are held (a no-op plan too).
+    Applied,
+    /// The ledger refused its new groups: the groups it retired were restored.
+    RolledBack,
+    /// Nothing changed: a query-rate cooldown, or no session.
+    Deferred,
+}
+
+/// How long a rebuild the ledger refused waits before it is tried again: about one background
+/// start, after which the transient subscriptions holding its slots may have ended.
+const REBUILD_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Core coverage the plan left out for the session's slot budget (not for a learned byte
 /// cap, which the catch-up serves): taken out of the plan's deferrals, for the extra
@@ -437,17 +456,39 @@ impl Actor {
         let held = held_groups(&session.state.live);
         plan.close = held.iter().map(|h| h.subscription_id.clone()).collect();
         plan.rollback.reopen = held;
-        runtime.catch_up.clear_filters();
-        self.note_catch_up(relay, &plan);
-        if self.apply_live_plan(relay, plan) {
-            // The live set was packed from scratch: the extra connections hold what the
-            // session does not, packed anew on the connections already open; none stays open
-            // when the session holds everything.
-            if overflow.is_empty() {
-                self.close_lanes(relay);
-            } else {
-                self.repack_lanes(relay, overflow);
+        let catch_up = catch_up_filters(&plan);
+        match self.apply_live_plan(relay, plan) {
+            PlanOutcome::Applied => {
+                if let Some(runtime) = self.runtimes.get_mut(relay) {
+                    runtime.catch_up.clear_filters();
+                }
+                self.hand_to_catch_up(relay, catch_up);
+                // The live set was packed from scratch: the extra connections hold what the
+                // session does not, packed anew on the connections already open; none stays
+                // open when the session holds everything.
+                if overflow.is_empty() {
+                    self.close_lanes(relay);
+                } else {
+                    self.repack_lanes(relay, overflow);
+                }
             }
+            PlanOutcome::RolledBack => {
+                // The ledger kept the slots transient subscriptions hold: the groups held stay
+                // (and the extra connections and the catch-up with them), and the rebuild is
+                // tried again once they may have been released.
+                if let Some(session) = self
+                    .runtimes
+                    .get_mut(relay)
+                    .and_then(|r| r.session.as_mut())
+                {
+                    session.state.rebuild_pending = true;
+                    session
+                        .state
+                        .timers
+                        .set_earliest(SessionTimer::LiveRepair, now + REBUILD_RETRY);
+                }
+            }
+            PlanOutcome::Deferred => {}
         }
     }
 }
