@@ -10,7 +10,7 @@ use grasp_sync_model::RelayUrl;
 use super::Actor;
 use super::runtime::RelayRuntime;
 use crate::machine::lanes::{
-    ClosedLane, Dialled, LaneSession, LaneStep, refusal_spares_connection,
+    AuthNotice, ClosedLane, Dialled, LaneSession, LaneStep, refusal_spares_connection,
 };
 use crate::machine::refused::without_bounds;
 use crate::session::{SessionEvent, SessionHandle, SessionKey, spawn_session};
@@ -264,15 +264,23 @@ impl Actor {
                 }
                 self.count_refusal(relay, &refusal, &text);
                 let now = self.now();
-                let parked = refusal.category == RefusalCategory::AuthRequired
-                    && self
-                        .runtimes
+                let notice = if refusal.category == RefusalCategory::AuthRequired {
+                    self.runtimes
                         .get_mut(relay)
-                        .is_some_and(|r| r.lanes.handle_auth_notice(now, key));
-                if parked {
-                    tracing::info!(%relay, "the relay asked an extra connection for NIP-42 authentication in a NOTICE; its oldest unanswered live subscription is sent again once the relay accepts ours");
+                        .map_or(AuthNotice::Unmatched, |r| {
+                            r.lanes.handle_auth_notice(now, key)
+                        })
                 } else {
-                    self.close_lane(key, "the relay refused on it");
+                    AuthNotice::Refused
+                };
+                match notice {
+                    AuthNotice::Parked => {
+                        tracing::info!(%relay, "the relay asked an extra connection for NIP-42 authentication in a NOTICE; its newest unanswered live subscription is sent again once the relay accepts ours")
+                    }
+                    AuthNotice::Unmatched => {
+                        tracing::debug!(%relay, "an authentication NOTICE on an extra connection answers no live subscription it still waits on")
+                    }
+                    AuthNotice::Refused => self.close_lane(key, "the relay refused on it"),
                 }
             }
             SessionEvent::SendFailed { .. } => self.close_lane(key, "a request could not be sent"),

@@ -129,6 +129,18 @@ pub(crate) enum Dialled {
     Failed,
 }
 
+/// What an `auth-required:` NOTICE on an extra connection comes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AuthNotice {
+    /// The connection's newest unanswered live group is parked for its `AUTH`.
+    Parked,
+    /// No live REQ of the connection awaits an answer and it may still authenticate: the
+    /// NOTICE answers a REQ closed since, or one already parked; nothing more is refused.
+    Unmatched,
+    /// A refusal: the connection holds no key, or its `AUTH` already succeeded or failed.
+    Refused,
+}
+
 /// What one [`LiveLanes::fill`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LaneFill {
@@ -452,18 +464,20 @@ impl LiveLanes {
     }
 
     /// The relay refused on connection `key` with an `auth-required:` `NOTICE` at `now`,
-    /// which names no subscription: it answers the connection's oldest live REQ not answered
-    /// yet, as the relay answers requests in order. Returns true when that group is parked
-    /// for the connection's `AUTH`, as [`LiveLanes::handle_auth_refusal`] parks one; false
-    /// when no REQ awaits an answer or the group cannot be parked (a refusal).
-    pub(crate) fn handle_auth_notice(&mut self, now: Instant, key: &SessionKey) -> bool {
+    /// which names no subscription: it answers the connection's newest live REQ not answered
+    /// yet, as the session's NOTICE matching takes it (a refusal comes at once, an accepted
+    /// REQ's EOSE may come later or, on some relays, never for `limit: 0`). That group is
+    /// parked for the connection's `AUTH`, as [`LiveLanes::handle_auth_refusal`] parks one.
+    pub(crate) fn handle_auth_notice(&mut self, now: Instant, key: &SessionKey) -> AuthNotice {
         let Some(lane) = self.open_mut(key) else {
-            return false;
+            return AuthNotice::Unmatched;
         };
-        let Some(oldest) = lane.unanswered.pop_front() else {
-            return false;
-        };
-        lane.park(now, &oldest)
+        match lane.unanswered.pop_back() {
+            Some(newest) if lane.park(now, &newest) => AuthNotice::Parked,
+            Some(_) => AuthNotice::Refused,
+            None if lane.auth.may_authenticate() => AuthNotice::Unmatched,
+            None => AuthNotice::Refused,
+        }
     }
 
     /// The relay sent `EOSE` for live group `subscription` of connection `key`: it was not
@@ -494,12 +508,18 @@ impl LiveLanes {
     }
 
     /// The connections whose parked groups waited [`AUTH_WAIT`](crate::machine::session_auth::AUTH_WAIT)
-    /// with no outcome of their `AUTH` by `now`: to be closed as refused.
+    /// with no outcome of their `AUTH` by `now`, and still hold one of them: to be closed as
+    /// refused. A connection whose parked groups all left it (repacked, refused) keeps going,
+    /// its AUTH counted as failed.
     pub(crate) fn poll_auth_expired(&mut self, now: Instant) -> Vec<SessionKey> {
         self.lanes
             .iter_mut()
             .filter_map(|l| l.open.as_mut())
-            .filter_map(|l| (!l.auth.handle_timeout(now).is_empty()).then(|| l.key.clone()))
+            .filter_map(|l| {
+                let expired = l.auth.handle_timeout(now);
+                let held = expired.iter().any(|id| l.live.contains_key(id));
+                held.then(|| l.key.clone())
+            })
             .collect()
     }
 

@@ -109,6 +109,16 @@ impl<W> SessionAuth<W> {
         self.handle_refusal(now, work)
     }
 
+    /// Whether the session may still authenticate: it holds a key, and its AUTH has neither
+    /// succeeded nor failed yet.
+    pub(crate) fn may_authenticate(&self) -> bool {
+        self.answers
+            && matches!(
+                self.state,
+                AuthState::Unchallenged | AuthState::Authenticating
+            )
+    }
+
     /// The relay sent a challenge the session answers.
     pub(crate) fn handle_challenge(&mut self) {
         if self.answers && self.state == AuthState::Unchallenged {

@@ -10,7 +10,7 @@ use grasp_sync_ledger::{LearnedLimits, SessionBudget};
 use grasp_sync_model::RelayUrl;
 use nostr::{Filter, SubscriptionId};
 
-use super::{Dialled, LaneSession, LaneStep, LiveLanes, MAX_CONNECTIONS_PER_RELAY};
+use super::{AuthNotice, Dialled, LaneSession, LaneStep, LiveLanes, MAX_CONNECTIONS_PER_RELAY};
 use crate::machine::session_auth::AUTH_WAIT;
 use crate::machine::transmit::{Outbound, SessionKey};
 
@@ -539,16 +539,23 @@ fn a_rebuilt_live_set_repacks_the_open_connections_without_a_new_handshake() {
 }
 
 #[test]
-fn an_auth_notice_parks_the_oldest_unanswered_group_and_it_is_sent_again_once_authenticated() {
+fn an_auth_notice_parks_the_newest_unanswered_group_and_it_is_sent_again_once_authenticated() {
     let mut driver = one_connection(true);
     let (first, second) = (SubscriptionId::new("live-1"), SubscriptionId::new("live-2"));
-    // The relay answered the first REQ: a NOTICE answers the second, the oldest unanswered.
-    driver.lanes.handle_eose(&key(10), &first);
     driver.lanes.handle_auth_challenge(&key(10));
-    assert!(driver.lanes.handle_auth_notice(driver.now, &key(10)));
+    // Both REQs await an answer: a refusal comes at once, so it answers the newest.
+    assert_eq!(
+        driver.lanes.handle_auth_notice(driver.now, &key(10)),
+        AuthNotice::Parked
+    );
     assert_eq!(driver.lanes.poll_timeout(), Some(driver.now + AUTH_WAIT));
-    // Nothing else awaits an answer: a second NOTICE is not ours to park.
-    assert!(!driver.lanes.handle_auth_notice(driver.now, &key(10)));
+    // The first REQ's EOSE comes late: it was accepted, and nothing else awaits an answer, so
+    // a further NOTICE refuses nothing of ours.
+    driver.lanes.handle_eose(&key(10), &first);
+    assert_eq!(
+        driver.lanes.handle_auth_notice(driver.now, &key(10)),
+        AuthNotice::Unmatched
+    );
     assert!(driver.reqs(10).is_empty());
 
     assert_eq!(driver.lanes.handle_authenticated(&key(10)), 1);
@@ -559,19 +566,27 @@ fn an_auth_notice_parks_the_oldest_unanswered_group_and_it_is_sent_again_once_au
             filters: vec![coverage(2)[1].filter.clone()],
         }]
     );
+    // Once authenticated, an authentication NOTICE is a refusal.
+    assert_eq!(
+        driver.lanes.handle_auth_notice(driver.now, &key(10)),
+        AuthNotice::Refused
+    );
 }
 
 #[test]
 fn a_notice_then_a_closed_for_one_group_parks_it_once() {
     // nostrcheck-server answers with both; the group is sent again once, not twice.
     let mut driver = one_connection(true);
-    let first = SubscriptionId::new("live-1");
+    let second = SubscriptionId::new("live-2");
     driver.lanes.handle_auth_challenge(&key(10));
-    assert!(driver.lanes.handle_auth_notice(driver.now, &key(10)));
+    assert_eq!(
+        driver.lanes.handle_auth_notice(driver.now, &key(10)),
+        AuthNotice::Parked
+    );
     assert!(
         driver
             .lanes
-            .handle_auth_refusal(driver.now, &key(10), &first)
+            .handle_auth_refusal(driver.now, &key(10), &second)
     );
     assert_eq!(driver.lanes.handle_authenticated(&key(10)), 1);
     assert_eq!(driver.reqs(10).len(), 1);
@@ -580,5 +595,24 @@ fn a_notice_then_a_closed_for_one_group_parks_it_once() {
 #[test]
 fn without_a_key_an_auth_notice_is_a_refusal() {
     let mut driver = one_connection(false);
-    assert!(!driver.lanes.handle_auth_notice(driver.now, &key(10)));
+    assert_eq!(
+        driver.lanes.handle_auth_notice(driver.now, &key(10)),
+        AuthNotice::Refused
+    );
+}
+
+#[test]
+fn a_connection_whose_parked_groups_all_left_is_not_closed_when_its_auth_times_out() {
+    let mut driver = one_connection(true);
+    let first = SubscriptionId::new("live-1");
+    driver.lanes.handle_auth_challenge(&key(10));
+    assert!(
+        driver
+            .lanes
+            .handle_auth_refusal(driver.now, &key(10), &first)
+    );
+    // A rebuild repacks the connection: the parked group is closed with the rest.
+    driver.lanes.handle_repack(driver.now);
+    let deadline = driver.now + AUTH_WAIT;
+    assert!(driver.lanes.poll_auth_expired(deadline).is_empty());
 }
