@@ -124,3 +124,27 @@ fn without_a_cooldown_live_planning_is_not_deferred() {
     assert!(!session.defer_for_cooldown(now));
     assert_eq!(session.timers.poll_timeout(), None);
 }
+
+#[test]
+fn during_a_query_rate_cooldown_queued_live_groups_wait_and_planning_is_deferred() {
+    let now = Instant::now();
+    let mut session = session(now);
+    let mut ledger = SubscriptionLedger::new(now, SessionBudget::from_slots(10));
+    queue_live(&mut session, &mut ledger, now, 1);
+    session.reactive.handle_query_rate_refusal(now);
+    let until = session.reactive.poll_timeout().expect("a cooldown");
+    assert!(until > now);
+
+    let driven = session.drive_live(now);
+    assert_eq!(driven.sent, 0);
+    assert!(driven.waiting);
+    assert_eq!(session.live_queue.len(), 1, "the group still waits");
+    assert!(session.transmit.poll_transmit().is_none());
+    assert!(session.timers.is_waiting(SessionTimer::GateWait, now));
+
+    assert!(session.defer_for_cooldown(now));
+    assert!(session.timers.is_waiting(SessionTimer::LiveRepair, now));
+    // Once the cooldown is over, the group goes out.
+    let later = session.timers.poll_timeout().expect("a timer").max(until);
+    assert_eq!(session.drive_live(later).sent, 1);
+}
