@@ -366,7 +366,7 @@ impl Actor {
         }
         // A NOTICE names no subscription: one that refuses a REQ answers the newest REQ not
         // answered yet (one refusing a filter count, the widest: see
-        // `Session::take_widest_unanswered`), and is handled as that REQ's CLOSED, which frees
+        // `SessionState::take_widest_unanswered`), and is handled as that REQ's CLOSED, which frees
         // its slot. An `auth-required:` NOTICE so becomes that REQ's `auth-required:` CLOSED:
         // parked for the session's AUTH with a key, its coverage paused by policy without one;
         // never a pause of the whole relay.

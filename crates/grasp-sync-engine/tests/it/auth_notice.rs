@@ -52,8 +52,9 @@ async fn an_auth_required_notice_costs_an_engine_holding_a_key_no_pause() {
     network.answer_auth_with(Keys::generate());
     let run = start_paused_engine(&network, test_config(&urls[..1])).await;
     let ids: BTreeSet<EventId> = events.iter().map(|e| e.id).collect();
-    // A relay-wide policy pause would keep all of it out for hours.
-    run.wait_for_store(&ids, Duration::from_secs(600)).await;
+    // A relay-wide policy pause would keep all of it out for hours, and even the shortest
+    // pause past this deadline.
+    run.wait_for_store(&ids, Duration::from_secs(60)).await;
     run.settle(home, Duration::from_secs(600)).await;
     let status = run.relay(home).await.expect("relay status");
     assert!(network.stats(home).refusals_of(RefusalKind::AuthRequired) >= 1);
