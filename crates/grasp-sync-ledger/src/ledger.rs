@@ -239,8 +239,29 @@ impl SubscriptionLedger {
         if subscriptions.is_empty() {
             return Err(LedgerError::EmptyAdmission);
         }
-        let requested = subscriptions.len();
-        let held_live = self.counts.live();
+        self.check_live_admission(0, subscriptions.len())?;
+        let mut seen = std::collections::HashSet::new();
+        for id in &subscriptions {
+            if self.by_subscription.contains_key(id) || !seen.insert(id) {
+                return Err(LedgerError::DuplicateSubscription(id.clone()));
+            }
+        }
+        Ok(subscriptions
+            .into_iter()
+            .map(|id| self.insert(now, PermitClass::Live, id))
+            .collect())
+    }
+
+    /// Whether [`SubscriptionLedger::admit_live`] of `requested` live groups would pass the
+    /// budget once `released` of the live permits held now are released: the same checks,
+    /// nothing changed. A caller replacing live groups asks this before it closes any, so a
+    /// refusal costs the relay no CLOSE and no REQ sent again.
+    pub fn check_live_admission(
+        &self,
+        released: usize,
+        requested: usize,
+    ) -> Result<(), LedgerError> {
+        let held_live = self.counts.live().saturating_sub(released);
         if held_live + requested > self.budget.max_live() {
             return Err(LedgerError::NoTransientSlotLeft {
                 requested,
@@ -254,16 +275,7 @@ impl SubscriptionLedger {
                 held_transient: self.counts.transient(),
             });
         }
-        let mut seen = std::collections::HashSet::new();
-        for id in &subscriptions {
-            if self.by_subscription.contains_key(id) || !seen.insert(id) {
-                return Err(LedgerError::DuplicateSubscription(id.clone()));
-            }
-        }
-        Ok(subscriptions
-            .into_iter()
-            .map(|id| self.insert(now, PermitClass::Live, id))
-            .collect())
+        Ok(())
     }
 
     /// Acquires a transient permit of `class` for `subscription_id`, within the shared residual

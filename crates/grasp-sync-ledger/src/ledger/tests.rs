@@ -138,6 +138,40 @@ fn live_admission_waits_for_slots_held_by_transients() {
 }
 
 #[test]
+fn a_live_admission_checked_ahead_counts_the_permits_to_be_released_and_changes_nothing() {
+    // 8 advertised: 6 usable, at most 5 live.
+    let (now, mut ledger) = ledger(Some(8));
+    let generation = ledger.generation();
+    ledger
+        .admit_live(now, generation, subs("l", 3))
+        .expect("3 live fit");
+    for name in ["h1", "h2"] {
+        ledger
+            .acquire(now, generation, PermitClass::HistoricPage, sub(name))
+            .expect("transient");
+    }
+    // Replacing the 3 live groups with 4 fits once the 3 are released.
+    assert_eq!(ledger.check_live_admission(3, 4), Ok(()));
+    assert_eq!(
+        ledger.check_live_admission(0, 2),
+        Err(LedgerError::SlotsHeldByTransients {
+            requested: 2,
+            held_transient: 2
+        })
+    );
+    assert_eq!(ledger.residual(), 1, "a check acquires nothing");
+    // The check and the admission agree.
+    assert_eq!(
+        ledger.admit_live(now, generation, subs("m", 2)).map(|_| ()),
+        ledger.check_live_admission(0, 2)
+    );
+    assert_eq!(ledger.check_live_admission(0, 1), Ok(()));
+    ledger
+        .admit_live(now, generation, subs("m", 1))
+        .expect("one more fits");
+}
+
+#[test]
 fn live_admission_rejects_duplicate_and_empty_sets() {
     let (now, mut ledger) = ledger(None);
     let generation = ledger.generation();
