@@ -105,6 +105,19 @@ impl Actor {
             tracing::debug!(%relay, "live planning waits for the query-rate cooldown");
             return PlanOutcome::Deferred;
         }
+        // Asked before anything is closed: a refusal then leaves the groups held as they are,
+        // with no CLOSE and no REQ sent again.
+        let released = plan
+            .close
+            .iter()
+            .filter(|id| session.state.live.contains_key(*id))
+            .count();
+        if !plan.open.is_empty()
+            && let Err(error) = ledger.check_live_admission(released, plan.open.len())
+        {
+            tracing::debug!(%relay, %error, "live admission would be refused; the groups held stay");
+            return PlanOutcome::RolledBack;
+        }
         for id in &plan.close {
             if let Some(held) = session.state.live.remove(id) {
                 // Releasing our own live permit cannot be refused; a stale one is a no-op.
@@ -224,7 +237,8 @@ fn plan_with_overflow(
 enum PlanOutcome {
     /// Its groups are held (a no-op plan too).
     Applied,
-    /// The ledger refused its new groups: the groups it retired were restored.
+    /// The ledger would refuse its new groups (transient subscriptions hold the slots): the
+    /// groups held stay as they are.
     RolledBack,
     /// Nothing changed: a query-rate cooldown, or no session.
     Deferred,
