@@ -16,6 +16,8 @@
 //! - [`session`]: one connected session's state: its gates, live groups, transient
 //!   subscriptions, queued starts, send order and unanswered REQs, timers and transmits.
 //! - [`session_auth`]: one session's NIP-42 state and the work parked for its AUTH.
+//! - [`unanswered`]: a connection's REQs the relay has not answered, and which one a refusal
+//!   NOTICE answers.
 //! - [`descendant_sweep`]: the descendant fallback's sweep, one group of members at a time.
 //! - [`delivered`]: the event IDs a relay delivered during its first sync.
 //! - [`dials`]: the dial attempts decided in a step, handed to the dial workers at its end.
@@ -45,3 +47,4 @@ pub(crate) mod session_auth;
 pub(crate) mod session_start;
 pub(crate) mod timers;
 pub(crate) mod transmit;
+pub(crate) mod unanswered;

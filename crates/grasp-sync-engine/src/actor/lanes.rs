@@ -275,7 +275,7 @@ impl Actor {
                 };
                 match notice {
                     AuthNotice::Parked => {
-                        tracing::info!(%relay, "the relay asked an extra connection for NIP-42 authentication in a NOTICE; its newest unanswered live subscription is sent again once the relay accepts ours")
+                        tracing::info!(%relay, "the relay asked an extra connection for NIP-42 authentication in a NOTICE; its oldest unanswered live subscription is sent again once the relay accepts ours")
                     }
                     AuthNotice::Unmatched => {
                         tracing::debug!(%relay, "an authentication NOTICE on an extra connection answers no live subscription it still waits on")

@@ -12,6 +12,7 @@ use nostr::SubscriptionId;
 use super::Actor;
 use crate::machine::closed_route::{self, Answered, Consequence, NoticeAnswers, Remedy};
 use crate::machine::timers::RelayTimer;
+use crate::machine::unanswered::NoticeTarget;
 use crate::session::{Outbound, SessionEvent, SessionKey};
 
 impl Actor {
@@ -364,41 +365,53 @@ impl Actor {
             tracing::debug!(%relay, notice = %text, "notice");
             return;
         }
-        // A NOTICE names no subscription: one that refuses a REQ answers the newest REQ not
-        // answered yet (one refusing a filter count, the widest: see
-        // `SessionState::take_widest_unanswered`), and is handled as that REQ's CLOSED, which frees
-        // its slot. An `auth-required:` NOTICE so becomes that REQ's `auth-required:` CLOSED:
-        // parked for the session's AUTH with a key, its coverage paused by policy without one;
-        // never a pause of the whole relay.
+        // A NOTICE names no subscription: one that refuses a REQ answers a REQ not answered
+        // yet (`machine::unanswered` says which), and is handled as that REQ's CLOSED, which
+        // frees its slot. An `auth-required:` NOTICE so becomes that REQ's `auth-required:`
+        // CLOSED: parked for the session's AUTH with a key, its coverage paused by policy
+        // without one; never a pause of the whole relay. One that answers a REQ closed since
+        // refuses nothing held.
         if let Some(answers) = closed_route::notice_answers(refusal.category) {
             let refused = self
                 .runtimes
                 .get_mut(relay)
                 .and_then(|r| r.session.as_mut())
                 .and_then(|s| match answers {
-                    NoticeAnswers::Widest => s.state.take_widest_unanswered(),
-                    NoticeAnswers::Newest => s.state.take_newest_unanswered(),
+                    NoticeAnswers::Widest => {
+                        s.state.take_widest_unanswered().map(NoticeTarget::Held)
+                    }
+                    NoticeAnswers::Newest => {
+                        s.state.take_newest_unanswered().map(NoticeTarget::Held)
+                    }
+                    NoticeAnswers::Oldest => s.state.take_oldest_unanswered(),
                 });
-            if let Some(subscription_id) = refused {
-                tracing::debug!(%relay, subscription = %subscription_id, notice = %text,
-                    "a refusal NOTICE answers an unanswered REQ");
-                // A NOTICE names no subscription: it may have refused an earlier REQ (one a
-                // restart of coverage closed, say) while the relay holds this one, which may
-                // never answer (no EOSE for `limit: 0` on some relays). CLOSE it, so the
-                // relay frees the slot if it held it (NIP-01 gives a CLOSE no answer, so one
-                // for a REQ the relay did refuse costs one message).
-                if let Some(session) = self
-                    .runtimes
-                    .get_mut(relay)
-                    .and_then(|r| r.session.as_mut())
-                {
-                    session
-                        .state
-                        .transmit
-                        .push(Outbound::Close(subscription_id.clone()));
+            match refused {
+                Some(NoticeTarget::Held(subscription_id)) => {
+                    tracing::debug!(%relay, subscription = %subscription_id, notice = %text,
+                        "a refusal NOTICE answers an unanswered REQ");
+                    // A NOTICE names no subscription: it may have refused an earlier REQ (one
+                    // a restart of coverage closed, say) while the relay holds this one, which
+                    // may never answer (no EOSE for `limit: 0` on some relays). CLOSE it, so
+                    // the relay frees the slot if it held it (NIP-01 gives a CLOSE no answer,
+                    // so one for a REQ the relay did refuse costs one message).
+                    if let Some(session) = self
+                        .runtimes
+                        .get_mut(relay)
+                        .and_then(|r| r.session.as_mut())
+                    {
+                        session
+                            .state
+                            .transmit
+                            .push(Outbound::Close(subscription_id.clone()));
+                    }
+                    self.handle_closed(relay, &subscription_id, text, None);
+                    return;
                 }
-                self.handle_closed(relay, &subscription_id, text, None);
-                return;
+                Some(NoticeTarget::Retired(subscription_id, filters)) => {
+                    self.handle_closed(relay, &subscription_id, text, Some(filters));
+                    return;
+                }
+                None => {}
             }
         }
         self.count_refusal(relay, &refusal, text);

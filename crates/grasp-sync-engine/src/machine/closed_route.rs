@@ -175,6 +175,9 @@ pub(crate) enum NoticeAnswers {
     Widest,
     /// The newest unanswered REQ.
     Newest,
+    /// The oldest unanswered REQ, held or closed since: an `auth-required:` refusal, which a
+    /// relay gives every REQ until the connection authenticates.
+    Oldest,
 }
 
 /// Whether a NOTICE of `category` refuses a REQ (rather than a negentropy round, an event or
@@ -182,8 +185,8 @@ pub(crate) enum NoticeAnswers {
 pub(crate) fn notice_answers(category: RefusalCategory) -> Option<NoticeAnswers> {
     match category {
         RefusalCategory::TooManyFilters => Some(NoticeAnswers::Widest),
-        RefusalCategory::AuthRequired
-        | RefusalCategory::TooManySubscriptions
+        RefusalCategory::AuthRequired => Some(NoticeAnswers::Oldest),
+        RefusalCategory::TooManySubscriptions
         | RefusalCategory::InvalidFilter
         | RefusalCategory::RetainedBytesExceeded => Some(NoticeAnswers::Newest),
         _ => None,

@@ -38,7 +38,7 @@
 //! [`LiveLanes::handle_dialled`], and performs each open connection's queued REQs, CLOSEs and
 //! disconnect ([`LiveLanes::transmits_mut`], and the queue a closed connection hands back).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
@@ -52,6 +52,7 @@ use nostr::{Filter, SubscriptionId};
 use crate::machine::refused::without_bounds;
 use crate::machine::session_auth::{AuthVerdict, SessionAuth};
 use crate::machine::transmit::{Outbound, SessionKey, Transmits};
+use crate::machine::unanswered::{NoticeTarget, UnansweredReqs};
 
 #[cfg(test)]
 mod tests;
@@ -132,10 +133,11 @@ pub(crate) enum Dialled {
 /// What an `auth-required:` NOTICE on an extra connection comes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AuthNotice {
-    /// The connection's newest unanswered live group is parked for its `AUTH`.
+    /// The connection's oldest unanswered live group is parked for its `AUTH`.
     Parked,
-    /// No live REQ of the connection awaits an answer and it may still authenticate: the
-    /// NOTICE answers a REQ closed since, or one already parked; nothing more is refused.
+    /// The NOTICE answers a live REQ the connection closed since, or none awaits an answer
+    /// (one already parked), and the connection may still authenticate: nothing more is
+    /// refused.
     Unmatched,
     /// A refusal: the connection holds no key, or its `AUTH` already succeeded or failed.
     Refused,
@@ -175,10 +177,9 @@ struct OpenLane {
     transmit: Transmits,
     /// Its NIP-42 state, and the live groups parked for its `AUTH`.
     auth: SessionAuth<SubscriptionId>,
-    /// Its live REQs the relay has not answered yet (no `EOSE`, no `CLOSED`), oldest first:
-    /// what a refusal in a `NOTICE`, which names no subscription, answers. At most its live
-    /// groups.
-    unanswered: VecDeque<SubscriptionId>,
+    /// Its live REQs the relay has not answered yet (no `EOSE`, no `CLOSED`), including
+    /// those closed since: what a refusal in a `NOTICE`, which names no subscription, answers.
+    unanswered: UnansweredReqs,
 }
 
 /// A live group held on an extra connection.
@@ -192,8 +193,7 @@ struct LaneGroup {
 impl OpenLane {
     /// Queues live group `id`'s REQ, awaiting the relay's answer.
     fn send(&mut self, id: SubscriptionId, filters: Vec<Filter>) {
-        self.unanswered.retain(|u| *u != id);
-        self.unanswered.push_back(id.clone());
+        self.unanswered.sent(&id, filters.len());
         self.transmit.push(Outbound::Req {
             subscription_id: id,
             filters,
@@ -202,7 +202,7 @@ impl OpenLane {
 
     /// The relay answered live REQ `id` (an `EOSE` or a `CLOSED`).
     fn answered(&mut self, id: &SubscriptionId) {
-        self.unanswered.retain(|u| u != id);
+        self.unanswered.answered(id);
     }
 
     /// Parks live group `id` for the connection's `AUTH` at `now`; true when it is parked
@@ -311,7 +311,6 @@ impl LiveLanes {
                     let _ =
                         lane.ledger
                             .handle_release(now, &held.permit, ReleaseReason::LiveRetired);
-                    lane.answered(id);
                     lane.transmit.push(Outbound::Close(id.clone()));
                 }
             }
@@ -404,7 +403,7 @@ impl LiveLanes {
                     live: BTreeMap::new(),
                     transmit: Transmits::default(),
                     auth: SessionAuth::new(session.answers_auth),
-                    unanswered: VecDeque::new(),
+                    unanswered: UnansweredReqs::default(),
                 });
                 Dialled::Opened {
                     connection: index + 2,
@@ -464,19 +463,23 @@ impl LiveLanes {
     }
 
     /// The relay refused on connection `key` with an `auth-required:` `NOTICE` at `now`,
-    /// which names no subscription: it answers the connection's newest live REQ not answered
-    /// yet, as the session's NOTICE matching takes it (a refusal comes at once, an accepted
-    /// REQ's EOSE may come later or, on some relays, never for `limit: 0`). That group is
-    /// parked for the connection's `AUTH`, as [`LiveLanes::handle_auth_refusal`] parks one.
+    /// which names no subscription: it answers the connection's oldest live REQ not answered
+    /// yet, as the session's NOTICE matching takes it (a relay that wants an `AUTH` before it
+    /// serves reads refuses each REQ until then, in order; see [`UnansweredReqs`]). A group
+    /// it still holds is parked for the connection's `AUTH`, as
+    /// [`LiveLanes::handle_auth_refusal`] parks one; one closed since needs nothing.
     pub(crate) fn handle_auth_notice(&mut self, now: Instant, key: &SessionKey) -> AuthNotice {
         let Some(lane) = self.open_mut(key) else {
             return AuthNotice::Unmatched;
         };
-        match lane.unanswered.pop_back() {
-            Some(newest) if lane.park(now, &newest) => AuthNotice::Parked,
-            Some(_) => AuthNotice::Refused,
-            None if lane.auth.may_authenticate() => AuthNotice::Unmatched,
-            None => AuthNotice::Refused,
+        let live = &lane.live;
+        match lane.unanswered.take_oldest(|id| live.contains_key(id)) {
+            Some(NoticeTarget::Held(oldest)) if lane.park(now, &oldest) => AuthNotice::Parked,
+            Some(NoticeTarget::Held(..)) => AuthNotice::Refused,
+            Some(NoticeTarget::Retired(..)) | None if lane.auth.may_authenticate() => {
+                AuthNotice::Unmatched
+            }
+            Some(NoticeTarget::Retired(..)) | None => AuthNotice::Refused,
         }
     }
 
@@ -558,7 +561,6 @@ impl LiveLanes {
     pub(crate) fn handle_repack(&mut self, now: Instant) {
         self.unplaced.clear();
         for lane in self.lanes.iter_mut().filter_map(|l| l.open.as_mut()) {
-            lane.unanswered.clear();
             for (id, held) in std::mem::take(&mut lane.live) {
                 let _ = lane
                     .ledger

@@ -22,9 +22,7 @@ use nostr::SubscriptionId;
 use crate::machine::session_auth::SessionAuth;
 use crate::machine::timers::{SessionTimer, Timers};
 use crate::machine::transmit::{Outbound, Transmits};
-
-/// How many unanswered REQs a session remembers for matching a refusal NOTICE.
-pub(crate) const UNANSWERED_KEPT: usize = 64;
+use crate::machine::unanswered::{NoticeTarget, UnansweredReqs};
 
 /// The send order of a live group whose REQ has not been sent: after every real one.
 pub(crate) const UNSENT: u64 = u64::MAX;
@@ -41,9 +39,8 @@ pub(crate) struct SessionState<Round, Parked> {
     pub(crate) timers: Timers<SessionTimer>,
     /// REQs sent in this session (the next one's send order).
     pub(crate) sent: u64,
-    /// The latest REQs the relay has not answered yet, oldest first, with the number of
-    /// filters each was sent with (at most [`UNANSWERED_KEPT`]).
-    pub(crate) unanswered: VecDeque<(SubscriptionId, usize)>,
+    /// The latest REQs the relay has not answered yet: what a refusal NOTICE answers.
+    pub(crate) unanswered: UnansweredReqs,
     /// Live groups admitted by the ledger whose REQ waits for the reactive gate (only while
     /// a query-rate episode spaces starts; otherwise they are sent at once).
     pub(crate) live_queue: VecDeque<SubscriptionId>,
@@ -90,7 +87,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
             queue: VecDeque::new(),
             timers: Timers::default(),
             sent: 0,
-            unanswered: VecDeque::new(),
+            unanswered: UnansweredReqs::default(),
             live_queue: VecDeque::new(),
             rebuild_pending: false,
             neg_queue: VecDeque::new(),
@@ -117,48 +114,40 @@ impl<Round, Parked> SessionState<Round, Parked> {
     /// unanswered until the relay says anything about it.
     pub(crate) fn next_sent(&mut self, id: &SubscriptionId, filters: usize) -> u64 {
         self.sent += 1;
-        if self.unanswered.len() >= UNANSWERED_KEPT {
-            self.unanswered.pop_front();
-        }
-        self.unanswered.push_back((id.clone(), filters));
+        self.unanswered.sent(id, filters);
         self.sent
     }
 
     /// The relay answered `id` (an event, EOSE or CLOSED): the number of filters its REQ was
     /// sent with, if this is the first answer to it.
     pub(crate) fn handle_answer(&mut self, id: &SubscriptionId) -> Option<usize> {
-        let at = self.unanswered.iter().position(|(u, _)| u == id)?;
-        self.unanswered.remove(at).map(|(_, filters)| filters)
+        self.unanswered.answered(id)
+    }
+
+    /// The oldest REQ the relay has not answered, held or closed since: the one an
+    /// `auth-required:` NOTICE answers (a relay that wants AUTH before it serves reads refuses
+    /// every REQ until then, in order).
+    pub(crate) fn take_oldest_unanswered(&mut self) -> Option<NoticeTarget> {
+        let (live, transients) = (&self.live, &self.transients);
+        self.unanswered
+            .take_oldest(|id| live.contains_key(id) || transients.contains_key(id))
     }
 
     /// The newest REQ still held that the relay has not answered: the one a NOTICE refusing
-    /// a REQ most likely answers (relays answer a connection's messages in order, and a
-    /// refusal comes before any result).
+    /// a REQ for a limit most likely answers (relays answer a connection's messages in order,
+    /// and a refusal comes before any result).
     pub(crate) fn take_newest_unanswered(&mut self) -> Option<SubscriptionId> {
-        while let Some((id, _)) = self.unanswered.pop_back() {
-            if self.live.contains_key(&id) || self.transients.contains_key(&id) {
-                return Some(id);
-            }
-        }
-        None
+        let (live, transients) = (&self.live, &self.transients);
+        self.unanswered
+            .take_newest_held(|id| live.contains_key(id) || transients.contains_key(id))
     }
 
     /// The REQ still held that a NOTICE refusing a REQ for its filter count most likely
-    /// answers: of those the relay has not answered, the one with the most filters, the newest
-    /// among equals. A REQ of one filter is never refused for its count, and a burst of REQs
-    /// may be answered in any order (a refusal comes at once, results after a query), so the
-    /// newest unanswered REQ is not always the one refused.
+    /// answers: see [`UnansweredReqs::take_widest_held`].
     pub(crate) fn take_widest_unanswered(&mut self) -> Option<SubscriptionId> {
-        let at = self
-            .unanswered
-            .iter()
-            .enumerate()
-            .filter(|(_, (id, filters))| {
-                *filters > 1 && (self.live.contains_key(id) || self.transients.contains_key(id))
-            })
-            .max_by_key(|(at, (_, filters))| (*filters, *at))
-            .map(|(at, _)| at)?;
-        self.unanswered.remove(at).map(|(id, _)| id)
+        let (live, transients) = (&self.live, &self.transients);
+        self.unanswered
+            .take_widest_held(|id| live.contains_key(id) || transients.contains_key(id))
     }
 
     /// Subscriptions still open that were sent before the one with send order `before`.

@@ -13,7 +13,9 @@
 //! - `GRASP_SYNC_SIM_PAGING=1` draws larger repositories on relays with small pages, so history
 //!   pages on every quirk (`run::Shape::Paging`; slower, and not part of `cargo xtask test`),
 //! - `GRASP_SYNC_SIM_NO_FAULTS=1` runs the seeds' networks and relays without faults, to tell a
-//!   failure the faults cause from one they only reveal.
+//!   failure the faults cause from one they only reveal,
+//! - `GRASP_SYNC_SIM_WIRE=1` prints every client message as the relay reads it (`>`) and
+//!   every answer as it is queued for delivery (`<`), with its virtual time (for a replay).
 //!
 //! Every run first replays the seeds that once found a bug (`REGRESSIONS`). A failing seed
 //! prints the broken invariant and a command that replays it (`cargo xtask simulate --seed S`).
@@ -38,13 +40,18 @@ const DEFAULT_SEEDS: u64 = 200;
 /// CLOSED came; 13 (paging) confirmed history from a relay sending its pages in no order; 61
 /// (paging) both; 1511 (paging) took events sent twice for a larger page cap than the relay's,
 /// and a full page for a short one; 3202 took a late NOTICE refusal as refusing a REQ the
-/// relay held (it sends no EOSE for `limit: 0`) and lost the relay's slots for the session.
-const REGRESSIONS: [(u64, run::Shape); 5] = [
+/// relay held (it sends no EOSE for `limit: 0`) and lost the relay's slots for the session;
+/// 3008 (the session) and 6100 (an extra connection) took an `auth-required:` NOTICE for a REQ
+/// closed before it arrived as refusing the REQ that replaced it, and sent that one again after
+/// the AUTH although the relay had refused it for its filter count.
+const REGRESSIONS: [(u64, run::Shape); 7] = [
     (1308, run::Shape::Small),
     (13, run::Shape::Paging),
     (61, run::Shape::Paging),
     (1511, run::Shape::Paging),
     (3202, run::Shape::Small),
+    (3008, run::Shape::Small),
+    (6100, run::Shape::Small),
 ];
 /// Threads running seeds side by side.
 const THREADS: usize = 2;

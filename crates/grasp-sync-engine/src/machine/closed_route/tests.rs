@@ -209,13 +209,17 @@ fn a_refused_discovery_query_is_asked_again_at_once_only_when_taught_or_rate_lim
 }
 
 #[test]
-fn a_notice_answers_the_widest_req_for_a_filter_count_and_the_newest_otherwise() {
+fn a_notice_answers_the_widest_req_for_a_filter_count_the_oldest_for_auth_and_the_newest_otherwise()
+{
     assert_eq!(
         notice_answers(RefusalCategory::TooManyFilters),
         Some(NoticeAnswers::Widest)
     );
+    assert_eq!(
+        notice_answers(RefusalCategory::AuthRequired),
+        Some(NoticeAnswers::Oldest)
+    );
     for refuses_a_req in [
-        RefusalCategory::AuthRequired,
         RefusalCategory::TooManySubscriptions,
         RefusalCategory::InvalidFilter,
         RefusalCategory::RetainedBytesExceeded,

@@ -539,19 +539,20 @@ fn a_rebuilt_live_set_repacks_the_open_connections_without_a_new_handshake() {
 }
 
 #[test]
-fn an_auth_notice_parks_the_newest_unanswered_group_and_it_is_sent_again_once_authenticated() {
+fn an_auth_notice_parks_the_oldest_unanswered_group_and_it_is_sent_again_once_authenticated() {
     let mut driver = one_connection(true);
     let (first, second) = (SubscriptionId::new("live-1"), SubscriptionId::new("live-2"));
     driver.lanes.handle_auth_challenge(&key(10));
-    // Both REQs await an answer: a refusal comes at once, so it answers the newest.
+    // Both REQs await an answer: a relay that wants an AUTH refuses each in order, so the
+    // first NOTICE answers the first.
     assert_eq!(
         driver.lanes.handle_auth_notice(driver.now, &key(10)),
         AuthNotice::Parked
     );
     assert_eq!(driver.lanes.poll_timeout(), Some(driver.now + AUTH_WAIT));
-    // The first REQ's EOSE comes late: it was accepted, and nothing else awaits an answer, so
-    // a further NOTICE refuses nothing of ours.
-    driver.lanes.handle_eose(&key(10), &first);
+    // The second REQ's EOSE comes: it was accepted, and nothing else awaits an answer, so a
+    // further NOTICE refuses nothing of ours.
+    driver.lanes.handle_eose(&key(10), &second);
     assert_eq!(
         driver.lanes.handle_auth_notice(driver.now, &key(10)),
         AuthNotice::Unmatched
@@ -562,8 +563,8 @@ fn an_auth_notice_parks_the_newest_unanswered_group_and_it_is_sent_again_once_au
     assert_eq!(
         driver.reqs(10),
         vec![Outbound::Req {
-            subscription_id: second,
-            filters: vec![coverage(2)[1].filter.clone()],
+            subscription_id: first,
+            filters: vec![coverage(2)[0].filter.clone()],
         }]
     );
     // Once authenticated, an authentication NOTICE is a refusal.
@@ -574,10 +575,31 @@ fn an_auth_notice_parks_the_newest_unanswered_group_and_it_is_sent_again_once_au
 }
 
 #[test]
+fn an_auth_notice_for_a_req_closed_since_parks_nothing() {
+    // The relay refused a REQ the connection then closed (a repack) and replaced before the
+    // NOTICE arrived: the NOTICE answers the closed one, and the new REQs, which the relay may
+    // refuse for another reason, are not sent again after the AUTH.
+    let mut driver = one_connection(true);
+    driver.lanes.handle_auth_challenge(&key(10));
+    driver.lanes.handle_repack(driver.now);
+    driver.lanes.handle_overflow(coverage(2));
+    assert_eq!(driver.fill(), 2);
+    driver.reqs(10);
+    for _ in 0..2 {
+        assert_eq!(
+            driver.lanes.handle_auth_notice(driver.now, &key(10)),
+            AuthNotice::Unmatched
+        );
+    }
+    assert_eq!(driver.lanes.handle_authenticated(&key(10)), 0);
+    assert!(driver.reqs(10).is_empty());
+}
+
+#[test]
 fn a_notice_then_a_closed_for_one_group_parks_it_once() {
     // nostrcheck-server answers with both; the group is sent again once, not twice.
     let mut driver = one_connection(true);
-    let second = SubscriptionId::new("live-2");
+    let first = SubscriptionId::new("live-1");
     driver.lanes.handle_auth_challenge(&key(10));
     assert_eq!(
         driver.lanes.handle_auth_notice(driver.now, &key(10)),
@@ -586,7 +608,7 @@ fn a_notice_then_a_closed_for_one_group_parks_it_once() {
     assert!(
         driver
             .lanes
-            .handle_auth_refusal(driver.now, &key(10), &second)
+            .handle_auth_refusal(driver.now, &key(10), &first)
     );
     assert_eq!(driver.lanes.handle_authenticated(&key(10)), 1);
     assert_eq!(driver.reqs(10).len(), 1);

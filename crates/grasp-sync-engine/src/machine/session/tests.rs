@@ -8,6 +8,7 @@ use grasp_sync_ledger::{SessionBudget, SubscriptionLedger};
 use nostr::{Filter, Kind, SubscriptionId};
 
 use super::*;
+use crate::machine::unanswered::NoticeTarget;
 
 type Session = SessionState<(), ()>;
 
@@ -50,20 +51,31 @@ fn the_relay_answering_a_req_takes_it_off_the_unanswered_list_once() {
     assert_eq!(session.next_sent(&id(2), 1), 2);
     assert_eq!(session.handle_answer(&id(1)), Some(3));
     assert_eq!(session.handle_answer(&id(1)), None);
-    assert_eq!(session.unanswered.len(), 1);
+    assert_eq!(session.handle_answer(&id(2)), Some(1));
 }
 
 #[test]
-fn at_most_the_latest_unanswered_reqs_are_remembered() {
-    let mut session = session(Instant::now());
-    for n in 0..(UNANSWERED_KEPT as u64 + 10) {
+fn an_auth_notice_answers_the_oldest_unanswered_req_and_a_limit_notice_the_newest_held() {
+    let now = Instant::now();
+    let mut session = session(now);
+    let mut ledger = SubscriptionLedger::new(now, SessionBudget::from_slots(10));
+    for n in 1..=4 {
+        queue_live(&mut session, &mut ledger, now, n);
         session.next_sent(&id(n), 1);
     }
-    assert_eq!(session.unanswered.len(), UNANSWERED_KEPT);
+    // s1 was closed by a rebuild before the relay's answer to it arrived.
+    session.live.remove(&id(1));
     assert_eq!(
-        session.unanswered.front().map(|(u, _)| u.clone()),
-        Some(id(10))
+        session.take_oldest_unanswered(),
+        Some(NoticeTarget::Retired(id(1), 1))
     );
+    assert_eq!(
+        session.take_oldest_unanswered(),
+        Some(NoticeTarget::Held(id(2)))
+    );
+    assert_eq!(session.take_newest_unanswered(), Some(id(4)));
+    assert_eq!(session.take_newest_unanswered(), Some(id(3)));
+    assert_eq!(session.take_newest_unanswered(), None);
 }
 
 #[test]
