@@ -46,6 +46,8 @@ pub(crate) struct World {
     trace: DefaultHasher,
     /// Client messages read, over every relay.
     pub(crate) messages: u64,
+    /// Whether every frame is printed as it passes (`GRASP_SYNC_SIM_WIRE`).
+    wire: bool,
 }
 
 /// The network handle the engine dials through. Cheap to clone.
@@ -83,6 +85,7 @@ impl SimNetwork {
             monitor: Monitor::default(),
             trace: DefaultHasher::new(),
             messages: 0,
+            wire: std::env::var_os("GRASP_SYNC_SIM_WIRE").is_some(),
         })));
         let network = MemoryNetwork::with_hooks(relays, world.clone());
         // The engine's key answers NIP-42 challenges, as a daemon configured with one does.
@@ -140,6 +143,13 @@ impl NetworkHooks for SimHooks {
         world.trace.write_u128(at.as_millis());
         world.trace.write(relay.as_bytes());
         world.trace.write_usize(connection);
+        if world.wire {
+            println!(
+                "{:>10.3} {relay} #{connection} > {}",
+                at.as_secs_f64(),
+                clip(text)
+            );
+        }
         // A signature is not deterministic: an `AUTH` counts by its verb alone.
         if text.starts_with(r#"["AUTH""#) {
             world.trace.write(b"AUTH");
@@ -210,13 +220,19 @@ impl NetworkHooks for SimHooks {
     }
 
     /// The seed's duplicates, shuffles and delay.
-    fn deliver(
-        &self,
-        _relay: &str,
-        _connection: usize,
-        inbound: &mut Vec<RelayInbound>,
-    ) -> Duration {
+    fn deliver(&self, relay: &str, connection: usize, inbound: &mut Vec<RelayInbound>) -> Duration {
         let mut world = self.world();
+        if world.wire {
+            let at = Instant::now().saturating_duration_since(world.started);
+            for message in inbound.iter() {
+                let text = format!("{message:?}");
+                println!(
+                    "{:>10.3} {relay} #{connection} < {}",
+                    at.as_secs_f64(),
+                    clip(&text)
+                );
+            }
+        }
         let mut shaped: Vec<RelayInbound> = Vec::with_capacity(inbound.len());
         for message in inbound.drain(..) {
             let duplicate = world.faults.duplicate;
@@ -274,4 +290,11 @@ fn advertised_budget(relay: &SimulatedRelay) -> Option<(usize, bool)> {
         .and_then(|s| s.subscriptions)
         .is_some_and(|s| s.counts_negentropy);
     Some((budget, counts))
+}
+
+/// The first 160 characters of a frame, for the wire log.
+fn clip(text: &str) -> &str {
+    text.char_indices()
+        .nth(160)
+        .map_or(text, |(at, _)| &text[..at])
 }
