@@ -20,6 +20,7 @@
 //!   NOTICE answers.
 //! - [`descendant_sweep`]: the descendant fallback's sweep, one group of members at a time.
 //! - [`delivered`]: the event IDs a relay delivered during its first sync.
+//! - [`catch_up`]: the paced catch-up of coverage no live connection holds, and its cursor.
 //! - [`dials`]: the dial attempts decided in a step, handed to the dial workers at its end.
 //! - [`lanes`]: a relay's extra live connections (lever 4): what each holds, when one more
 //!   is dialled, and what goes to the catch-up.
@@ -32,6 +33,7 @@
 //! costs, live planning) are still the actor's methods over this state.
 
 pub(crate) mod admission;
+pub(crate) mod catch_up;
 pub(crate) mod closed_route;
 pub(crate) mod consolidation;
 pub(crate) mod delivered;

@@ -116,7 +116,7 @@ impl Actor {
     pub(super) fn forget_pending(&mut self, relay: &RelayUrl) {
         self.pending.clear_relay(relay);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.catch_up.query.handle_pending_cleared();
+            runtime.catch_up.handle_pending_cleared();
             runtime.descendants.fallback.handle_pending_cleared();
             runtime.probe_batches.clear();
             runtime.truncated_batches.clear();

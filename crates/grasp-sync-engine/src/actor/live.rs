@@ -10,8 +10,8 @@ use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
 use super::Actor;
-use super::catch_up::catch_up_filters;
 use super::runtime::{LiveGroup, UNSENT, held_groups};
+use crate::machine::catch_up::catch_up_filters;
 use crate::machine::consolidation::is_fragmented;
 use crate::machine::timers::SessionTimer;
 use crate::session::Outbound;

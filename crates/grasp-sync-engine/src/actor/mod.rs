@@ -11,7 +11,6 @@
 
 mod auth;
 mod catch_up;
-mod cursor_query;
 mod descendants;
 mod discovery;
 mod history;

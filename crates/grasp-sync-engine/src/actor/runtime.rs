@@ -44,7 +44,7 @@ pub(super) struct RelayRuntime {
     /// The queued consolidation check of the core live groups.
     pub(super) consolidation: crate::machine::consolidation::Consolidation,
     /// Coverage left out of the live set by the learned byte cap, and its paced catch-up.
-    pub(super) catch_up: super::catch_up::CatchUp,
+    pub(super) catch_up: crate::machine::catch_up::CatchUp,
     /// What the relay delivered during its first sync, across its sessions until then.
     pub(super) delivered: crate::machine::delivered::DeliveredIds,
     /// Recovery probes of refused coverage in flight, by batch.
@@ -151,7 +151,7 @@ impl RelayRuntime {
             nip77: crate::negentropy::Nip77Support::new(),
             refused: crate::machine::refused::RefusedCoverage::default(),
             consolidation: Default::default(),
-            catch_up: super::catch_up::CatchUp::default(),
+            catch_up: crate::machine::catch_up::CatchUp::default(),
             delivered: Default::default(),
             probe_batches: BTreeMap::new(),
             truncated_batches: std::collections::BTreeSet::new(),
