@@ -32,7 +32,11 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
 /// Retry rounds per stage before giving up.
 const MAX_ROUNDS: u32 = 40;
 /// Root event kinds: patches, pull requests, issues.
-const ROOT_KINDS: [u16; 3] = [1617, 1618, 1621];
+const ROOT_KINDS: [u16; 3] = [
+    grasp_sync_model::PATCH_KIND,
+    grasp_sync_model::PULL_REQUEST_KIND,
+    grasp_sync_model::ISSUE_KIND,
+];
 
 /// What the baseline did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]

@@ -19,7 +19,12 @@ use crate::error::StoreError;
 use crate::store::database::GraspDatabase;
 
 /// Kinds the self feed carries: announcements, patches, pull requests and issues.
-pub const FEED_KINDS: [u16; 4] = [30617, 1617, 1618, 1621];
+pub const FEED_KINDS: [u16; 4] = [
+    grasp_sync_model::REPO_ANNOUNCEMENT_KIND,
+    grasp_sync_model::PATCH_KIND,
+    grasp_sync_model::PULL_REQUEST_KIND,
+    grasp_sync_model::ISSUE_KIND,
+];
 
 /// Default number of live events buffered per subscriber before it is cut off.
 pub const DEFAULT_FEED_CAPACITY: usize = 4_096;

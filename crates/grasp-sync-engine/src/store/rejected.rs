@@ -405,8 +405,8 @@ impl RejectedIndex {
 /// Processing order: announcements, then states, then everything else.
 fn priority(kind: u16) -> u8 {
     match kind {
-        30617 => 0,
-        30618 => 1,
+        grasp_sync_model::REPO_ANNOUNCEMENT_KIND => 0,
+        grasp_sync_model::REPO_STATE_KIND => 1,
         _ => 2,
     }
 }

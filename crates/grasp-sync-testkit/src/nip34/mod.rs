@@ -10,15 +10,15 @@ use nostr::{Event, EventBuilder, Keys, Kind, PublicKey, Tag, TagKind, Timestamp}
 use crate::TestkitError;
 
 /// Kind of a repository announcement (NIP-34), an addressable event.
-pub const KIND_REPO_ANNOUNCEMENT: u16 = 30617;
+pub const KIND_REPO_ANNOUNCEMENT: u16 = grasp_sync_model::REPO_ANNOUNCEMENT_KIND;
 /// Kind of a repository state event (NIP-34), an addressable event.
-pub const KIND_REPO_STATE: u16 = 30618;
+pub const KIND_REPO_STATE: u16 = grasp_sync_model::REPO_STATE_KIND;
 /// Kind of a patch (NIP-34).
-pub const KIND_PATCH: u16 = 1617;
+pub const KIND_PATCH: u16 = grasp_sync_model::PATCH_KIND;
 /// Kind of a pull request (NIP-34).
-pub const KIND_PULL_REQUEST: u16 = 1618;
+pub const KIND_PULL_REQUEST: u16 = grasp_sync_model::PULL_REQUEST_KIND;
 /// Kind of an issue (NIP-34).
-pub const KIND_ISSUE: u16 = 1621;
+pub const KIND_ISSUE: u16 = grasp_sync_model::ISSUE_KIND;
 /// Kind of a comment (NIP-22).
 pub const KIND_COMMENT: u16 = 1111;
 /// Kind of a short text note, used for `e` replies and `q` quotes.
