@@ -6,34 +6,28 @@ use grasp_sync_filters::{FilterGroup, TieredFilter};
 use grasp_sync_model::RepoCoordinate;
 use nostr::nips::nip01::Coordinate;
 use nostr::{EventId, Kind, PublicKey};
+use rand::seq::SliceRandom;
+use rand::{Rng as _, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
-/// A small xorshift generator: the same seed always yields the same data.
-pub(crate) struct Rng(u64);
+/// The seeded generator the simulation uses too: the same seed always yields the same data.
+pub(crate) struct Rng(ChaCha8Rng);
 
 impl Rng {
     pub(crate) fn new(seed: u64) -> Self {
-        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+        Self(ChaCha8Rng::seed_from_u64(seed))
     }
 
     pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        self.0.next_u64()
     }
 
     pub(crate) fn bytes(&mut self) -> [u8; 32] {
-        let mut out = [0u8; 32];
-        for chunk in out.chunks_mut(8) {
-            chunk.copy_from_slice(&self.next().to_le_bytes());
-        }
-        out
+        self.0.random()
     }
 
     pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            items.swap(i, (self.next() % (i as u64 + 1)) as usize);
-        }
+        items.shuffle(&mut self.0);
     }
 }
 

@@ -3,33 +3,28 @@
 
 use grasp_sync_model::RepoCoordinate;
 use nostr::{EventId, Keys, SecretKey};
+use rand::{Rng as _, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 pub(crate) const REPOS: usize = 869;
 pub(crate) const ROOTS: usize = 3632;
 const OWNERS: usize = 310;
 
-/// A small deterministic generator (xorshift64*), so the data set is the same on every run.
-struct Rng(u64);
+/// The seeded generator the simulation uses too, so the data set is the same on every run.
+struct Rng(ChaCha8Rng);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.0.next_u64()
     }
 
     fn bytes32(&mut self) -> [u8; 32] {
-        let mut out = [0u8; 32];
-        for chunk in out.chunks_mut(8) {
-            chunk.copy_from_slice(&self.next().to_le_bytes());
-        }
-        out
+        self.0.random()
     }
 }
 
 pub(crate) fn gitnostr_set() -> (Vec<RepoCoordinate>, Vec<EventId>) {
-    let mut rng = Rng(0x6769_746e_6f73_7472);
+    let mut rng = Rng(ChaCha8Rng::seed_from_u64(0x6769_746e_6f73_7472));
     let owners: Vec<_> = (0..OWNERS)
         .map(|i| {
             let mut secret = [0u8; 32];
