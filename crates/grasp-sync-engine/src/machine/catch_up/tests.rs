@@ -19,6 +19,18 @@ fn since(filters: &[Filter]) -> Vec<Option<Timestamp>> {
     filters.iter().map(|f| f.since).collect()
 }
 
+/// A catch-up handed one filter at `start`, at 1,000 s on the wall clock.
+fn handed(start: Instant) -> CatchUp {
+    let mut catch_up = CatchUp::default();
+    catch_up.handle_coverage(
+        start,
+        Timestamp::from_secs(1_000),
+        INTERVAL,
+        vec![filter(1)],
+    );
+    catch_up
+}
+
 #[test]
 fn handed_coverage_is_queried_an_interval_later_from_when_it_was_handed_minus_the_overlap() {
     let start = Instant::now();
@@ -43,13 +55,7 @@ fn handed_coverage_is_queried_an_interval_later_from_when_it_was_handed_minus_th
 #[test]
 fn one_query_is_in_flight_at_a_time_and_only_a_success_advances_the_cursor() {
     let start = Instant::now();
-    let mut catch_up = CatchUp::default();
-    catch_up.handle_coverage(
-        start,
-        Timestamp::from_secs(1_000),
-        INTERVAL,
-        vec![filter(1)],
-    );
+    let mut catch_up = handed(start);
     let mut now = start + INTERVAL;
     assert!(catch_up.poll_query(now, INTERVAL).is_some());
     catch_up.handle_opened(Some(BatchId(7)), Timestamp::from_secs(2_000));
@@ -84,13 +90,7 @@ fn one_query_is_in_flight_at_a_time_and_only_a_success_advances_the_cursor() {
 #[test]
 fn a_query_with_nothing_to_send_advances_the_cursor_at_once() {
     let start = Instant::now();
-    let mut catch_up = CatchUp::default();
-    catch_up.handle_coverage(
-        start,
-        Timestamp::from_secs(1_000),
-        INTERVAL,
-        vec![filter(1)],
-    );
+    let mut catch_up = handed(start);
     assert!(catch_up.poll_query(start + INTERVAL, INTERVAL).is_some());
     catch_up.handle_opened(None, Timestamp::from_secs(2_000));
     let query = catch_up
@@ -106,13 +106,7 @@ fn a_query_with_nothing_to_send_advances_the_cursor_at_once() {
 #[test]
 fn cleared_filters_query_nothing_and_dropped_batches_free_the_query() {
     let start = Instant::now();
-    let mut catch_up = CatchUp::default();
-    catch_up.handle_coverage(
-        start,
-        Timestamp::from_secs(1_000),
-        INTERVAL,
-        vec![filter(1)],
-    );
+    let mut catch_up = handed(start);
     assert!(catch_up.poll_query(start + INTERVAL, INTERVAL).is_some());
     catch_up.handle_opened(Some(BatchId(1)), Timestamp::from_secs(2_000));
     catch_up.handle_pending_cleared();
