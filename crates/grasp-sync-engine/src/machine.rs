@@ -12,7 +12,11 @@
 //! - [`neg_batch`]: one batch reconciled by NIP-77, from its rounds through hydration to its
 //!   end, and when a batch is still a first sync.
 //! - [`hydration`]: the decision after one exact-ID pass over the IDs a diff advertised.
-//! - [`refused`]: coverage a relay refused by policy, paused per atom, suspect or shape.
+//! - [`refused`]: coverage a relay refused by policy, paused per atom, suspect or shape, and
+//!   the historic batches that probe it once its pause ends.
+//! - [`incomplete_batches`]: historic batches whose pages all arrived but which must not be
+//!   confirmed (truncated by the relay, or with events the store failed to save), and the
+//!   backoffs before their coverage is derived again.
 //! - [`session`]: one connected session's state: its gates, live groups, transient
 //!   subscriptions, queued starts, send order and unanswered REQs, timers and transmits.
 //! - [`session_auth`]: one session's NIP-42 state and the work parked for its AUTH.
@@ -40,6 +44,7 @@ pub(crate) mod delivered;
 pub(crate) mod descendant_sweep;
 pub(crate) mod dials;
 pub(crate) mod hydration;
+pub(crate) mod incomplete_batches;
 pub(crate) mod jobs;
 pub(crate) mod lanes;
 pub(crate) mod neg_batch;

@@ -21,6 +21,7 @@ use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 use super::Actor;
 use super::runtime::{QueuedStart, Transient};
 use crate::machine::admission::{self, Room, StartAdmission};
+use crate::machine::incomplete_batches::{Finish, Incompleteness};
 use crate::machine::refused::Admission;
 use crate::machine::timers::{RelayTimer, SessionTimer};
 use crate::session::Outbound;
@@ -39,13 +40,6 @@ pub(super) enum FilterCeiling {
 /// Shortest wait before failed coverage is derived again.
 const RETRY_FLOOR: Duration = Duration::from_secs(1);
 
-/// The first wait before a truncated batch's coverage is derived again; it doubles with each
-/// truncated batch of the relay, up to [`TRUNCATION_RETRY_CAP`].
-const TRUNCATION_RETRY: Duration = Duration::from_secs(60);
-
-/// The longest wait before a truncated batch's coverage is derived again.
-const TRUNCATION_RETRY_CAP: Duration = Duration::from_secs(6 * 60 * 60);
-
 /// A REQ of `filters` filters was accepted: the relay takes that many in this session.
 fn note_accepted(relay: &RelayUrl, learned: &mut grasp_sync_ledger::LearnedLimits, filters: usize) {
     let proven = learned.proven_filters();
@@ -54,14 +48,6 @@ fn note_accepted(relay: &RelayUrl, learned: &mut grasp_sync_ledger::LearnedLimit
         tracing::debug!(%relay, filters, known = learned.ceiling_known(),
             "an accepted REQ proved the relay takes this many filters per REQ");
     }
-}
-
-/// The wait before the relay's `truncations`-th truncated batch is retried.
-fn truncation_backoff(truncations: u32) -> Duration {
-    let doublings = truncations.saturating_sub(1).min(16);
-    TRUNCATION_RETRY
-        .saturating_mul(1 << doublings)
-        .min(TRUNCATION_RETRY_CAP)
 }
 
 impl Actor {
@@ -353,7 +339,7 @@ impl Actor {
                 break;
             };
             // A recovery probe is what may send paused coverage.
-            let probe = runtime.probe_batches.contains_key(&start.batch);
+            let probe = runtime.refused.is_probe(start.batch);
             if !probe
                 && runtime
                     .refused
@@ -543,7 +529,7 @@ impl Actor {
             .iter()
             .any(|b| b.batch_id == batch)
         {
-            runtime.truncated_batches.insert(batch);
+            runtime.incomplete.handle_truncated(batch);
         }
         runtime.stats.history_truncated += truncated.len() as u64;
         for cut in truncated {
@@ -559,33 +545,29 @@ impl Actor {
     /// or the store failed to save one of its events: then it is abandoned and its coverage
     /// retried after the truncation or the failed-save backoff.
     pub(super) fn confirm(&mut self, relay: &RelayUrl, batch: BatchId) {
+        let now = self.now();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            if runtime.truncated_batches.remove(&batch) {
-                runtime.truncations = runtime.truncations.saturating_add(1);
-                let backoff = truncation_backoff(runtime.truncations);
-                self.fail_batch(relay, batch, "history truncated by the relay's page size");
-                let now = self.now();
+            if let Finish::Abandon { why, retry_at } =
+                runtime.incomplete.handle_finished(batch, now)
+            {
+                let reason = match why {
+                    Incompleteness::Truncated => "history truncated by the relay's page size",
+                    Incompleteness::Unsaved { events } => {
+                        runtime.stats.history_unsaved += 1;
+                        tracing::warn!(%relay, batch = batch.0, unsaved = events,
+                            retry_in_s = (retry_at - now).as_secs(),
+                            "the store failed to save events of a historic batch; the batch stays incomplete");
+                        "the store failed to save events of the batch"
+                    }
+                };
+                self.fail_batch(relay, batch, reason);
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
-                    // Each retry of an unreachable second is spaced further apart.
-                    runtime.timers.set(RelayTimer::CoverageRetry, now + backoff);
+                    // Each retry of an unreachable second, or of a store that keeps failing,
+                    // is spaced further apart.
+                    runtime.timers.set(RelayTimer::CoverageRetry, retry_at);
                 }
                 return;
             }
-            if let Some(ids) = runtime.unsaved_batches.remove(&batch) {
-                runtime.unsaved_streak = runtime.unsaved_streak.saturating_add(1);
-                runtime.stats.history_unsaved += 1;
-                let backoff = super::unsaved::unsaved_backoff(runtime.unsaved_streak);
-                tracing::warn!(%relay, batch = batch.0, unsaved = ids.len(), retry_in_s = backoff.as_secs(),
-                    "the store failed to save events of a historic batch; the batch stays incomplete");
-                self.fail_batch(relay, batch, "the store failed to save events of the batch");
-                let now = self.now();
-                if let Some(runtime) = self.runtimes.get_mut(relay) {
-                    // A store that keeps failing is not asked again at once.
-                    runtime.timers.set(RelayTimer::CoverageRetry, now + backoff);
-                }
-                return;
-            }
-            runtime.unsaved_streak = 0;
         }
         let unix = self.clock.unix_now();
         let outcome = match self
@@ -605,7 +587,9 @@ impl Actor {
             }
         }
         self.handle_cursor_queries_done(relay, batch, true);
-        self.handle_probe_batch_done(relay, batch, true);
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.refused.handle_batch_done(batch, true, now);
+        }
         self.handle_descendant_batch_done(relay, batch, true);
         if outcome.relay_idle {
             self.check_idle(relay);
@@ -640,8 +624,7 @@ impl Actor {
         if runtime.announcements_batch == Some(batch) {
             runtime.announcements_batch = None;
         }
-        runtime.truncated_batches.remove(&batch);
-        runtime.unsaved_batches.remove(&batch);
+        runtime.incomplete.handle_failed(batch);
         let pause_end = runtime.health.sync_paused_until(now).unwrap_or(now);
         let retry = pause_end.max(now + RETRY_FLOOR);
         runtime
@@ -653,7 +636,9 @@ impl Actor {
         // Participant discovery keeps its own backoff; it is not the relay's history.
         let discovery = self.outbox.refusal_scope(relay, batch).is_some();
         self.handle_cursor_queries_done(relay, batch, false);
-        self.handle_probe_batch_done(relay, batch, false);
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.refused.handle_batch_done(batch, false, now);
+        }
         self.handle_descendant_batch_done(relay, batch, false);
         if self.pending.abandon_batch(relay, batch).is_some() && !discovery {
             self.relays.register(relay).batch_failed = true;

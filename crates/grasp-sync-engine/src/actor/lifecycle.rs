@@ -2,11 +2,11 @@
 //! NIP-77 listing, fresh start, disconnect handling, retirement of unreferenced relays, and
 //! per-relay deadlines.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use grasp_sync_filters::{PageHints, RelayPageSession, Window, announcement_filter};
 use grasp_sync_ledger::SubscriptionLedger;
-use grasp_sync_model::{BatchId, ConnectionStatus, PendingItems, RelaySyncNeeds, RelayUrl};
+use grasp_sync_model::{ConnectionStatus, PendingItems, RelaySyncNeeds, RelayUrl};
 use nostr::Timestamp;
 use rand::Rng;
 
@@ -21,10 +21,6 @@ use crate::machine::timers::{RelayTimer, SessionTimer};
 use crate::negentropy::RoundStart;
 use crate::session::{Outbound, SessionKey, spawn_session};
 use crate::transport::{NipListing, RelayConnection, RelayInfo};
-
-/// Wait before a recovery probe that could not run (its batch failed or never started) is
-/// tried again.
-const PROBE_RETRY: Duration = Duration::from_secs(5);
 
 impl Actor {
     /// The health-and-metrics tick: retire, dial, probe, report.
@@ -74,41 +70,16 @@ impl Actor {
         tracing::info!(%relay, filters = probes.len(), "probing coverage refused by policy");
         // One filter per REQ, so a refusal names exactly the filter it refuses.
         for filter in probes {
-            match self.open_probe_batch(relay, filter.clone()) {
-                Some(batch) => {
-                    if let Some(runtime) = self.runtimes.get_mut(relay) {
-                        runtime.probe_batches.insert(batch, filter);
-                    }
-                }
-                None => {
-                    let retry = self.now() + PROBE_RETRY;
-                    if let Some(runtime) = self.runtimes.get_mut(relay) {
-                        runtime.refused.handle_probe_lost(&filter, retry);
-                    }
+            let opened = self.open_probe_batch(relay, filter.clone());
+            let now = self.now();
+            if let Some(runtime) = self.runtimes.get_mut(relay) {
+                match opened {
+                    Some(batch) => runtime.refused.handle_probe_opened(batch, filter),
+                    None => runtime.refused.handle_probe_unopened(&filter, now),
                 }
             }
         }
         self.drive_queue(relay);
-    }
-
-    /// A probe batch ended: if it failed for any reason but a new policy refusal (which
-    /// re-pauses the filter), the probe is due again.
-    pub(super) fn handle_probe_batch_done(
-        &mut self,
-        relay: &RelayUrl,
-        batch: BatchId,
-        success: bool,
-    ) {
-        let now = self.now();
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            if let Some(filter) = runtime.probe_batches.remove(&batch) {
-                if !success && !runtime.refused.is_paused(now, &filter) {
-                    runtime
-                        .refused
-                        .handle_probe_lost(&filter, now + PROBE_RETRY);
-                }
-            }
-        }
     }
 
     /// Drops the relay's pending batches and everything that waited on one of them: the
@@ -118,9 +89,7 @@ impl Actor {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.catch_up.handle_pending_cleared();
             runtime.descendants.fallback.handle_pending_cleared();
-            runtime.probe_batches.clear();
-            runtime.truncated_batches.clear();
-            runtime.unsaved_batches.clear();
+            runtime.incomplete.handle_pending_cleared();
             runtime.refused.handle_probes_lost();
         }
         self.forget_outbox_batches(relay);

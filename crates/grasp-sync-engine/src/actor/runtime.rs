@@ -47,20 +47,9 @@ pub(super) struct RelayRuntime {
     pub(super) catch_up: crate::machine::catch_up::CatchUp,
     /// What the relay delivered during its first sync, across its sessions until then.
     pub(super) delivered: crate::machine::delivered::DeliveredIds,
-    /// Recovery probes of refused coverage in flight, by batch.
-    pub(super) probe_batches: BTreeMap<BatchId, nostr::Filter>,
-    /// Pending batches with a truncated filter: never confirmed, abandoned once drained.
-    /// Bounded by the pending batches.
-    pub(super) truncated_batches: std::collections::BTreeSet<BatchId>,
-    /// Truncated batches so far, for the retry backoff (a relay that truncates once is likely
-    /// to again: each retry waits twice as long, up to six hours).
-    pub(super) truncations: u32,
-    /// Pending batches with events the store failed to save, with (some of) their IDs: never
-    /// confirmed, abandoned once drained. Bounded by the pending batches.
-    pub(super) unsaved_batches: BTreeMap<BatchId, std::collections::BTreeSet<nostr::EventId>>,
-    /// Batches in a row abandoned for failed saves, for their retry backoff; reset by a
-    /// confirmed batch.
-    pub(super) unsaved_streak: u32,
+    /// Pending batches that must not be confirmed (truncated, or with failed saves), and
+    /// their retry backoffs.
+    pub(super) incomplete: crate::machine::incomplete_batches::IncompleteBatches,
     /// Text-frame bytes moved by this relay's sessions that have ended.
     pub(super) ended_sessions_bytes: crate::transport::WireBytes,
     /// Extra connections holding the essential live coverage the session's budget cannot.
@@ -153,11 +142,7 @@ impl RelayRuntime {
             consolidation: Default::default(),
             catch_up: crate::machine::catch_up::CatchUp::default(),
             delivered: Default::default(),
-            probe_batches: BTreeMap::new(),
-            truncated_batches: std::collections::BTreeSet::new(),
-            truncations: 0,
-            unsaved_batches: BTreeMap::new(),
-            unsaved_streak: 0,
+            incomplete: Default::default(),
             ended_sessions_bytes: crate::transport::WireBytes::default(),
             lanes: crate::machine::lanes::LiveLanes::default(),
             lane_handles: super::lanes::LaneHandles::default(),

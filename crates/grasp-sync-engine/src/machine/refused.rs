@@ -15,8 +15,9 @@
 //! shape; a completed filter of the shape clears it. Pure state: time comes in as an argument.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use grasp_sync_model::BatchId;
 use nostr::{EventId, Filter, SingleLetterTag};
 
 #[cfg(test)]
@@ -151,7 +152,13 @@ pub(crate) struct RefusedCoverage {
     suspect_atoms: BTreeMap<Atom, ()>,
     /// Shapes refused alone: how often, and until when the latest refusal pauses them.
     shapes: BTreeMap<Shape, (u32, Instant)>,
+    /// The historic batches running a probe, with the filter each probes. Bounded by the
+    /// paused filters: each is handed out once.
+    probe_batches: BTreeMap<BatchId, Filter>,
 }
+
+/// Wait before a probe that could not run (its batch failed or never started) is due again.
+pub(crate) const PROBE_RETRY: Duration = Duration::from_secs(5);
 
 /// Refusals of one shape, each of a filter sent alone, after which the whole shape is paused.
 const SHAPE_REFUSALS: u32 = 2;
@@ -376,9 +383,10 @@ impl RefusedCoverage {
             .is_some_and(|(refusals, until)| *refusals >= SHAPE_REFUSALS && *until > now)
     }
 
-    /// The probes handed out will not complete (their session or batch ended): they are due
-    /// again at once.
+    /// The probes handed out will not complete (their session or their batches ended): they
+    /// are due again at once.
     pub(crate) fn handle_probes_lost(&mut self) {
+        self.probe_batches.clear();
         for paused in &mut self.paused {
             paused.probing = false;
         }
@@ -390,6 +398,33 @@ impl RefusedCoverage {
         for paused in self.paused.iter_mut().filter(|p| p.filter == filter) {
             paused.probing = false;
             paused.until = paused.until.max(not_before);
+        }
+    }
+
+    /// The probe of `filter`, handed out by [`Self::poll_probes`], runs as historic `batch`.
+    pub(crate) fn handle_probe_opened(&mut self, batch: BatchId, filter: Filter) {
+        self.probe_batches.insert(batch, filter);
+    }
+
+    /// The probe of `filter` could not open a batch at `now`: it is due again after
+    /// [`PROBE_RETRY`].
+    pub(crate) fn handle_probe_unopened(&mut self, filter: &Filter, now: Instant) {
+        self.handle_probe_lost(filter, now + PROBE_RETRY);
+    }
+
+    /// Whether historic `batch` is a probe: only a probe may send paused coverage.
+    pub(crate) fn is_probe(&self, batch: BatchId) -> bool {
+        self.probe_batches.contains_key(&batch)
+    }
+
+    /// Historic `batch` ended at `now`, confirmed or not. A probe that failed for any reason
+    /// but a new policy refusal (which paused its filter again) is due again after
+    /// [`PROBE_RETRY`]; one that completed waits for [`Self::handle_success`] of its filter.
+    pub(crate) fn handle_batch_done(&mut self, batch: BatchId, success: bool, now: Instant) {
+        if let Some(filter) = self.probe_batches.remove(&batch) {
+            if !success && !self.is_paused(now, &filter) {
+                self.handle_probe_unopened(&filter, now);
+            }
         }
     }
 

@@ -4,7 +4,9 @@ use std::time::{Duration, Instant};
 
 use nostr::{Alphabet, EventId, Filter, Kind, SingleLetterTag, Timestamp};
 
-use super::{Admission, RefusedCoverage};
+use grasp_sync_model::BatchId;
+
+use super::{Admission, PROBE_RETRY, RefusedCoverage};
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
@@ -267,4 +269,55 @@ fn work_admitted_before_a_refusal_is_blocked_after_it() {
         !refused.blocks(now + DAY, &[quotes(&[1])]),
         "the pause ended"
     );
+}
+
+#[test]
+fn a_failed_probe_batch_is_due_again_unless_a_new_refusal_paused_its_filter() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    refused.handle_refusal(&[quotes(&[1])], now + DAY);
+    refused.handle_refusal(&[quotes(&[2])], now + DAY);
+    assert_eq!(refused.poll_probes(now + DAY).len(), 2);
+    refused.handle_probe_opened(BatchId(1), quotes(&[1]));
+    refused.handle_probe_opened(BatchId(2), quotes(&[2]));
+    assert!(refused.is_probe(BatchId(1)) && !refused.is_probe(BatchId(3)));
+    let later = now + DAY + Duration::from_secs(1);
+    // The second probe is refused again: its filter is paused for another day.
+    refused.handle_refusal(&[quotes(&[2])], later + DAY);
+    refused.handle_batch_done(BatchId(1), false, later);
+    refused.handle_batch_done(BatchId(2), false, later);
+    assert!(!refused.is_probe(BatchId(1)) && !refused.is_probe(BatchId(2)));
+    assert_eq!(refused.poll_timeout(), Some(later + PROBE_RETRY));
+    assert_eq!(refused.poll_probes(later + PROBE_RETRY), vec![quotes(&[1])]);
+}
+
+#[test]
+fn a_completed_probe_batch_is_not_due_again() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    refused.handle_refusal(&[quotes(&[1])], now + DAY);
+    assert_eq!(refused.poll_probes(now + DAY).len(), 1);
+    refused.handle_probe_opened(BatchId(1), quotes(&[1]));
+    refused.handle_batch_done(BatchId(1), true, now + DAY);
+    assert!(!refused.is_probe(BatchId(1)));
+    assert_eq!(
+        refused.poll_timeout(),
+        None,
+        "it waits for its filter's success"
+    );
+}
+
+#[test]
+fn an_unopened_probe_waits_the_retry_and_lost_probes_are_due_at_once() {
+    let now = Instant::now();
+    let mut refused = RefusedCoverage::default();
+    refused.handle_refusal(&[quotes(&[1])], now + DAY);
+    refused.handle_refusal(&[quotes(&[2])], now + DAY);
+    assert_eq!(refused.poll_probes(now + DAY).len(), 2);
+    refused.handle_probe_unopened(&quotes(&[1]), now + DAY);
+    refused.handle_probe_opened(BatchId(2), quotes(&[2]));
+    assert_eq!(refused.poll_timeout(), Some(now + DAY + PROBE_RETRY));
+    refused.handle_probes_lost();
+    assert!(!refused.is_probe(BatchId(2)));
+    assert_eq!(refused.poll_timeout(), Some(now + DAY));
 }
