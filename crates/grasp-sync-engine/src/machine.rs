@@ -28,6 +28,8 @@
 //! - [`dials`]: the dial attempts decided in a step, handed to the dial workers at its end.
 //! - [`lanes`]: a relay's extra live connections (lever 4): what each holds, when one more
 //!   is dialled, and what goes to the catch-up.
+//! - [`live_split`]: which live coverage the session holds, which overflows to the extra
+//!   connections, and which goes to history or to the catch-up.
 //! - [`jobs`]: the store reads and NIP-77 rounds a session decided, as data, and the history
 //!   slots that bound the rounds running at once.
 //! - [`transmit`]: a session's REQs, CLOSEs and disconnect, queued as data in the order
@@ -47,6 +49,7 @@ pub(crate) mod hydration;
 pub(crate) mod incomplete_batches;
 pub(crate) mod jobs;
 pub(crate) mod lanes;
+pub(crate) mod live_split;
 pub(crate) mod neg_batch;
 pub(crate) mod refused;
 pub(crate) mod session;

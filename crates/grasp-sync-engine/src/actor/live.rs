@@ -2,10 +2,7 @@
 //! ledger's live planner and admitted atomically; retired groups release their slots.
 
 use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
-use grasp_sync_ledger::{
-    DeferReason, Deferred, HeldGroup, LiveBudget, LivePlan, PlanRefusal, ReleaseReason, plan_live,
-    plan_live_fitting,
-};
+use grasp_sync_ledger::{DeferReason, HeldGroup, LiveBudget, LivePlan, ReleaseReason};
 use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
@@ -13,6 +10,7 @@ use super::Actor;
 use super::runtime::{LiveGroup, UNSENT, held_groups};
 use crate::machine::catch_up::catch_up_filters;
 use crate::machine::consolidation::is_fragmented;
+use crate::machine::live_split::split_live;
 use crate::machine::timers::SessionTimer;
 use crate::session::Outbound;
 
@@ -187,43 +185,19 @@ impl Actor {
 }
 
 /// The plan for `incoming` next to `held`, and the core coverage the session cannot hold,
-/// for the extra connections. Essential coverage that does not fit whole is split: the
-/// session takes what fits next to `held`, and the core tiers behind it overflow too;
-/// descendant tiers left out are deferred to history.
+/// for the extra connections (the rule: [`crate::machine::live_split`]).
 fn plan_with_overflow(
     relay: &RelayUrl,
     held: &[HeldGroup],
     incoming: Vec<TieredFilter>,
     budget: &LiveBudget,
 ) -> Option<(LivePlan, Vec<TieredFilter>)> {
-    match plan_live(held, incoming.clone(), budget) {
-        Ok(mut plan) => {
-            let overflow = take_overflow(&mut plan);
-            Some((plan, overflow))
-        }
-        Err(refusal @ PlanRefusal::EssentialDoesNotFit { .. }) => {
-            tracing::debug!(%relay, %refusal, "essential live coverage does not fit one connection");
-            let fitted = plan_live_fitting(held, incoming, budget);
-            let mut plan = fitted.plan;
-            let (overflow, descendants): (Vec<TieredFilter>, Vec<TieredFilter>) = fitted
-                .rest
-                .into_iter()
-                .partition(|f| crate::machine::lanes::lane_tier(f.tier));
-            for tier in CoverageTier::ALL {
-                let filters: Vec<TieredFilter> = descendants
-                    .iter()
-                    .filter(|f| f.tier == tier)
-                    .cloned()
-                    .collect();
-                if !filters.is_empty() {
-                    plan.deferred.push(Deferred {
-                        tier,
-                        reason: DeferReason::SlotBudget,
-                        filters,
-                    });
-                }
+    match split_live(held, incoming, budget) {
+        Ok(split) => {
+            if let Some(refusal) = &split.split_for {
+                tracing::debug!(%relay, %refusal, "essential live coverage does not fit one connection");
             }
-            Some((plan, overflow))
+            Some((split.plan, split.overflow))
         }
         Err(refusal) => {
             tracing::warn!(%relay, %refusal, "live coverage does not fit this relay's budget");
@@ -247,25 +221,6 @@ enum PlanOutcome {
 /// How long a rebuild the ledger refused waits before it is tried again: about one background
 /// start, after which the transient subscriptions holding its slots may have ended.
 const REBUILD_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Core coverage the plan left out for the session's slot budget (not for a learned byte
-/// cap, which the catch-up serves): taken out of the plan's deferrals, for the extra
-/// connections.
-fn take_overflow(plan: &mut LivePlan) -> Vec<TieredFilter> {
-    if plan.needs_catch_up() {
-        return Vec::new();
-    }
-    let (overflow, kept): (Vec<Deferred>, Vec<Deferred>) = std::mem::take(&mut plan.deferred)
-        .into_iter()
-        .partition(|d| {
-            matches!(
-                d.reason,
-                DeferReason::SlotBudget | DeferReason::HigherTierDeferred
-            ) && crate::machine::lanes::lane_tier(d.tier)
-        });
-    plan.deferred = kept;
-    overflow.into_iter().flat_map(|d| d.filters).collect()
-}
 
 impl Actor {
     /// Re-derives complete live coverage for the relay's confirmed and pending items plus
