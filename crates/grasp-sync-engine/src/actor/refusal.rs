@@ -348,10 +348,10 @@ impl Actor {
             (Some(session), Some(order)) => session.state.held_before(order),
             _ => runtime.held_subscriptions().saturating_sub(1),
         };
-        let learned = held.max(crate::machine::session_start::MIN_LEARNED_SLOTS);
-        if learned >= current {
+        let Some(learned) = crate::machine::session_start::budget_taught_by_refusal(current, held)
+        else {
             return false;
-        }
+        };
         runtime.learned_slots = Some(learned);
         tracing::info!(%relay, learned, previous = current, "learned the relay's subscription budget from a refusal");
         self.restart_coverage(relay);

@@ -23,6 +23,14 @@ pub(crate) const DAILY_MAX: Duration = Duration::from_secs(25 * 3600);
 /// two-slot margin.
 pub(crate) const MIN_LEARNED_SLOTS: usize = 4;
 
+/// The subscription budget a "too many subscriptions" refusal teaches, if it is below the
+/// `current` one: the `held` subscriptions the relay held when it refused, at least
+/// [`MIN_LEARNED_SLOTS`]. A refusal never raises the budget.
+pub(crate) fn budget_taught_by_refusal(current: usize, held: usize) -> Option<usize> {
+    let learned = held.max(MIN_LEARNED_SLOTS);
+    (learned < current).then_some(learned)
+}
+
 /// How a new session starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SessionStart {

@@ -9,8 +9,8 @@ use grasp_sync_model::relay_index::STATE_RETENTION_SECS;
 use nostr::Timestamp;
 
 use super::{
-    DAILY_MAX, DAILY_MIN, MIN_LEARNED_SLOTS, RECONNECT_OVERLAP, SessionStart, daily_deadline,
-    session_budget,
+    DAILY_MAX, DAILY_MIN, MIN_LEARNED_SLOTS, RECONNECT_OVERLAP, SessionStart,
+    budget_taught_by_refusal, daily_deadline, session_budget,
 };
 
 fn at(secs: u64) -> Timestamp {
@@ -94,4 +94,21 @@ fn a_session_opens_with_the_advertised_budget_lowered_to_what_the_relay_taught()
     );
     // A learned budget never raises what the relay advertises.
     assert_eq!(session_budget(Some(20), Some(500)), advertised);
+}
+
+#[test]
+fn a_refusal_teaches_the_subscriptions_held_never_fewer_than_the_minimum_and_never_more() {
+    assert_eq!(budget_taught_by_refusal(20, 9), Some(9));
+    assert_eq!(
+        budget_taught_by_refusal(20, 1),
+        Some(MIN_LEARNED_SLOTS),
+        "a relay that refused with one held still gets one live group"
+    );
+    assert_eq!(budget_taught_by_refusal(20, 20), None);
+    assert_eq!(
+        budget_taught_by_refusal(8, 12),
+        None,
+        "a refusal never raises"
+    );
+    assert_eq!(budget_taught_by_refusal(MIN_LEARNED_SLOTS, 0), None);
 }
