@@ -26,7 +26,9 @@ use crate::boundary::EventStore;
 use crate::error::StoreError;
 use crate::machine::admission::{self, Room, StartAdmission};
 use crate::machine::jobs::{HaveSet, Job, Jobs};
-use crate::machine::neg_batch::{Drained, NegBatch, RoundsDone, first_sync_max_held};
+use crate::machine::neg_batch::{
+    Drained, HistoryRoute, NegBatch, RelayFacts, RoundsDone, first_sync_max_held,
+};
 use crate::machine::timers::SessionTimer;
 use crate::negentropy::{FallbackReason, RoundStart};
 use crate::session::SessionKey;
@@ -394,21 +396,12 @@ impl Actor {
         let Some(neg) = runtime.neg_batches.get_mut(&batch) else {
             return;
         };
-        neg.checking_held = false;
-        // One filter is one round either way: only a batch that REQ+EOSE saves starts on may
-        // trade them for events sent again, and only for events other relays delivered.
-        let barely = match &held {
-            Ok(ids) if ids.is_empty() => several_per_req || neg.filters.len() == 1,
-            Ok(ids) => {
-                !reconciling
-                    && neg.filters.len() > 1
-                    && several_per_req
-                    && ids.len() < neg.max_held
-                    && runtime.delivered.delivered_none_of(ids)
-            }
-            Err(_) => false,
+        let facts = RelayFacts {
+            several_per_req,
+            reconciling,
         };
-        let first_sync = barely && neg.may_trade_for_req();
+        let route = neg.handle_held(held.as_deref().ok(), facts, &runtime.delivered);
+        let first_sync = route == HistoryRoute::ReqEose;
         if !first_sync {
             tracing::debug!(%relay, %batch, filters = neg.filters.len(), reconciling, several_per_req,
                 held = held.as_ref().map(|ids| ids.len()).unwrap_or_default(),

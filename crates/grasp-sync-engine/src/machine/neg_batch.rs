@@ -21,6 +21,7 @@ use std::collections::BTreeSet;
 use grasp_sync_model::PendingItems;
 use nostr::{EventId, Filter};
 
+use crate::machine::delivered::DeliveredIds;
 use crate::machine::hydration::{HydrationOutcome, HydrationPass};
 
 #[cfg(test)]
@@ -40,6 +41,26 @@ pub(crate) const FIRST_SYNC_MAX_HELD: usize = 100;
 /// judged by its size, as its parts would have been one by one.
 pub(crate) fn first_sync_max_held(items: &PendingItems) -> usize {
     FIRST_SYNC_MAX_HELD.max(items.repos.len() + items.root_events.len())
+}
+
+/// What the engine knows of the relay when the store says how much of a batch it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RelayFacts {
+    /// The relay is known to take several filters per REQ (it said so, or accepted such a REQ
+    /// in this session), so one REQ+EOSE start can carry several of the batch's filters.
+    pub(crate) several_per_req: bool,
+    /// The store was not new when the engine started, or the relay completed a historic sync:
+    /// its batches reconcile coverage the store mostly holds.
+    pub(crate) reconciling: bool,
+}
+
+/// How a batch's history is fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HistoryRoute {
+    /// NIP-77 rounds, which send nothing the store holds.
+    Nip77,
+    /// REQ+EOSE pages: a first sync of coverage the store barely holds.
+    ReqEose,
 }
 
 /// The negentropy side of a pending batch.
@@ -164,6 +185,43 @@ impl NegBatch {
     /// them failed and it is not hydrating.
     pub(crate) fn may_trade_for_req(&self) -> bool {
         matches!(self.phase, NegPhase::Rounds) && !self.fell_back
+    }
+
+    /// The store answered which of the batch's events it holds (`None`: the read failed):
+    /// whether the batch goes on by NIP-77 or becomes a first sync by REQ+EOSE. Its rounds no
+    /// longer wait either way.
+    ///
+    /// One filter is one start either way, so only a batch that REQ+EOSE saves starts on (a
+    /// relay known to take several filters per REQ) trades its rounds for events sent again:
+    /// - a store that holds none of the coverage sends nothing again: REQ+EOSE, for a single
+    ///   filter too;
+    /// - one that holds some: REQ+EOSE only during a first sync (not `reconciling`), for a
+    ///   batch of several filters, with fewer held events than `max_held`, none of which this
+    ///   relay delivered itself (`delivered`: it would send them again);
+    /// - a failed read, or a batch whose rounds already failed or hydrate: NIP-77.
+    pub(crate) fn handle_held(
+        &mut self,
+        held: Option<&[EventId]>,
+        relay: RelayFacts,
+        delivered: &DeliveredIds,
+    ) -> HistoryRoute {
+        self.checking_held = false;
+        let barely = match held {
+            Some([]) => relay.several_per_req || self.filters.len() == 1,
+            Some(ids) => {
+                !relay.reconciling
+                    && self.filters.len() > 1
+                    && relay.several_per_req
+                    && ids.len() < self.max_held
+                    && delivered.delivered_none_of(ids)
+            }
+            None => false,
+        };
+        if barely && self.may_trade_for_req() {
+            HistoryRoute::ReqEose
+        } else {
+            HistoryRoute::Nip77
+        }
     }
 
     /// Every round ended: what the batch does next. [`RoundsDone::Hydrate`] starts the first

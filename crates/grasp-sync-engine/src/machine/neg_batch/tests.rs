@@ -6,7 +6,11 @@ use std::collections::BTreeSet;
 use grasp_sync_model::PendingItems;
 use nostr::{EventId, Filter, Kind};
 
-use super::{Drained, FIRST_SYNC_MAX_HELD, NegBatch, RoundsDone, first_sync_max_held};
+use super::{
+    Drained, FIRST_SYNC_MAX_HELD, HistoryRoute, NegBatch, RelayFacts, RoundsDone,
+    first_sync_max_held,
+};
+use crate::machine::delivered::DeliveredIds;
 use crate::machine::hydration::SEMANTIC_FALLBACK_MIN_ADVERTISED;
 
 fn id(n: u64) -> EventId {
@@ -164,4 +168,106 @@ fn a_batch_drained_in_its_rounds_phase_confirms_its_fallback_groups() {
     neg.handle_round_failed();
     assert_eq!(neg.handle_rounds_done(), RoundsDone::FallBack);
     assert!(matches!(neg.handle_drained(), Drained::Confirm));
+}
+
+/// A batch of `filters` filters that is a first sync below `FIRST_SYNC_MAX_HELD` held events.
+fn checking(filters: usize) -> NegBatch {
+    NegBatch::rounds(
+        (0..filters)
+            .map(|n| {
+                Filter::new()
+                    .kind(Kind::GitPatch)
+                    .identifier(format!("repo-{n}"))
+            })
+            .collect(),
+        true,
+        FIRST_SYNC_MAX_HELD,
+    )
+}
+
+const FIRST_SYNC: RelayFacts = RelayFacts {
+    several_per_req: true,
+    reconciling: false,
+};
+
+#[test]
+fn coverage_the_store_holds_none_of_goes_by_req_where_it_sends_nothing_again() {
+    let delivered = DeliveredIds::default();
+    let mut neg = checking(3);
+    assert_eq!(
+        neg.handle_held(Some(&[]), FIRST_SYNC, &delivered),
+        HistoryRoute::ReqEose
+    );
+    assert!(!neg.checking_held, "the rounds no longer wait");
+    let one_per_req = RelayFacts {
+        several_per_req: false,
+        reconciling: true,
+    };
+    assert_eq!(
+        checking(1).handle_held(Some(&[]), one_per_req, &delivered),
+        HistoryRoute::ReqEose,
+        "one filter is one start either way"
+    );
+    assert_eq!(
+        checking(3).handle_held(Some(&[]), one_per_req, &delivered),
+        HistoryRoute::Nip77,
+        "REQ+EOSE would cost three starts"
+    );
+}
+
+#[test]
+fn coverage_the_store_barely_holds_goes_by_req_only_during_a_first_sync() {
+    let delivered = DeliveredIds::default();
+    let held = ids(0..FIRST_SYNC_MAX_HELD as u64 - 1);
+    assert_eq!(
+        checking(3).handle_held(Some(&held), FIRST_SYNC, &delivered),
+        HistoryRoute::ReqEose
+    );
+    let reconciling = RelayFacts {
+        reconciling: true,
+        ..FIRST_SYNC
+    };
+    assert_eq!(
+        checking(3).handle_held(Some(&held), reconciling, &delivered),
+        HistoryRoute::Nip77
+    );
+    assert_eq!(
+        checking(1).handle_held(Some(&held), FIRST_SYNC, &delivered),
+        HistoryRoute::Nip77,
+        "a single filter saves no start"
+    );
+    let enough = ids(0..FIRST_SYNC_MAX_HELD as u64);
+    assert_eq!(
+        checking(3).handle_held(Some(&enough), FIRST_SYNC, &delivered),
+        HistoryRoute::Nip77
+    );
+}
+
+#[test]
+fn events_this_relay_delivered_or_a_failed_read_keep_the_batch_on_nip77() {
+    let mut delivered = DeliveredIds::default();
+    delivered.record(id(5));
+    assert_eq!(
+        checking(3).handle_held(Some(&ids(0..10)), FIRST_SYNC, &delivered),
+        HistoryRoute::Nip77,
+        "the relay would send event 5 again"
+    );
+    assert_eq!(
+        checking(3).handle_held(Some(&ids(10..20)), FIRST_SYNC, &delivered),
+        HistoryRoute::ReqEose
+    );
+    assert_eq!(
+        checking(3).handle_held(None, FIRST_SYNC, &delivered),
+        HistoryRoute::Nip77
+    );
+}
+
+#[test]
+fn a_batch_whose_rounds_failed_no_longer_trades_them_for_req() {
+    let mut neg = checking(3);
+    neg.handle_round_failed();
+    assert_eq!(
+        neg.handle_held(Some(&[]), FIRST_SYNC, &DeliveredIds::default()),
+        HistoryRoute::Nip77
+    );
 }
