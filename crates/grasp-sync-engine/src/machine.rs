@@ -22,6 +22,8 @@
 //! - [`session_auth`]: one session's NIP-42 state and the work parked for its AUTH.
 //! - [`unanswered`]: a connection's REQs the relay has not answered, and which one a refusal
 //!   NOTICE answers.
+//! - [`descendant_coverage`]: the direct members remembered, which of them each relay covers,
+//!   what a failed batch for new members uncovers, and when the paced fallback sweeps.
 //! - [`descendant_sweep`]: the descendant fallback's sweep, one group of members at a time.
 //! - [`delivered`]: the event IDs a relay delivered during its first sync.
 //! - [`catch_up`]: the paced catch-up of coverage no live connection holds, and its cursor.
@@ -43,6 +45,7 @@ pub(crate) mod catch_up;
 pub(crate) mod closed_route;
 pub(crate) mod consolidation;
 pub(crate) mod delivered;
+pub(crate) mod descendant_coverage;
 pub(crate) mod descendant_sweep;
 pub(crate) mod dials;
 pub(crate) mod hydration;

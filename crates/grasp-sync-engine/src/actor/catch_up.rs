@@ -3,7 +3,7 @@
 //! ended.
 
 use grasp_sync_ledger::LivePlan;
-use grasp_sync_model::{BatchId, PendingItems, RelayUrl};
+use grasp_sync_model::{PendingItems, RelayUrl};
 use nostr::Filter;
 
 use super::Actor;
@@ -74,22 +74,5 @@ impl Actor {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.catch_up = Default::default();
         }
-    }
-
-    /// A batch ended: the descendant fallback and the catch-up learn whether it was theirs.
-    pub(super) fn handle_cursor_queries_done(
-        &mut self,
-        relay: &RelayUrl,
-        batch: BatchId,
-        success: bool,
-    ) {
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime
-                .descendants
-                .fallback
-                .handle_batch_done(batch, success);
-            runtime.catch_up.handle_batch_done(batch, success);
-        }
-        self.handle_outbox_batch_done(relay, batch, success);
     }
 }

@@ -1,61 +1,17 @@
-//! Direct-member descendants: events that directly tag one of our root events (found by
-//! Layer 3) are *direct members*; events tagging a direct member but no repository or root are
-//! recovered for one generation only. New members get descendant live coverage when the whole
-//! descendant tier fits the relay's budget, and a historic batch either way; a relay where the
-//! tier does not fit gets a paced fallback instead: one group of members per maintenance tick,
-//! swept from an in-memory cursor advanced only once a whole sweep reached its EOSEs (with 15
-//! minutes of overlap; see [`crate::machine::descendant_sweep`]).
-//! Recovered descendants never become members themselves. A failed historic batch for new
-//! members leaves them uncovered again, so the next tick asks for them anew.
-
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+//! Direct-member descendants, driven: the actor records members as events arrive, and on
+//! each maintenance tick opens live coverage and a historic batch for the members new to each
+//! relay, and the paced fallback's next group on a constrained relay. Which members, when a
+//! batch uncovers them and when the fallback sweeps are decided in
+//! [`crate::machine::descendant_coverage`]. Recovered descendants never become members
+//! themselves.
 
 use grasp_sync_filters::{Coverage, CoverageTier, FilterBudget, Window, descendant_filters};
-use grasp_sync_model::{BatchId, PendingItems, RelayUrl};
+use grasp_sync_model::{PendingItems, RelayUrl};
+use nostr::Event;
 use nostr::nips::nip01::Coordinate;
-use nostr::{Event, EventId, TagKind};
 
 use super::Actor;
-
-/// Most direct members remembered; beyond it new members are ignored (and logged once).
-pub(super) const MAX_MEMBERS: usize = 200_000;
-/// Overlap of the fallback query with the previous successful one.
-const FALLBACK_OVERLAP: Duration = Duration::from_secs(15 * 60);
-
-/// Every direct member seen, with the root it tags: members found on one relay are queried on
-/// every relay that syncs their root.
-#[derive(Debug, Default)]
-pub(super) struct DirectMembers {
-    ids: BTreeMap<EventId, EventId>,
-    coordinates: BTreeMap<Coordinate, EventId>,
-    overflow_logged: bool,
-}
-
-/// One relay's descendant coverage: which members it covers, and the fallback cursor.
-#[derive(Debug, Default)]
-pub(super) struct DescendantCoverage {
-    covered_ids: BTreeSet<EventId>,
-    covered_coordinates: BTreeSet<Coordinate>,
-    /// Descendant live coverage did not fit: history runs on the fallback cadence.
-    constrained: bool,
-    /// The fallback sweep's cursor, position and group in flight.
-    pub(super) fallback: crate::machine::descendant_sweep::DescendantSweep,
-    /// Historic batches in flight for new members, with the members they cover.
-    batches: BTreeMap<BatchId, (Vec<EventId>, Vec<Coordinate>)>,
-}
-
-impl DescendantCoverage {
-    /// Whether descendant coverage runs on the paced fallback.
-    pub(super) fn is_constrained(&self) -> bool {
-        self.constrained
-    }
-
-    /// Moves descendant coverage to the paced fallback.
-    pub(super) fn set_constrained(&mut self) {
-        self.constrained = true;
-    }
-}
+use crate::machine::descendant_coverage::{DescendantCoverage, Members, Recorded, tagged_root};
 
 impl Actor {
     /// Remembers `event` as a direct member if it tags one of our roots.
@@ -66,8 +22,7 @@ impl Actor {
         let Some(root) = tagged_root(event, self.targets.root_ids()) else {
             return;
         };
-        let members = &mut self.members;
-        if members.ids.contains_key(&event.id) {
+        if self.members.contains(&event.id) {
             return;
         }
         // The session hands events on before the store verifies them: a forged reply must not
@@ -75,18 +30,21 @@ impl Actor {
         if event.verify().is_err() {
             return;
         }
-        if members.ids.len() + members.coordinates.len() >= MAX_MEMBERS {
-            if !members.overflow_logged {
-                members.overflow_logged = true;
-                tracing::warn!("direct-member cap reached; later members get no descendant sync");
-            }
-            return;
-        }
-        members.ids.insert(event.id, root);
-        if event.kind.is_addressable() {
-            if let Some(identifier) = event.tags.identifier() {
-                let coordinate = Coordinate::new(event.kind, event.pubkey).identifier(identifier);
-                members.coordinates.insert(coordinate, root);
+        let coordinate = event
+            .kind
+            .is_addressable()
+            .then(|| event.tags.identifier())
+            .flatten()
+            .map(|identifier| Coordinate::new(event.kind, event.pubkey).identifier(identifier));
+        match self.members.record(event.id, coordinate, root) {
+            Recorded::New => {}
+            Recorded::Full { first } => {
+                if first {
+                    tracing::warn!(
+                        "direct-member cap reached; later members get no descendant sync"
+                    );
+                }
+                return;
             }
         }
         self.note_reply_author(event.pubkey, root);
@@ -102,55 +60,27 @@ impl Actor {
             .map(|(url, _)| url.clone())
             .collect();
         for relay in relays {
-            let (ids, coordinates) = self.uncovered_members(&relay);
-            if !ids.is_empty() || !coordinates.is_empty() {
-                if let Some(runtime) = self.runtimes.get_mut(&relay) {
-                    runtime.descendants.covered_ids.extend(ids.iter().copied());
-                    runtime
-                        .descendants
-                        .covered_coordinates
-                        .extend(coordinates.iter().cloned());
-                }
-                self.cover_new_members(&relay, &ids, &coordinates);
+            let new = match (self.targets.get(&relay), self.runtimes.get_mut(&relay)) {
+                (Some(target), Some(runtime)) => runtime
+                    .descendants
+                    .take_uncovered(&self.members, &target.root_events),
+                _ => Members::default(),
+            };
+            if !new.is_empty() {
+                self.cover_new_members(&relay, new);
             }
             self.run_descendant_fallback(&relay);
         }
     }
 
-    /// Members whose root this relay syncs and that it does not cover yet.
-    fn uncovered_members(&self, relay: &RelayUrl) -> (Vec<EventId>, Vec<Coordinate>) {
-        let (Some(target), Some(runtime)) = (self.targets.get(relay), self.runtimes.get(relay))
-        else {
-            return (Vec::new(), Vec::new());
-        };
-        let coverage = &runtime.descendants;
-        let ids = self
-            .members
-            .ids
-            .iter()
-            .filter(|(id, root)| {
-                target.root_events.contains(root) && !coverage.covered_ids.contains(id)
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        let coordinates = self
-            .members
-            .coordinates
-            .iter()
-            .filter(|(c, root)| {
-                target.root_events.contains(root) && !coverage.covered_coordinates.contains(c)
-            })
-            .map(|(c, _)| c.clone())
-            .collect();
-        (ids, coordinates)
-    }
-
-    fn cover_new_members(&mut self, relay: &RelayUrl, ids: &[EventId], coordinates: &[Coordinate]) {
+    /// Live coverage, where it fits, and one historic batch for members new to `relay`.
+    fn cover_new_members(&mut self, relay: &RelayUrl, new: Members) {
+        let (ids, coordinates) = (&new.ids[..], &new.coordinates[..]);
         let budget = FilterBudget::default();
         let constrained = self
             .runtimes
             .get(relay)
-            .is_some_and(|r| r.descendants.constrained);
+            .is_some_and(|r| r.descendants.is_constrained());
         if !constrained {
             match descendant_filters(ids, coordinates, Window::Live, &budget) {
                 Ok(filters) => {
@@ -163,7 +93,7 @@ impl Actor {
                     }) {
                         tracing::info!(%relay, "descendant live coverage does not fit; using paced history");
                         if let Some(runtime) = self.runtimes.get_mut(relay) {
-                            runtime.descendants.constrained = true;
+                            runtime.descendants.set_constrained();
                         }
                     }
                 }
@@ -189,38 +119,11 @@ impl Actor {
                         .iter()
                         .any(|b| b.batch_id == batch)
                 {
-                    let members = (ids.to_vec(), coordinates.to_vec());
-                    runtime.descendants.batches.insert(batch, members);
+                    runtime.descendants.handle_batch_opened(batch, new);
                 }
                 self.drive_queue(relay);
             }
             Err(error) => tracing::warn!(%relay, %error, "descendant filters could not be built"),
-        }
-    }
-
-    /// A historic batch ended: confirmed, its members stay covered; failed, they are
-    /// uncovered, so the next tick covers them again (a failed batch of no pending items is
-    /// not derived again by the index diff).
-    pub(super) fn handle_descendant_batch_done(
-        &mut self,
-        relay: &RelayUrl,
-        batch: BatchId,
-        ok: bool,
-    ) {
-        let Some(runtime) = self.runtimes.get_mut(relay) else {
-            return;
-        };
-        let coverage = &mut runtime.descendants;
-        let Some((ids, coordinates)) = coverage.batches.remove(&batch) else {
-            return;
-        };
-        if !ok {
-            for id in &ids {
-                coverage.covered_ids.remove(id);
-            }
-            for coordinate in &coordinates {
-                coverage.covered_coordinates.remove(coordinate);
-            }
         }
     }
 
@@ -235,16 +138,7 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let coverage = &mut runtime.descendants;
-        if !coverage.constrained {
-            return;
-        }
-        let Some(group) = coverage.fallback.next_group(
-            unix,
-            FALLBACK_OVERLAP,
-            &coverage.covered_ids,
-            &coverage.covered_coordinates,
-        ) else {
+        let Some(group) = runtime.descendants.poll_fallback(unix) else {
             return;
         };
         let query = Coverage {
@@ -269,7 +163,7 @@ impl Actor {
                     .any(|b| b.batch_id == *batch)
             });
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.descendants.fallback.sent(&group, batch);
+            runtime.descendants.handle_fallback_sent(&group, batch);
         }
         self.drive_queue(relay);
     }
@@ -281,18 +175,4 @@ impl Actor {
             runtime.descendants = DescendantCoverage::default();
         }
     }
-}
-
-/// The first of `roots` the event tags with `e`, `E` or `q`.
-fn tagged_root(event: &Event, roots: &std::collections::HashSet<EventId>) -> Option<EventId> {
-    event.tags.iter().find_map(|tag| {
-        let kind = tag.kind();
-        let is_thread_tag = matches!(kind, TagKind::SingleLetter(letter) if matches!(letter.as_char(), 'e' | 'E' | 'q'));
-        if !is_thread_tag {
-            return None;
-        }
-        tag.content()
-            .and_then(|value| EventId::from_hex(value).ok())
-            .filter(|id| roots.contains(id))
-    })
 }

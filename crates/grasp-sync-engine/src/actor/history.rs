@@ -586,14 +586,23 @@ impl Actor {
                 self.relays.register(relay).announcements_synced = true;
             }
         }
-        self.handle_cursor_queries_done(relay, batch, true);
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.refused.handle_batch_done(batch, true, now);
-        }
-        self.handle_descendant_batch_done(relay, batch, true);
+        self.handle_batch_ended(relay, batch, true);
         if outcome.relay_idle {
             self.check_idle(relay);
         }
+    }
+
+    /// A historic batch ended, confirmed or failed: every machine of the relay that waits on
+    /// one of its batches hears of it (the catch-up, the descendant coverage and its fallback,
+    /// the probes of refused coverage), then participant discovery.
+    fn handle_batch_ended(&mut self, relay: &RelayUrl, batch: BatchId, success: bool) {
+        let now = self.now();
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.catch_up.handle_batch_done(batch, success);
+            runtime.descendants.handle_batch_done(batch, success);
+            runtime.refused.handle_batch_done(batch, success, now);
+        }
+        self.handle_outbox_batch_done(relay, batch, success);
     }
 
     /// Fails a batch: closes its other subscriptions, drops its queued starts, removes it from
@@ -635,11 +644,7 @@ impl Actor {
         self.recovery.handle_unrelated_failure(relay);
         // Participant discovery keeps its own backoff; it is not the relay's history.
         let discovery = self.outbox.refusal_scope(relay, batch).is_some();
-        self.handle_cursor_queries_done(relay, batch, false);
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.refused.handle_batch_done(batch, false, now);
-        }
-        self.handle_descendant_batch_done(relay, batch, false);
+        self.handle_batch_ended(relay, batch, false);
         if self.pending.abandon_batch(relay, batch).is_some() && !discovery {
             self.relays.register(relay).batch_failed = true;
             tracing::info!(%relay, %why, "historic batch failed; it will be retried");

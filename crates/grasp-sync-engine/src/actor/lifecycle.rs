@@ -88,7 +88,7 @@ impl Actor {
         self.pending.clear_relay(relay);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.catch_up.handle_pending_cleared();
-            runtime.descendants.fallback.handle_pending_cleared();
+            runtime.descendants.handle_pending_cleared();
             runtime.incomplete.handle_pending_cleared();
             runtime.refused.handle_probes_lost();
         }

@@ -112,7 +112,7 @@ pub(crate) struct Actor {
     /// members), updated by the delta of each change to `repos`.
     targets: RelayTargets,
     /// Direct members seen on any relay, with their roots.
-    members: descendants::DirectMembers,
+    members: crate::machine::descendant_coverage::DirectMembers,
     /// Participants, their relay lists and the mailbox relays probed for them.
     outbox: outbox::Outbox,
 
@@ -199,7 +199,7 @@ impl Actor {
             pending: PendingSyncIndex::new(),
             runtimes: BTreeMap::new(),
             targets,
-            members: descendants::DirectMembers::default(),
+            members: Default::default(),
             outbox,
             feed_buffer: Vec::new(),
             feed_open: true,

@@ -33,7 +33,7 @@ pub(super) struct RelayRuntime {
     /// advertised too much); kept across sessions.
     pub(super) learned_slots: Option<usize>,
     /// Which direct members this relay covers, and its descendant fallback state.
-    pub(super) descendants: super::descendants::DescendantCoverage,
+    pub(super) descendants: crate::machine::descendant_coverage::DescendantCoverage,
     /// The negentropy side of pending batches reconciled by NIP-77.
     pub(super) neg_batches: BTreeMap<BatchId, crate::machine::neg_batch::NegBatch>,
     /// Whether the relay speaks NIP-77: this session's knowledge and a verdict kept across
@@ -135,7 +135,7 @@ impl RelayRuntime {
             timers: Timers::default(),
             announcements_batch: None,
             learned_slots: None,
-            descendants: super::descendants::DescendantCoverage::default(),
+            descendants: Default::default(),
             neg_batches: BTreeMap::new(),
             nip77: crate::negentropy::Nip77Support::new(),
             refused: crate::machine::refused::RefusedCoverage::default(),

@@ -1,0 +1,150 @@
+//! Descendant coverage's rules: members are covered per relay by their root, a failed batch
+//! uncovers its members, the member set is capped, and only a constrained relay sweeps.
+
+use nostr::{EventBuilder, Keys, Kind, Tag};
+
+use super::*;
+
+fn id(n: u8) -> EventId {
+    EventId::from_byte_array([n; 32])
+}
+
+fn coordinate(d: &str) -> Coordinate {
+    Coordinate::new(Kind::from(30_023), Keys::generate().public_key()).identifier(d)
+}
+
+fn roots(ids: &[u8]) -> BTreeSet<EventId> {
+    ids.iter().map(|n| id(*n)).collect()
+}
+
+/// Members 10 and 11 tag root 1; member 20 and an addressable member tag root 2.
+fn members() -> (DirectMembers, Coordinate) {
+    let mut members = DirectMembers::default();
+    let article = coordinate("article");
+    assert_eq!(members.record(id(10), None, id(1)), Recorded::New);
+    assert_eq!(members.record(id(11), None, id(1)), Recorded::New);
+    assert_eq!(
+        members.record(id(20), Some(article.clone()), id(2)),
+        Recorded::New
+    );
+    (members, article)
+}
+
+#[test]
+fn a_relay_covers_the_members_of_its_roots_once() {
+    let (members, article) = members();
+    let mut coverage = DescendantCoverage::default();
+    assert_eq!(
+        coverage.take_uncovered(&members, &roots(&[1])),
+        Members {
+            ids: vec![id(10), id(11)],
+            coordinates: vec![],
+        }
+    );
+    assert!(coverage.take_uncovered(&members, &roots(&[1])).is_empty());
+    assert_eq!(
+        coverage.take_uncovered(&members, &roots(&[1, 2])),
+        Members {
+            ids: vec![id(20)],
+            coordinates: vec![article],
+        },
+        "a root the relay syncs later brings its members"
+    );
+}
+
+#[test]
+fn a_failed_batch_uncovers_its_members_and_a_confirmed_one_keeps_them() {
+    let (members, _) = members();
+    let mut coverage = DescendantCoverage::default();
+    let first = coverage.take_uncovered(&members, &roots(&[1]));
+    coverage.handle_batch_opened(BatchId(1), first.clone());
+    let second = coverage.take_uncovered(&members, &roots(&[1, 2]));
+    coverage.handle_batch_opened(BatchId(2), second.clone());
+    coverage.handle_batch_done(BatchId(1), true);
+    coverage.handle_batch_done(BatchId(2), false);
+    assert_eq!(
+        coverage.take_uncovered(&members, &roots(&[1, 2])),
+        second,
+        "only the failed batch's members are covered again"
+    );
+    coverage.handle_batch_done(BatchId(2), false);
+    assert!(
+        coverage
+            .take_uncovered(&members, &roots(&[1, 2]))
+            .is_empty(),
+        "a batch ends once"
+    );
+}
+
+#[test]
+fn the_members_remembered_are_capped_and_the_cap_is_reported_once() {
+    let mut members = DirectMembers::default();
+    for n in 0..MAX_MEMBERS as u64 {
+        let mut bytes = [0u8; 32];
+        bytes[..8].copy_from_slice(&n.to_le_bytes());
+        assert_eq!(
+            members.record(EventId::from_byte_array(bytes), None, id(1)),
+            Recorded::New
+        );
+    }
+    assert_eq!(
+        members.record(id(200), None, id(1)),
+        Recorded::Full { first: true }
+    );
+    assert_eq!(
+        members.record(id(201), None, id(1)),
+        Recorded::Full { first: false }
+    );
+    assert!(!members.contains(&id(200)));
+}
+
+#[test]
+fn only_a_constrained_relay_sweeps_its_covered_members() {
+    let (members, _) = members();
+    let mut coverage = DescendantCoverage::default();
+    coverage.take_uncovered(&members, &roots(&[1, 2]));
+    let now = Timestamp::from_secs(1_000_000);
+    assert_eq!(coverage.poll_fallback(now), None, "not constrained");
+    coverage.set_constrained();
+    assert_eq!(
+        coverage.poll_fallback(now),
+        None,
+        "the first call only sets the cursor"
+    );
+    let later = Timestamp::from_secs(1_000_060);
+    let group = coverage.poll_fallback(later).expect("a group");
+    assert_eq!(
+        group.since.as_secs(),
+        1_000_000 - FALLBACK_OVERLAP.as_secs()
+    );
+    coverage.handle_fallback_sent(&group, Some(BatchId(7)));
+    assert_eq!(coverage.poll_fallback(later), None, "a group is in flight");
+    coverage.handle_pending_cleared();
+    assert_eq!(
+        coverage.poll_fallback(later),
+        Some(group),
+        "a dropped group is asked again"
+    );
+}
+
+#[test]
+fn a_direct_member_is_found_by_its_thread_tags_only() {
+    let keys = Keys::generate();
+    let root = id(1);
+    let known: HashSet<EventId> = [root].into_iter().collect();
+    let sign = |tags: Vec<Tag>| {
+        EventBuilder::new(Kind::from(1), "reply")
+            .tags(tags)
+            .sign_with_keys(&keys)
+            .expect("signed")
+    };
+    for letter in ["e", "E", "q"] {
+        let event = sign(vec![Tag::parse([letter, &root.to_hex()]).expect("tag")]);
+        assert_eq!(tagged_root(&event, &known), Some(root), "{letter}");
+    }
+    let unrelated = sign(vec![
+        Tag::parse(["p", &root.to_hex()]).expect("tag"),
+        Tag::parse(["e", &id(2).to_hex()]).expect("tag"),
+    ]);
+    assert_eq!(tagged_root(&unrelated, &known), None);
+}
