@@ -19,7 +19,7 @@ use grasp_sync_model::{
 use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 
 use super::Actor;
-use super::runtime::{QueuedStart, Transient};
+use super::runtime::{QueuedStart, RelayRuntime, Transient};
 use crate::machine::admission::{self, Room, StartAdmission};
 use crate::machine::incomplete_batches::{Finish, Incompleteness};
 use crate::machine::refused::Admission;
@@ -684,27 +684,14 @@ impl Actor {
     /// The 120 s watchdog: CLOSE only the stuck subscription, fail its batch, pause requests.
     /// The slot is released once the CLOSE was handed to the connection.
     pub(super) fn handle_watchdog(&mut self, relay: &RelayUrl, now: Instant) {
-        let mut expired = Vec::new();
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            if let (Some(session), Some(ledger)) =
-                (runtime.session.as_mut(), runtime.ledger.as_mut())
-            {
-                while let Some(expiry) = ledger.poll_watchdog(now) {
-                    if let Some(transient) =
-                        session.state.transients.get_mut(&expiry.subscription_id)
-                    {
-                        if !transient.watchdog_closing {
-                            transient.watchdog_closing = true;
-                            session
-                                .state
-                                .transmit
-                                .push(Outbound::Close(expiry.subscription_id.clone()));
-                            expired.push(transient.batch);
-                        }
-                    }
-                }
-            }
-        }
+        let expired = match self.runtimes.get_mut(relay) {
+            Some(RelayRuntime {
+                session: Some(session),
+                ledger: Some(ledger),
+                ..
+            }) => session.state.handle_watchdog(ledger, now),
+            _ => Vec::new(),
+        };
         // A silent discovery query backs off its own discovery work (its batch's failure), not
         // the relay's history.
         let repository_work = expired

@@ -14,7 +14,7 @@ use std::time::Instant;
 use grasp_sync_filters::{CoverageTier, FilterGroup, GroupedPagination, RelayPageSession};
 use grasp_sync_ledger::{
     BackgroundGate, GateRejection, HeldGroup, Permit, PermitClass, ReactiveGate, StartDecision,
-    StartKind,
+    StartKind, SubscriptionLedger,
 };
 use grasp_sync_model::BatchId;
 use nostr::SubscriptionId;
@@ -225,6 +225,29 @@ impl<Round, Parked> SessionState<Round, Parked> {
         self.live.values().filter(|g| g.was_sent()).count()
             + self.transients.len()
             + self.neg_in_flight.len()
+    }
+
+    /// The watchdog at `now`: each historic REQ the relay left unanswered for
+    /// [`grasp_sync_ledger::WATCHDOG_TIMEOUT`] gets one CLOSE, and its batch is returned, to
+    /// fail. Its permit stays held until the CLOSE was sent, so its slot is not reused while
+    /// the relay may still hold it.
+    pub(crate) fn handle_watchdog(
+        &mut self,
+        ledger: &mut SubscriptionLedger,
+        now: Instant,
+    ) -> Vec<BatchId> {
+        let mut expired = Vec::new();
+        while let Some(expiry) = ledger.poll_watchdog(now) {
+            let Some(transient) = self.transients.get_mut(&expiry.subscription_id) else {
+                continue;
+            };
+            if !transient.watchdog_closing {
+                transient.watchdog_closing = true;
+                self.transmit.push(Outbound::Close(expiry.subscription_id));
+                expired.push(transient.batch);
+            }
+        }
+        expired
     }
 }
 

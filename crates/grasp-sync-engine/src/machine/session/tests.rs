@@ -3,8 +3,11 @@
 
 use std::time::Instant;
 
-use grasp_sync_filters::{CoverageTier, FilterGroup, PageHints, RelayPageSession, TieredFilter};
-use grasp_sync_ledger::{SessionBudget, SubscriptionLedger};
+use grasp_sync_filters::{
+    CoverageTier, FilterGroup, GroupedPagination, PageHints, RelayPageSession, TieredFilter,
+};
+use grasp_sync_ledger::{PermitClass, SessionBudget, SubscriptionLedger};
+use grasp_sync_model::BatchId;
 use nostr::{Filter, Kind, SubscriptionId};
 
 use super::*;
@@ -159,4 +162,65 @@ fn during_a_query_rate_cooldown_queued_live_groups_wait_and_planning_is_deferred
     // Once the cooldown is over, the group goes out.
     let later = session.timers.poll_timeout().expect("a timer").max(until);
     assert_eq!(session.drive_live(later).sent, 1);
+}
+
+/// A historic REQ of one filter for `batch`, admitted by `ledger` at `now` and in flight.
+fn send_page(
+    session: &mut Session,
+    ledger: &mut SubscriptionLedger,
+    now: Instant,
+    n: u64,
+    batch: u64,
+) {
+    let permit = ledger
+        .acquire(now, ledger.generation(), PermitClass::HistoricPage, id(n))
+        .expect("admitted");
+    let sent = session.next_sent(&id(n), 1);
+    let pages = RelayPageSession::new(PageHints::default());
+    session.transients.insert(
+        id(n),
+        Transient {
+            batch: BatchId(batch),
+            permit: Some(permit),
+            pagination: GroupedPagination::new(vec![Filter::new().kind(Kind::from(1617))], &pages),
+            watchdog_closing: false,
+            sent,
+            exact: false,
+        },
+    );
+}
+
+#[test]
+fn an_unanswered_page_gets_one_close_at_its_watchdog_and_its_batch_fails_once() {
+    use grasp_sync_ledger::WATCHDOG_TIMEOUT;
+    use std::time::Duration;
+
+    let now = Instant::now();
+    let mut ledger = SubscriptionLedger::new(now, SessionBudget::from_slots(10));
+    let mut session = session(now);
+    send_page(&mut session, &mut ledger, now, 1, 7);
+    let later = now + Duration::from_secs(60);
+    send_page(&mut session, &mut ledger, later, 2, 8);
+    let closes = |session: &mut Session| -> Vec<Outbound> {
+        std::iter::from_fn(|| session.transmit.poll_transmit()).collect()
+    };
+    let before = now + WATCHDOG_TIMEOUT - Duration::from_secs(1);
+    assert!(session.handle_watchdog(&mut ledger, before).is_empty());
+    assert!(closes(&mut session).is_empty());
+    let first = now + WATCHDOG_TIMEOUT;
+    assert_eq!(session.handle_watchdog(&mut ledger, first), [BatchId(7)]);
+    assert_eq!(closes(&mut session), [Outbound::Close(id(1))]);
+    assert!(
+        session.handle_watchdog(&mut ledger, first).is_empty(),
+        "each page expires once"
+    );
+    assert!(
+        session.transients[&id(1)].permit.is_some(),
+        "its slot stays taken until the CLOSE was sent"
+    );
+    assert_eq!(
+        session.handle_watchdog(&mut ledger, later + WATCHDOG_TIMEOUT),
+        [BatchId(8)]
+    );
+    assert_eq!(closes(&mut session), [Outbound::Close(id(2))]);
 }
