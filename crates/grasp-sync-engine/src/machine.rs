@@ -37,8 +37,10 @@
 //! - [`transmit`]: a session's REQs, CLOSEs and disconnect, queued as data in the order
 //!   decided and performed by the actor once per step.
 //!
-//! The decisions that read the indices and the store (which starts to queue, what a refusal
-//! costs, live planning) are still the actor's methods over this state.
+//! Still the actor's methods over this state: the decisions that read the indices and the
+//! store (which coverage a relay's batches ask for, which starts to queue and how pages are
+//! packed, what a live plan is given), and the relay's runtime, which holds these values next
+//! to the connection's handles.
 
 pub(crate) mod admission;
 pub(crate) mod catch_up;
