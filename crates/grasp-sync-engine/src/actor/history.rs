@@ -23,6 +23,7 @@ use super::runtime::{QueuedStart, RelayRuntime, Transient};
 use crate::machine::admission::{self, Room, StartAdmission};
 use crate::machine::incomplete_batches::{Finish, Incompleteness};
 use crate::machine::refused::Admission;
+use crate::machine::session::Eose;
 use crate::machine::timers::{RelayTimer, SessionTimer};
 use crate::session::Outbound;
 
@@ -416,53 +417,26 @@ impl Actor {
         else {
             return;
         };
-        if let Some(group) = session.state.live.get(subscription_id) {
-            note_accepted(relay, &mut runtime.learned, group.group.filters.len());
-            return; // live subscriptions stay open
-        }
-        let Some(mut transient) = session.state.transients.remove(subscription_id) else {
-            return;
-        };
-        note_accepted(
-            relay,
-            &mut runtime.learned,
-            transient.pagination.current_filters().len(),
-        );
-        session
-            .state
-            .transmit
-            .push(Outbound::Close(subscription_id.clone()));
-        if let Some(permit) = transient.permit.take() {
-            let _ = ledger.handle_release(now, &permit, ReleaseReason::EoseCloseEnqueued);
-        }
-        let settled = !runtime.refused.is_empty()
-            && runtime
-                .refused
-                .handle_success(&transient.pagination.current_filters());
-        let batch = transient.batch;
-        let quirks_before = session.state.pages.quirks();
-        let step = if transient.exact {
-            PageStep::Complete {
-                truncated: Vec::new(),
+        let page = match session.state.handle_eose(ledger, subscription_id, now) {
+            None => return,
+            Some(Eose::Live { filters }) => {
+                note_accepted(relay, &mut runtime.learned, filters);
+                return; // live subscriptions stay open
             }
-        } else {
-            transient.pagination.handle_eose(&mut session.state.pages)
+            Some(Eose::Page(page)) => page,
         };
-        let quirks = session.state.pages.quirks();
-        if quirks != quirks_before {
-            let learned: Vec<&'static str> = quirks
-                .labels()
-                .into_iter()
-                .filter(|label| !quirks_before.labels().contains(label))
-                .collect();
-            for quirk in &learned {
+        note_accepted(relay, &mut runtime.learned, page.filters.len());
+        let settled = !runtime.refused.is_empty() && runtime.refused.handle_success(&page.filters);
+        if !page.learned_quirks.is_empty() {
+            for quirk in &page.learned_quirks {
                 tracing::info!(%relay, quirk, "learned how the relay pages; paging adapts for the session");
                 if let Some(metrics) = &self.metrics {
                     metrics.record_quirk(quirk);
                 }
             }
-            runtime.stats.quirks = quirks.labels();
+            runtime.stats.quirks = session.state.pages.quirks().labels();
         }
+        let (batch, step) = (page.batch, page.step);
         match step {
             PageStep::Next(plans) => {
                 // Register every next page before the finished one resolves, so the batch

@@ -11,13 +11,15 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
-use grasp_sync_filters::{CoverageTier, FilterGroup, GroupedPagination, RelayPageSession};
+use grasp_sync_filters::{
+    CoverageTier, FilterGroup, GroupedPagination, PageStep, RelayPageSession,
+};
 use grasp_sync_ledger::{
-    BackgroundGate, GateRejection, HeldGroup, Permit, PermitClass, ReactiveGate, StartDecision,
-    StartKind, SubscriptionLedger,
+    BackgroundGate, GateRejection, HeldGroup, Permit, PermitClass, ReactiveGate, ReleaseReason,
+    StartDecision, StartKind, SubscriptionLedger,
 };
 use grasp_sync_model::BatchId;
-use nostr::SubscriptionId;
+use nostr::{Filter, SubscriptionId};
 
 use crate::machine::session_auth::SessionAuth;
 use crate::machine::timers::{SessionTimer, Timers};
@@ -227,6 +229,50 @@ impl<Round, Parked> SessionState<Round, Parked> {
             + self.neg_in_flight.len()
     }
 
+    /// An EOSE for `id` at `now`. A live group stays open. A historic page is closed, its slot
+    /// released and its walk moved on: the next pages, or its end. `None` for a subscription
+    /// the session no longer holds (refused, retired, expired), whose EOSE proves nothing.
+    pub(crate) fn handle_eose(
+        &mut self,
+        ledger: &mut SubscriptionLedger,
+        id: &SubscriptionId,
+        now: Instant,
+    ) -> Option<Eose> {
+        if let Some(group) = self.live.get(id) {
+            return Some(Eose::Live {
+                filters: group.group.filters.len(),
+            });
+        }
+        let mut transient = self.transients.remove(id)?;
+        self.transmit.push(Outbound::Close(id.clone()));
+        if let Some(permit) = transient.permit.take() {
+            let _ = ledger.handle_release(now, &permit, ReleaseReason::EoseCloseEnqueued);
+        }
+        let filters = transient.pagination.current_filters();
+        let known = self.pages.quirks().labels();
+        let step = if transient.exact {
+            // An exact-ID fetch asks for what it names: it is never paged.
+            PageStep::Complete {
+                truncated: Vec::new(),
+            }
+        } else {
+            transient.pagination.handle_eose(&mut self.pages)
+        };
+        let learned_quirks = self
+            .pages
+            .quirks()
+            .labels()
+            .into_iter()
+            .filter(|label| !known.contains(label))
+            .collect();
+        Some(Eose::Page(PageEnded {
+            batch: transient.batch,
+            filters,
+            step,
+            learned_quirks,
+        }))
+    }
+
     /// The watchdog at `now`: each historic REQ the relay left unanswered for
     /// [`grasp_sync_ledger::WATCHDOG_TIMEOUT`] gets one CLOSE, and its batch is returned, to
     /// fail. Its permit stays held until the CLOSE was sent, so its slot is not reused while
@@ -283,6 +329,28 @@ impl LiveGroup {
             Some(CoverageTier::DescendantCanonical | CoverageTier::DescendantQuote)
         )
     }
+}
+
+/// What an EOSE ended.
+#[derive(Debug)]
+pub(crate) enum Eose {
+    /// A live group's first EOSE: it stays open. Its REQ carried `filters` filters.
+    Live { filters: usize },
+    /// A historic page.
+    Page(PageEnded),
+}
+
+/// A historic page that reached its EOSE: closed, its slot released.
+#[derive(Debug)]
+pub(crate) struct PageEnded {
+    pub(crate) batch: BatchId,
+    /// The filters of its REQ, which the relay accepted.
+    pub(crate) filters: Vec<Filter>,
+    /// The next pages of its walk (to queue before the page resolves in its batch, so the
+    /// batch cannot confirm in between), or its end.
+    pub(crate) step: PageStep,
+    /// Paging quirks of the relay this page showed first, for the rest of the session.
+    pub(crate) learned_quirks: Vec<&'static str>,
 }
 
 /// A transient REQ+EOSE subscription in flight.

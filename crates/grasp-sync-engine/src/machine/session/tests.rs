@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use grasp_sync_filters::{
-    CoverageTier, FilterGroup, GroupedPagination, PageHints, RelayPageSession, TieredFilter,
+    CoverageTier, FilterGroup, GroupedPagination, PageHints, PageStep, RelayPageSession,
+    TieredFilter,
 };
 use grasp_sync_ledger::{PermitClass, SessionBudget, SubscriptionLedger};
 use grasp_sync_model::BatchId;
@@ -223,4 +224,51 @@ fn an_unanswered_page_gets_one_close_at_its_watchdog_and_its_batch_fails_once() 
         [BatchId(8)]
     );
     assert_eq!(closes(&mut session), [Outbound::Close(id(2))]);
+}
+
+#[test]
+fn a_page_at_its_eose_is_closed_once_its_slot_released_and_its_walk_moved_on() {
+    let now = Instant::now();
+    let mut ledger = SubscriptionLedger::new(now, SessionBudget::from_slots(10));
+    let mut session = session(now);
+    let free = ledger.residual();
+    send_page(&mut session, &mut ledger, now, 1, 7);
+    assert_eq!(ledger.residual(), free - 1);
+    let Some(Eose::Page(page)) = session.handle_eose(&mut ledger, &id(1), now) else {
+        panic!("a page ended");
+    };
+    assert_eq!(page.batch, BatchId(7));
+    assert_eq!(page.filters.len(), 1, "the filters its REQ carried");
+    assert_eq!(
+        page.filters[0].kinds,
+        Some([Kind::from(1617)].into_iter().collect())
+    );
+    assert!(
+        matches!(page.step, PageStep::Complete { ref truncated } if truncated.is_empty()),
+        "an empty page ends its walk"
+    );
+    assert!(page.learned_quirks.is_empty());
+    assert_eq!(ledger.residual(), free, "its slot is free again");
+    assert_eq!(
+        std::iter::from_fn(|| session.transmit.poll_transmit()).collect::<Vec<_>>(),
+        [Outbound::Close(id(1))]
+    );
+    assert!(
+        session.handle_eose(&mut ledger, &id(1), now).is_none(),
+        "a second EOSE proves nothing"
+    );
+}
+
+#[test]
+fn a_live_groups_eose_leaves_it_open() {
+    let now = Instant::now();
+    let mut ledger = SubscriptionLedger::new(now, SessionBudget::from_slots(10));
+    let mut session = session(now);
+    queue_live(&mut session, &mut ledger, now, 3);
+    assert!(matches!(
+        session.handle_eose(&mut ledger, &id(3), now),
+        Some(Eose::Live { filters: 1 })
+    ));
+    assert!(session.live.contains_key(&id(3)));
+    assert!(session.transmit.poll_transmit().is_none(), "no CLOSE");
 }
