@@ -587,22 +587,7 @@ impl Actor {
             return;
         };
         if let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut()) {
-            let doomed: Vec<SubscriptionId> = session
-                .state
-                .transients
-                .iter()
-                .filter(|(_, t)| t.batch == batch && !t.watchdog_closing)
-                .map(|(id, _)| id.clone())
-                .collect();
-            for id in doomed {
-                if let Some(mut transient) = session.state.transients.remove(&id) {
-                    session.state.transmit.push(Outbound::Close(id));
-                    if let Some(permit) = transient.permit.take() {
-                        let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
-                    }
-                }
-            }
-            session.state.queue.retain(|q| q.batch != batch);
+            session.state.close_pages(ledger, Some(batch), now);
         }
         if runtime.announcements_batch == Some(batch) {
             runtime.announcements_batch = None;
@@ -730,21 +715,6 @@ impl Actor {
         else {
             return;
         };
-        session.state.queue.clear();
-        let ids: Vec<SubscriptionId> = session
-            .state
-            .transients
-            .iter()
-            .filter(|(_, t)| !t.watchdog_closing)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in ids {
-            if let Some(mut transient) = session.state.transients.remove(&id) {
-                session.state.transmit.push(Outbound::Close(id));
-                if let Some(permit) = transient.permit.take() {
-                    let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
-                }
-            }
-        }
+        session.state.close_pages(ledger, None, now);
     }
 }

@@ -273,6 +273,33 @@ impl<Round, Parked> SessionState<Round, Parked> {
         }))
     }
 
+    /// Ends the historic work of `batch`, or of every batch (`None`): its pages in flight get
+    /// a CLOSE and their slots back, and its queued starts are dropped. A page the watchdog is
+    /// closing is left to it: its slot is released once that CLOSE was sent.
+    pub(crate) fn close_pages(
+        &mut self,
+        ledger: &mut SubscriptionLedger,
+        batch: Option<BatchId>,
+        now: Instant,
+    ) {
+        let of_batch = |b: BatchId| batch.is_none_or(|batch| batch == b);
+        let doomed: Vec<SubscriptionId> = self
+            .transients
+            .iter()
+            .filter(|(_, t)| of_batch(t.batch) && !t.watchdog_closing)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in doomed {
+            if let Some(mut transient) = self.transients.remove(&id) {
+                self.transmit.push(Outbound::Close(id));
+                if let Some(permit) = transient.permit.take() {
+                    let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
+                }
+            }
+        }
+        self.queue.retain(|q| !of_batch(q.batch));
+    }
+
     /// The watchdog at `now`: each historic REQ the relay left unanswered for
     /// [`grasp_sync_ledger::WATCHDOG_TIMEOUT`] gets one CLOSE, and its batch is returned, to
     /// fail. Its permit stays held until the CLOSE was sent, so its slot is not reused while

@@ -272,3 +272,57 @@ fn a_live_groups_eose_leaves_it_open() {
     assert!(session.live.contains_key(&id(3)));
     assert!(session.transmit.poll_transmit().is_none(), "no CLOSE");
 }
+
+/// A historic start of `batch` waiting in the session's queue.
+fn queue_page(session: &mut Session, n: u64, batch: u64) {
+    let pages = RelayPageSession::new(PageHints::default());
+    session.queue.push_back(QueuedStart {
+        subscription_id: id(n),
+        batch: BatchId(batch),
+        class: PermitClass::HistoricPage,
+        kind: grasp_sync_ledger::StartKind::Historic,
+        pagination: GroupedPagination::new(vec![Filter::new().kind(Kind::from(1617))], &pages),
+        exact: false,
+    });
+}
+
+#[test]
+fn closing_a_batchs_pages_frees_their_slots_drops_its_queue_and_spares_the_rest() {
+    use grasp_sync_ledger::WATCHDOG_TIMEOUT;
+
+    let now = Instant::now();
+    let mut ledger = SubscriptionLedger::new(now, SessionBudget::from_slots(10));
+    let mut session = session(now);
+    let free = ledger.residual();
+    send_page(&mut session, &mut ledger, now, 1, 7);
+    send_page(&mut session, &mut ledger, now, 2, 8);
+    queue_page(&mut session, 3, 7);
+    queue_page(&mut session, 4, 8);
+    session.close_pages(&mut ledger, Some(BatchId(7)), now);
+    assert_eq!(
+        std::iter::from_fn(|| session.transmit.poll_transmit()).collect::<Vec<_>>(),
+        [Outbound::Close(id(1))]
+    );
+    assert_eq!(ledger.residual(), free - 1);
+    assert_eq!(
+        session
+            .queue
+            .iter()
+            .map(|q| q.subscription_id.clone())
+            .collect::<Vec<_>>(),
+        [id(4)]
+    );
+    // A page the watchdog is closing keeps its slot until that CLOSE was sent.
+    assert_eq!(
+        session.handle_watchdog(&mut ledger, now + WATCHDOG_TIMEOUT),
+        [BatchId(8)]
+    );
+    let _ = session.transmit.poll_transmit();
+    session.close_pages(&mut ledger, None, now + WATCHDOG_TIMEOUT);
+    assert!(
+        session.transmit.poll_transmit().is_none(),
+        "no second CLOSE"
+    );
+    assert!(session.queue.is_empty());
+    assert_eq!(ledger.residual(), free - 1);
+}
