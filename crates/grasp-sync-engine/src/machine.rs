@@ -18,7 +18,9 @@
 //!   confirmed (truncated by the relay, or with events the store failed to save), and the
 //!   backoffs before their coverage is derived again.
 //! - [`session`]: one connected session's state: its gates, live groups, transient
-//!   subscriptions, queued starts, send order and unanswered REQs, timers and transmits.
+//!   subscriptions, queued starts, send order and unanswered REQs, timers and transmits, and
+//!   the rules that end its subscriptions (an EOSE, the watchdog, a CLOSE sent, a retired
+//!   group, a failed batch), each giving the ledger its slot back.
 //! - [`session_auth`]: one session's NIP-42 state and the work parked for its AUTH.
 //! - [`unanswered`]: a connection's REQs the relay has not answered, and which one a refusal
 //!   NOTICE answers.

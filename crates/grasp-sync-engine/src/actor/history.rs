@@ -12,7 +12,7 @@ use grasp_sync_filters::{
     Coverage, CoverageTier, FilterBudget, GroupedPagination, PackLimits, PageStep, TieredFilter,
     pack_requests,
 };
-use grasp_sync_ledger::{PermitClass, ReleaseReason, StartKind};
+use grasp_sync_ledger::{PermitClass, StartKind};
 use grasp_sync_model::{
     BatchId, PaginationState, PendingItems, RelaySyncNeeds, RelayUrl, RepoCoordinate, SyncMethod,
 };
@@ -685,18 +685,10 @@ impl Actor {
         else {
             return;
         };
-        let closing = session
+        if session
             .state
-            .transients
-            .get(subscription_id)
-            .is_some_and(|t| t.watchdog_closing);
-        if closing {
-            if let Some(mut transient) = session.state.transients.remove(subscription_id) {
-                if let Some(permit) = transient.permit.take() {
-                    let _ =
-                        ledger.handle_release(now, &permit, ReleaseReason::WatchdogCloseAccepted);
-                }
-            }
+            .handle_close_sent(ledger, subscription_id, now)
+        {
             self.drive_queue(relay);
         }
     }

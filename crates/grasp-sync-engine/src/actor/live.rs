@@ -2,7 +2,7 @@
 //! ledger's live planner and admitted atomically; retired groups release their slots.
 
 use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
-use grasp_sync_ledger::{DeferReason, HeldGroup, LiveBudget, LivePlan, ReleaseReason};
+use grasp_sync_ledger::{DeferReason, HeldGroup, LiveBudget, LivePlan};
 use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
@@ -12,7 +12,6 @@ use crate::machine::catch_up::catch_up_filters;
 use crate::machine::consolidation::is_fragmented;
 use crate::machine::live_split::split_live;
 use crate::machine::timers::SessionTimer;
-use crate::session::Outbound;
 
 impl Actor {
     /// Makes `incoming` live on `relay` as far as its budget allows; returns the tiers left out
@@ -117,13 +116,7 @@ impl Actor {
             return PlanOutcome::RolledBack;
         }
         for id in &plan.close {
-            if let Some(held) = session.state.live.remove(id) {
-                // Releasing our own live permit cannot be refused; a stale one is a no-op.
-                let _ = ledger.handle_release(now, &held.permit, ReleaseReason::LiveRetired);
-                if held.was_sent() {
-                    session.state.transmit.push(Outbound::Close(id.clone()));
-                }
-            }
+            session.state.close_live(ledger, id, now);
         }
         let admitted: Vec<(SubscriptionId, FilterGroup)> = ids.into_iter().zip(plan.open).collect();
         let mut outcome = PlanOutcome::Applied;
@@ -294,23 +287,9 @@ impl Actor {
         else {
             return;
         };
-        let auxiliary: Vec<SubscriptionId> = session
-            .state
-            .live
-            .iter()
-            .filter(|(_, g)| g.is_auxiliary())
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in &auxiliary {
-            if let Some(held) = session.state.live.remove(id) {
-                let _ = ledger.handle_release(now, &held.permit, ReleaseReason::LiveRetired);
-                if held.was_sent() {
-                    session.state.transmit.push(Outbound::Close(id.clone()));
-                }
-            }
-        }
-        if !auxiliary.is_empty() || !runtime.descendants.is_constrained() {
-            tracing::debug!(%relay, closed = auxiliary.len(), "descendant coverage moves to paced history");
+        let closed = session.state.close_auxiliary(ledger, now);
+        if closed > 0 || !runtime.descendants.is_constrained() {
+            tracing::debug!(%relay, closed, "descendant coverage moves to paced history");
         }
         runtime.descendants.set_constrained();
     }

@@ -520,11 +520,9 @@ impl Actor {
             if let (Some(session), Some(ledger)) =
                 (runtime.session.as_mut(), runtime.ledger.as_mut())
             {
-                if let Some(mut transient) = session.state.transients.remove(subscription_id) {
-                    if let Some(permit) = transient.permit.take() {
-                        let _ = ledger.handle_release(now, &permit, reason);
-                    }
-                }
+                session
+                    .state
+                    .release_page(ledger, subscription_id, reason, now);
             }
         }
     }
@@ -535,9 +533,7 @@ impl Actor {
             if let (Some(session), Some(ledger)) =
                 (runtime.session.as_mut(), runtime.ledger.as_mut())
             {
-                if let Some(group) = session.state.live.remove(subscription_id) {
-                    let _ = ledger.handle_release(now, &group.permit, ReleaseReason::Closed);
-                }
+                session.state.retire_live(ledger, subscription_id, now);
             }
         }
     }

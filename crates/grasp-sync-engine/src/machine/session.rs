@@ -300,6 +300,86 @@ impl<Round, Parked> SessionState<Round, Parked> {
         self.queue.retain(|q| !of_batch(q.batch));
     }
 
+    /// The CLOSE of `id` was handed to the connection at `now`: a page the watchdog closed
+    /// gives its slot back. Returns whether one did.
+    pub(crate) fn handle_close_sent(
+        &mut self,
+        ledger: &mut SubscriptionLedger,
+        id: &SubscriptionId,
+        now: Instant,
+    ) -> bool {
+        if !self.transients.get(id).is_some_and(|t| t.watchdog_closing) {
+            return false;
+        }
+        self.release_page(ledger, id, ReleaseReason::WatchdogCloseAccepted, now);
+        true
+    }
+
+    /// Forgets page `id` (the relay ended it, or it was closed) and gives its slot back.
+    pub(crate) fn release_page(
+        &mut self,
+        ledger: &mut SubscriptionLedger,
+        id: &SubscriptionId,
+        reason: ReleaseReason,
+        now: Instant,
+    ) {
+        if let Some(mut transient) = self.transients.remove(id)
+            && let Some(permit) = transient.permit.take()
+        {
+            let _ = ledger.handle_release(now, &permit, reason);
+        }
+    }
+
+    /// Retires live group `id` at `now`: its slot back, and a CLOSE if its REQ was sent (one
+    /// still queued is never sent). Returns whether the session held it.
+    pub(crate) fn close_live(
+        &mut self,
+        ledger: &mut SubscriptionLedger,
+        id: &SubscriptionId,
+        now: Instant,
+    ) -> bool {
+        let Some(held) = self.live.remove(id) else {
+            return false;
+        };
+        // Releasing our own live permit cannot be refused; a stale one is a no-op.
+        let _ = ledger.handle_release(now, &held.permit, ReleaseReason::LiveRetired);
+        if held.was_sent() {
+            self.transmit.push(Outbound::Close(id.clone()));
+        }
+        true
+    }
+
+    /// Retires every auxiliary (descendant) live group at `now`, as [`Self::close_live`] does;
+    /// returns how many there were.
+    pub(crate) fn close_auxiliary(
+        &mut self,
+        ledger: &mut SubscriptionLedger,
+        now: Instant,
+    ) -> usize {
+        let auxiliary: Vec<SubscriptionId> = self
+            .live
+            .iter()
+            .filter(|(_, g)| g.is_auxiliary())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &auxiliary {
+            self.close_live(ledger, id, now);
+        }
+        auxiliary.len()
+    }
+
+    /// Forgets live group `id` (the relay closed it) and gives its slot back.
+    pub(crate) fn retire_live(
+        &mut self,
+        ledger: &mut SubscriptionLedger,
+        id: &SubscriptionId,
+        now: Instant,
+    ) {
+        if let Some(group) = self.live.remove(id) {
+            let _ = ledger.handle_release(now, &group.permit, ReleaseReason::Closed);
+        }
+    }
+
     /// The watchdog at `now`: each historic REQ the relay left unanswered for
     /// [`grasp_sync_ledger::WATCHDOG_TIMEOUT`] gets one CLOSE, and its batch is returned, to
     /// fail. Its permit stays held until the CLOSE was sent, so its slot is not reused while

@@ -7,7 +7,7 @@ use grasp_sync_filters::{
     CoverageTier, FilterGroup, GroupedPagination, PageHints, PageStep, RelayPageSession,
     TieredFilter,
 };
-use grasp_sync_ledger::{PermitClass, SessionBudget, SubscriptionLedger};
+use grasp_sync_ledger::{PermitClass, ReleaseReason, SessionBudget, SubscriptionLedger};
 use grasp_sync_model::BatchId;
 use nostr::{Filter, Kind, SubscriptionId};
 
@@ -219,6 +219,15 @@ fn an_unanswered_page_gets_one_close_at_its_watchdog_and_its_batch_fails_once() 
         session.transients[&id(1)].permit.is_some(),
         "its slot stays taken until the CLOSE was sent"
     );
+    let free = ledger.residual();
+    assert!(!session.handle_close_sent(&mut ledger, &id(2), first));
+    assert!(session.handle_close_sent(&mut ledger, &id(1), first));
+    assert_eq!(
+        ledger.residual(),
+        free + 1,
+        "the CLOSE was sent: its slot is free"
+    );
+    assert!(!session.transients.contains_key(&id(1)));
     assert_eq!(
         session.handle_watchdog(&mut ledger, later + WATCHDOG_TIMEOUT),
         [BatchId(8)]
@@ -325,4 +334,60 @@ fn closing_a_batchs_pages_frees_their_slots_drops_its_queue_and_spares_the_rest(
     );
     assert!(session.queue.is_empty());
     assert_eq!(ledger.residual(), free - 1);
+}
+
+#[test]
+fn a_page_or_live_group_the_relay_ended_gives_its_slot_back_once() {
+    let now = Instant::now();
+    let mut ledger = SubscriptionLedger::new(now, SessionBudget::from_slots(10));
+    let mut session = session(now);
+    let free = ledger.residual();
+    send_page(&mut session, &mut ledger, now, 1, 7);
+    queue_live(&mut session, &mut ledger, now, 2);
+    assert_eq!(ledger.residual(), free - 2);
+    session.release_page(&mut ledger, &id(1), ReleaseReason::Closed, now);
+    session.release_page(&mut ledger, &id(1), ReleaseReason::Closed, now);
+    session.retire_live(&mut ledger, &id(2), now);
+    session.retire_live(&mut ledger, &id(2), now);
+    assert_eq!(ledger.residual(), free);
+    assert!(session.transients.is_empty() && session.live.is_empty());
+    assert!(
+        session.transmit.poll_transmit().is_none(),
+        "the relay ended them"
+    );
+}
+
+#[test]
+fn a_retired_live_group_is_closed_only_if_its_req_was_sent() {
+    let now = Instant::now();
+    let mut ledger = SubscriptionLedger::new(now, SessionBudget::from_slots(10));
+    let mut session = session(now);
+    let free = ledger.residual();
+    queue_live(&mut session, &mut ledger, now, 1);
+    queue_live(&mut session, &mut ledger, now, 2);
+    // Group 1's REQ goes out; group 2's still waits.
+    session.live.get_mut(&id(1)).expect("held").sent = 1;
+    assert!(session.close_live(&mut ledger, &id(1), now));
+    assert!(session.close_live(&mut ledger, &id(2), now));
+    assert!(!session.close_live(&mut ledger, &id(2), now));
+    assert_eq!(
+        std::iter::from_fn(|| session.transmit.poll_transmit()).collect::<Vec<_>>(),
+        [Outbound::Close(id(1))]
+    );
+    assert_eq!(ledger.residual(), free);
+    // Descendant groups are auxiliary; core ones stay.
+    for n in 3..6 {
+        queue_live(&mut session, &mut ledger, now, n);
+    }
+    for n in [3, 4] {
+        let group = session.live.get_mut(&id(n)).expect("held");
+        group.group.filters[0].tier = CoverageTier::DescendantCanonical;
+        group.sent = n;
+    }
+    assert_eq!(session.close_auxiliary(&mut ledger, now), 2);
+    assert_eq!(
+        std::iter::from_fn(|| session.transmit.poll_transmit()).collect::<Vec<_>>(),
+        [Outbound::Close(id(3)), Outbound::Close(id(4))]
+    );
+    assert_eq!(session.live.keys().cloned().collect::<Vec<_>>(), [id(5)]);
 }
