@@ -165,6 +165,11 @@ fn during_a_query_rate_cooldown_queued_live_groups_wait_and_planning_is_deferred
     assert_eq!(session.drive_live(later).sent, 1);
 }
 
+/// Everything the session queued for its connection, in order.
+fn transmitted(session: &mut Session) -> Vec<Outbound> {
+    std::iter::from_fn(|| session.transmit.poll_transmit()).collect()
+}
+
 /// A historic REQ of one filter for `batch`, admitted by `ledger` at `now` and in flight.
 fn send_page(
     session: &mut Session,
@@ -202,15 +207,12 @@ fn an_unanswered_page_gets_one_close_at_its_watchdog_and_its_batch_fails_once() 
     send_page(&mut session, &mut ledger, now, 1, 7);
     let later = now + Duration::from_secs(60);
     send_page(&mut session, &mut ledger, later, 2, 8);
-    let closes = |session: &mut Session| -> Vec<Outbound> {
-        std::iter::from_fn(|| session.transmit.poll_transmit()).collect()
-    };
     let before = now + WATCHDOG_TIMEOUT - Duration::from_secs(1);
     assert!(session.handle_watchdog(&mut ledger, before).is_empty());
-    assert!(closes(&mut session).is_empty());
+    assert!(transmitted(&mut session).is_empty());
     let first = now + WATCHDOG_TIMEOUT;
     assert_eq!(session.handle_watchdog(&mut ledger, first), [BatchId(7)]);
-    assert_eq!(closes(&mut session), [Outbound::Close(id(1))]);
+    assert_eq!(transmitted(&mut session), [Outbound::Close(id(1))]);
     assert!(
         session.handle_watchdog(&mut ledger, first).is_empty(),
         "each page expires once"
@@ -232,7 +234,7 @@ fn an_unanswered_page_gets_one_close_at_its_watchdog_and_its_batch_fails_once() 
         session.handle_watchdog(&mut ledger, later + WATCHDOG_TIMEOUT),
         [BatchId(8)]
     );
-    assert_eq!(closes(&mut session), [Outbound::Close(id(2))]);
+    assert_eq!(transmitted(&mut session), [Outbound::Close(id(2))]);
 }
 
 #[test]
@@ -258,10 +260,7 @@ fn a_page_at_its_eose_is_closed_once_its_slot_released_and_its_walk_moved_on() {
     );
     assert!(page.learned_quirks.is_empty());
     assert_eq!(ledger.residual(), free, "its slot is free again");
-    assert_eq!(
-        std::iter::from_fn(|| session.transmit.poll_transmit()).collect::<Vec<_>>(),
-        [Outbound::Close(id(1))]
-    );
+    assert_eq!(transmitted(&mut session), [Outbound::Close(id(1))]);
     assert!(
         session.handle_eose(&mut ledger, &id(1), now).is_none(),
         "a second EOSE proves nothing"
@@ -308,10 +307,7 @@ fn closing_a_batchs_pages_frees_their_slots_drops_its_queue_and_spares_the_rest(
     queue_page(&mut session, 3, 7);
     queue_page(&mut session, 4, 8);
     session.close_pages(&mut ledger, Some(BatchId(7)), now);
-    assert_eq!(
-        std::iter::from_fn(|| session.transmit.poll_transmit()).collect::<Vec<_>>(),
-        [Outbound::Close(id(1))]
-    );
+    assert_eq!(transmitted(&mut session), [Outbound::Close(id(1))]);
     assert_eq!(ledger.residual(), free - 1);
     assert_eq!(
         session
@@ -370,10 +366,7 @@ fn a_retired_live_group_is_closed_only_if_its_req_was_sent() {
     assert!(session.close_live(&mut ledger, &id(1), now));
     assert!(session.close_live(&mut ledger, &id(2), now));
     assert!(!session.close_live(&mut ledger, &id(2), now));
-    assert_eq!(
-        std::iter::from_fn(|| session.transmit.poll_transmit()).collect::<Vec<_>>(),
-        [Outbound::Close(id(1))]
-    );
+    assert_eq!(transmitted(&mut session), [Outbound::Close(id(1))]);
     assert_eq!(ledger.residual(), free);
     // Descendant groups are auxiliary; core ones stay.
     for n in 3..6 {
@@ -386,7 +379,7 @@ fn a_retired_live_group_is_closed_only_if_its_req_was_sent() {
     }
     assert_eq!(session.close_auxiliary(&mut ledger, now), 2);
     assert_eq!(
-        std::iter::from_fn(|| session.transmit.poll_transmit()).collect::<Vec<_>>(),
+        transmitted(&mut session),
         [Outbound::Close(id(3)), Outbound::Close(id(4))]
     );
     assert_eq!(session.live.keys().cloned().collect::<Vec<_>>(), [id(5)]);
