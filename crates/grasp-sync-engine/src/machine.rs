@@ -3,6 +3,9 @@
 //! runtime, a socket, a channel, a spawned task or a clock: `cargo xtask tidy` rejects any file
 //! under `machine/` that does, so the rules here are tested as plain functions of their inputs.
 //!
+//! - [`relay`]: one relay's machine: every value below that the engine keeps about a relay,
+//!   its session (with its generation) included, read through `poll_transmit` and
+//!   `poll_timeout` and told of a session's start and end and of its due timers.
 //! - [`timers`]: the named timer tables of a relay and of a session.
 //! - [`session_start`]: how a session starts (the 15-minute rule, the reconnect overlap), the
 //!   daily reconciliation's window, and a session's opening budget.
@@ -41,8 +44,9 @@
 //!
 //! Still the actor's methods over this state: the decisions that read the indices and the
 //! store (which coverage a relay's batches ask for, which starts to queue and how pages are
-//! packed, what a live plan is given), and the relay's runtime, which holds these values next
-//! to the connection's handles.
+//! packed, what a live plan is given). The actor's runtime of a relay holds its machine beside
+//! the connection handles, the bytes they moved, and the relay's NIP-77 support (which reads
+//! the transport's types).
 
 pub(crate) mod admission;
 pub(crate) mod catch_up;
@@ -59,6 +63,7 @@ pub(crate) mod lanes;
 pub(crate) mod live_split;
 pub(crate) mod neg_batch;
 pub(crate) mod refused;
+pub(crate) mod relay;
 pub(crate) mod session;
 pub(crate) mod session_auth;
 pub(crate) mod session_start;

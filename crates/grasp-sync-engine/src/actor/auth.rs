@@ -61,15 +61,11 @@ impl Actor {
         let Some(session) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
+            .and_then(|r| r.machine.session.as_mut())
         else {
             return false;
         };
-        let batch = session
-            .state
-            .transients
-            .get(subscription_id)
-            .map(|t| t.batch);
+        let batch = session.transients.get(subscription_id).map(|t| t.batch);
         let discovery = batch.filter(|b| self.outbox.refusal_scope(relay, *b).is_some());
         let work = match discovery {
             Some(batch) => ParkedWork::Discovery {
@@ -79,11 +75,10 @@ impl Actor {
             },
             None => ParkedWork::Coverage(filters),
         };
-        if session.state.auth.handle_refusal(now, work) != AuthVerdict::Park {
+        if session.auth.handle_refusal(now, work) != AuthVerdict::Park {
             return false;
         }
         let auxiliary = session
-            .state
             .live
             .get(subscription_id)
             .is_some_and(|g| g.is_auxiliary());
@@ -136,12 +131,12 @@ impl Actor {
         let verdict = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
+            .and_then(|r| r.machine.session.as_mut())
             .map(|s| {
                 if sent_before_auth {
-                    s.state.auth.handle_refusal_sent_before(now, work)
+                    s.auth.handle_refusal_sent_before(now, work)
                 } else {
-                    s.state.auth.handle_refusal(now, work)
+                    s.auth.handle_refusal(now, work)
                 }
             });
         match verdict {
@@ -163,9 +158,9 @@ impl Actor {
         if let Some(session) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
+            .and_then(|r| r.machine.session.as_mut())
         {
-            session.state.auth.handle_challenge();
+            session.auth.handle_challenge();
         }
     }
 
@@ -176,10 +171,10 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let Some(session) = runtime.session.as_mut() else {
+        let Some(session) = runtime.machine.session.as_mut() else {
             return;
         };
-        let parked = session.state.auth.handle_authenticated();
+        let parked = session.auth.handle_authenticated();
         tracing::info!(%relay, parked = parked.len(), "authenticated to the relay (NIP-42)");
         let mut derive_again = false;
         for work in parked {
@@ -194,7 +189,7 @@ impl Actor {
         }
         if derive_again {
             if let Some(runtime) = self.runtimes.get_mut(relay) {
-                runtime.timers.set(RelayTimer::CoverageRetry, now);
+                runtime.machine.timers.set(RelayTimer::CoverageRetry, now);
             }
             self.repair_live(relay);
         }
@@ -206,8 +201,8 @@ impl Actor {
         let parked = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
-            .map(|s| s.state.auth.handle_failed())
+            .and_then(|r| r.machine.session.as_mut())
+            .map(|s| s.auth.handle_failed())
             .unwrap_or_default();
         tracing::info!(%relay, parked = parked.len(), "NIP-42 authentication failed");
         self.refuse_parked(relay, parked);
@@ -218,8 +213,8 @@ impl Actor {
         let parked = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
-            .map(|s| s.state.auth.handle_timeout(now))
+            .and_then(|r| r.machine.session.as_mut())
+            .map(|s| s.auth.handle_timeout(now))
             .unwrap_or_default();
         if !parked.is_empty() {
             tracing::info!(%relay, parked = parked.len(), "no NIP-42 authentication in time");
@@ -266,7 +261,7 @@ impl Actor {
                     let action = self
                         .runtimes
                         .get_mut(relay)
-                        .map(|r| r.health.handle_refusal(now, &refusal, scope));
+                        .map(|r| r.machine.health.handle_refusal(now, &refusal, scope));
                     if let Some(RefusalAction::CoveragePaused { until }) = action {
                         self.pause_refused_coverage(relay, &filters, until, AUTH_FAILED);
                     }
@@ -277,7 +272,7 @@ impl Actor {
                         self.outbox.refusal_scope(relay, batch),
                         self.runtimes.get_mut(relay),
                     ) {
-                        let _ = runtime.health.handle_refusal(now, &refusal, scope);
+                        let _ = runtime.machine.health.handle_refusal(now, &refusal, scope);
                     }
                     self.fail_batch(relay, batch, AUTH_FAILED);
                 }
@@ -287,7 +282,7 @@ impl Actor {
             return; // a relay's discovery keeps its own deadlines
         }
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.timers.set(RelayTimer::CoverageRetry, now);
+            runtime.machine.timers.set(RelayTimer::CoverageRetry, now);
         }
         self.repair_live(relay);
     }
@@ -302,9 +297,10 @@ impl Actor {
         };
         let scope = RefusalScope::Coverage { filters: 1 };
         if let RefusalAction::CoveragePaused { until } =
-            runtime.health.handle_refusal(now, &refusal, scope)
+            runtime.machine.health.handle_refusal(now, &refusal, scope)
         {
             runtime
+                .machine
                 .refused
                 .handle_refusal(std::slice::from_ref(filter), until);
             tracing::info!(%relay, reason = %text, "a negentropy round's coverage is paused for the policy pause; the rest goes on");

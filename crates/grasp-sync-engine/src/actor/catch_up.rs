@@ -29,10 +29,11 @@ impl Actor {
             return;
         };
         if runtime
+            .machine
             .catch_up
             .handle_coverage(now, unix, interval, filters)
         {
-            tracing::info!(%relay, filters = runtime.catch_up.len(),
+            tracing::info!(%relay, filters = runtime.machine.catch_up.len(),
                 "coverage no live subscription holds gets a paced catch-up");
         }
     }
@@ -45,13 +46,13 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        if runtime.session.is_none() {
+        if runtime.machine.session.is_none() {
             return;
         }
-        let Some(filters) = runtime.catch_up.poll_query(now, interval) else {
+        let Some(filters) = runtime.machine.catch_up.poll_query(now, interval) else {
             return;
         };
-        runtime.stats.catch_ups += 1;
+        runtime.machine.stats.catch_ups += 1;
         let unix = self.clock.unix_now();
         let Some(batch) = self.open_historic_batch(relay, PendingItems::default(), filters) else {
             return;
@@ -63,6 +64,7 @@ impl Actor {
             .any(|b| b.batch_id == batch);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime
+                .machine
                 .catch_up
                 .handle_opened(pending.then_some(batch), unix);
         }
@@ -72,7 +74,7 @@ impl Actor {
     /// A new session re-derives the mode from its own live planning.
     pub(super) fn reset_catch_up(&mut self, relay: &RelayUrl) {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.catch_up = Default::default();
+            runtime.machine.catch_up = Default::default();
         }
     }
 }

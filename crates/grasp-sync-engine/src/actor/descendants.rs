@@ -56,12 +56,13 @@ impl Actor {
         let relays: Vec<RelayUrl> = self
             .runtimes
             .iter()
-            .filter(|(_, r)| r.session.is_some())
+            .filter(|(_, r)| r.machine.session.is_some())
             .map(|(url, _)| url.clone())
             .collect();
         for relay in relays {
             let new = match (self.targets.get(&relay), self.runtimes.get_mut(&relay)) {
                 (Some(target), Some(runtime)) => runtime
+                    .machine
                     .descendants
                     .take_uncovered(&self.members, &target.root_events),
                 _ => Members::default(),
@@ -80,7 +81,7 @@ impl Actor {
         let constrained = self
             .runtimes
             .get(relay)
-            .is_some_and(|r| r.descendants.is_constrained());
+            .is_some_and(|r| r.machine.descendants.is_constrained());
         if !constrained {
             match descendant_filters(ids, coordinates, Window::Live, &budget) {
                 Ok(filters) => {
@@ -93,7 +94,7 @@ impl Actor {
                     }) {
                         tracing::info!(%relay, "descendant live coverage does not fit; using paced history");
                         if let Some(runtime) = self.runtimes.get_mut(relay) {
-                            runtime.descendants.set_constrained();
+                            runtime.machine.descendants.set_constrained();
                         }
                     }
                 }
@@ -119,7 +120,7 @@ impl Actor {
                         .iter()
                         .any(|b| b.batch_id == batch)
                 {
-                    runtime.descendants.handle_batch_opened(batch, new);
+                    runtime.machine.descendants.handle_batch_opened(batch, new);
                 }
                 self.drive_queue(relay);
             }
@@ -138,7 +139,7 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let Some(group) = runtime.descendants.poll_fallback(unix) else {
+        let Some(group) = runtime.machine.descendants.poll_fallback(unix) else {
             return;
         };
         let query = Coverage {
@@ -163,7 +164,10 @@ impl Actor {
                     .any(|b| b.batch_id == *batch)
             });
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.descendants.handle_fallback_sent(&group, batch);
+            runtime
+                .machine
+                .descendants
+                .handle_fallback_sent(&group, batch);
         }
         self.drive_queue(relay);
     }
@@ -172,7 +176,7 @@ impl Actor {
     /// covered again.
     pub(super) fn reset_descendant_mode(&mut self, relay: &RelayUrl) {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.descendants = DescendantCoverage::default();
+            runtime.machine.descendants = DescendantCoverage::default();
         }
     }
 }

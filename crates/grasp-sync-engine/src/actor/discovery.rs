@@ -120,10 +120,10 @@ impl Actor {
         if let Some(session) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
-            && session.state.queued_background() >= BACKLOG_STARTS
+            .and_then(|r| r.machine.session.as_mut())
+            && session.queued_background() >= BACKLOG_STARTS
         {
-            session.state.index_update_waits = true;
+            session.index_update_waits = true;
             return;
         }
         self.recompute(relay);
@@ -135,14 +135,14 @@ impl Actor {
         let Some(session) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
+            .and_then(|r| r.machine.session.as_mut())
         else {
             return;
         };
-        if !session.state.index_update_waits || session.state.has_queued_background() {
+        if !session.index_update_waits || session.has_queued_background() {
             return;
         }
-        session.state.index_update_waits = false;
+        session.index_update_waits = false;
         self.recompute(relay);
     }
 
@@ -204,7 +204,7 @@ impl Actor {
         let connected = self
             .runtimes
             .get(relay)
-            .is_some_and(|r| r.session.is_some());
+            .is_some_and(|r| r.machine.session.is_some());
         if !connected {
             return;
         }

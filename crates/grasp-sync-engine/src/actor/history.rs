@@ -19,7 +19,7 @@ use grasp_sync_model::{
 use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 
 use super::Actor;
-use super::runtime::{QueuedStart, RelayRuntime, Transient};
+use super::runtime::{Machine, QueuedStart, RelayRuntime, Transient};
 use crate::machine::admission::{self, Room, StartAdmission};
 use crate::machine::incomplete_batches::{Finish, Incompleteness};
 use crate::machine::refused::Admission;
@@ -114,7 +114,7 @@ impl Actor {
         items: PendingItems,
         filters: Vec<Filter>,
     ) -> Option<BatchId> {
-        self.runtimes.get(relay)?.session.as_ref()?;
+        self.runtimes.get(relay)?.machine.session.as_ref()?;
         let batch = self.pending.open_batch(relay, items, SyncMethod::ReqEose);
         if !self.queue_req_groups(relay, batch, filters, FilterCeiling::Learned) {
             self.confirm(relay, batch);
@@ -126,7 +126,7 @@ impl Actor {
     /// refused coverage says (the probe is what may send it). Returns the batch if it is
     /// pending.
     pub(super) fn open_probe_batch(&mut self, relay: &RelayUrl, filter: Filter) -> Option<BatchId> {
-        self.runtimes.get(relay)?.session.as_ref()?;
+        self.runtimes.get(relay)?.machine.session.as_ref()?;
         let batch = self
             .pending
             .open_batch(relay, PendingItems::default(), SyncMethod::ReqEose);
@@ -155,7 +155,7 @@ impl Actor {
         let refused = self
             .runtimes
             .get(relay)
-            .is_some_and(|r| r.refused.affects(&filters));
+            .is_some_and(|r| r.machine.refused.affects(&filters));
         if refused {
             return self.open_historic_batch(relay, items, filters);
         }
@@ -181,7 +181,7 @@ impl Actor {
         // Coverage refused by policy is left out; suspects go one filter per REQ.
         let mut together = Vec::new();
         let mut alone = Vec::new();
-        for admission in runtime.refused.admit(now, filters) {
+        for admission in runtime.machine.refused.admit(now, filters) {
             match admission {
                 Admission::Send(filter) => together.push(filter),
                 Admission::Alone(filter) => alone.push(filter),
@@ -198,10 +198,13 @@ impl Actor {
         ceiling: FilterCeiling,
     ) -> Option<PackLimits> {
         let runtime = self.runtimes.get(relay)?;
-        let pages = &runtime.session.as_ref()?.state.pages;
+        let pages = &runtime.machine.session.as_ref()?.pages;
         let mut limits = match ceiling {
-            FilterCeiling::Learned => runtime.learned.pack_limits(PackLimits::default()),
-            FilterCeiling::Trusted => runtime.learned.trusted_pack_limits(PackLimits::default()),
+            FilterCeiling::Learned => runtime.machine.learned.pack_limits(PackLimits::default()),
+            FilterCeiling::Trusted => runtime
+                .machine
+                .learned
+                .trusted_pack_limits(PackLimits::default()),
         };
         if let Some(most) = pages.filters_per_request() {
             limits.max_filters_per_req = limits.max_filters_per_req.min(most);
@@ -248,8 +251,8 @@ impl Actor {
         let Some(pages) = self
             .runtimes
             .get(relay)
-            .and_then(|r| r.session.as_ref())
-            .map(|s| &s.state.pages)
+            .and_then(|r| r.machine.session.as_ref())
+            .map(|s| &s.pages)
         else {
             return false;
         };
@@ -281,9 +284,9 @@ impl Actor {
         if let Some(session) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
+            .and_then(|r| r.machine.session.as_mut())
         {
-            session.state.queue.extend(queued);
+            session.queue.extend(queued);
         }
         any
     }
@@ -295,33 +298,38 @@ impl Actor {
             return;
         };
         let paused_until = runtime
+            .machine
             .health
             .sync_paused_until(now)
             .filter(|until| *until > now);
-        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
-        else {
+        let (Some(session), Some(ledger)) = (
+            runtime.machine.session.as_mut(),
+            runtime.machine.ledger.as_mut(),
+        ) else {
             return;
         };
-        session.state.timers.cancel(SessionTimer::GateWait);
-        session.drive_live(now, relay, &mut runtime.stats, self.metrics.as_ref());
+        session.timers.cancel(SessionTimer::GateWait);
+        super::runtime::drive_live(
+            session,
+            now,
+            relay,
+            &mut runtime.machine.stats,
+            self.metrics.as_ref(),
+        );
         let mut rejected: Vec<BatchId> = Vec::new();
-        while let Some(front) = session.state.queue.front() {
+        while let Some(front) = session.queue.front() {
             let counts = ledger.counts();
             let room = Room {
                 residual: ledger.residual(),
                 held: counts.transient_reqs(),
                 cap: ledger.budget().transient_req_cap(),
             };
-            let (background, reactive) =
-                (&mut session.state.background, &mut session.state.reactive);
+            let (background, reactive) = (&mut session.background, &mut session.reactive);
             match admission::admit(now, front.kind, paused_until, room, background, reactive) {
                 StartAdmission::Ready => {}
                 StartAdmission::WaitUntil(at) => {
                     tracing::debug!(%relay, wait_ms = at.saturating_duration_since(now).as_millis() as u64, "queue waits for a health pause or a gate");
-                    session
-                        .state
-                        .timers
-                        .set_earliest(SessionTimer::GateWait, at);
+                    session.timers.set_earliest(SessionTimer::GateWait, at);
                     break;
                 }
                 StartAdmission::WaitForRelease => {
@@ -331,25 +339,26 @@ impl Actor {
                 StartAdmission::Rejected(reason) => {
                     tracing::debug!(%relay, ?reason, "queued start rejected; its batch will be re-derived");
                     let batch = front.batch;
-                    session.state.queue.retain(|q| q.batch != batch);
+                    session.queue.retain(|q| q.batch != batch);
                     rejected.push(batch);
                     continue;
                 }
             }
-            let Some(start) = session.state.queue.pop_front() else {
+            let Some(start) = session.queue.pop_front() else {
                 break;
             };
             // A recovery probe is what may send paused coverage.
-            let probe = runtime.refused.is_probe(start.batch);
+            let probe = runtime.machine.refused.is_probe(start.batch);
             if !probe
                 && runtime
+                    .machine
                     .refused
                     .blocks(now, &start.pagination.current_filters())
             {
                 // A policy refusal paused its coverage while it waited: re-derive the batch.
                 tracing::debug!(%relay, "queued start holds coverage paused since; its batch will be re-derived");
                 let batch = start.batch;
-                session.state.queue.retain(|q| q.batch != batch);
+                session.queue.retain(|q| q.batch != batch);
                 rejected.push(batch);
                 continue;
             }
@@ -362,25 +371,23 @@ impl Actor {
                 Ok(permit) => permit,
                 Err(error) => {
                     tracing::debug!(%relay, %error, "no transient slot; waiting for a release");
-                    session.state.queue.push_front(start);
+                    session.queue.push_front(start);
                     break;
                 }
             };
             let filters = start.pagination.current_filters();
             let filter_count = filters.len();
-            session.state.transmit.push(Outbound::Req {
+            session.transmit.push(Outbound::Req {
                 subscription_id: start.subscription_id.clone(),
                 filters,
             });
-            runtime.stats.req_starts_historic += 1;
+            runtime.machine.stats.req_starts_historic += 1;
             tracing::debug!(%relay, subscription = %start.subscription_id, filters = filter_count, batch = ?start.batch, "historic REQ starts");
             if let Some(metrics) = &self.metrics {
                 metrics.record_req("historic");
             }
-            let sent = session
-                .state
-                .next_sent(&start.subscription_id, filter_count);
-            session.state.transients.insert(
+            let sent = session.next_sent(&start.subscription_id, filter_count);
+            session.transients.insert(
                 start.subscription_id,
                 Transient {
                     batch: start.batch,
@@ -392,7 +399,7 @@ impl Actor {
                 },
             );
         }
-        runtime.note_peak();
+        runtime.machine.note_peak();
         for batch in rejected {
             self.fail_batch(
                 relay,
@@ -413,20 +420,23 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
-        else {
+        let (Some(session), Some(ledger)) = (
+            runtime.machine.session.as_mut(),
+            runtime.machine.ledger.as_mut(),
+        ) else {
             return;
         };
-        let page = match session.state.handle_eose(ledger, subscription_id, now) {
+        let page = match session.handle_eose(ledger, subscription_id, now) {
             None => return,
             Some(Eose::Live { filters }) => {
-                note_accepted(relay, &mut runtime.learned, filters);
+                note_accepted(relay, &mut runtime.machine.learned, filters);
                 return; // live subscriptions stay open
             }
             Some(Eose::Page(page)) => page,
         };
-        note_accepted(relay, &mut runtime.learned, page.filters.len());
-        let settled = !runtime.refused.is_empty() && runtime.refused.handle_success(&page.filters);
+        note_accepted(relay, &mut runtime.machine.learned, page.filters.len());
+        let settled = !runtime.machine.refused.is_empty()
+            && runtime.machine.refused.handle_success(&page.filters);
         if !page.learned_quirks.is_empty() {
             for quirk in &page.learned_quirks {
                 tracing::info!(%relay, quirk, "learned how the relay pages; paging adapts for the session");
@@ -434,7 +444,7 @@ impl Actor {
                     metrics.record_quirk(quirk);
                 }
             }
-            runtime.stats.quirks = session.state.pages.quirks().labels();
+            runtime.machine.stats.quirks = session.pages.quirks().labels();
         }
         let (batch, step) = (page.batch, page.step);
         match step {
@@ -462,10 +472,10 @@ impl Actor {
                 if let Some(session) = self
                     .runtimes
                     .get_mut(relay)
-                    .and_then(|r| r.session.as_mut())
+                    .and_then(|r| r.machine.session.as_mut())
                 {
                     for start in starts.into_iter().rev() {
-                        session.state.queue.push_front(start);
+                        session.queue.push_front(start);
                     }
                 }
             }
@@ -503,9 +513,9 @@ impl Actor {
             .iter()
             .any(|b| b.batch_id == batch)
         {
-            runtime.incomplete.handle_truncated(batch);
+            runtime.machine.incomplete.handle_truncated(batch);
         }
-        runtime.stats.history_truncated += truncated.len() as u64;
+        runtime.machine.stats.history_truncated += truncated.len() as u64;
         for cut in truncated {
             tracing::warn!(%relay, at = %cut.at, delivered = cut.delivered, part = ?cut.part,
                 "history truncated: one second of one value and kind holds more events than the relay returns in a page; the batch stays incomplete");
@@ -522,12 +532,12 @@ impl Actor {
         let now = self.now();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             if let Finish::Abandon { why, retry_at } =
-                runtime.incomplete.handle_finished(batch, now)
+                runtime.machine.incomplete.handle_finished(batch, now)
             {
                 let reason = match why {
                     Incompleteness::Truncated => "history truncated by the relay's page size",
                     Incompleteness::Unsaved { events } => {
-                        runtime.stats.history_unsaved += 1;
+                        runtime.machine.stats.history_unsaved += 1;
                         tracing::warn!(%relay, batch = batch.0, unsaved = events,
                             retry_in_s = (retry_at - now).as_secs(),
                             "the store failed to save events of a historic batch; the batch stays incomplete");
@@ -538,7 +548,10 @@ impl Actor {
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
                     // Each retry of an unreachable second, or of a store that keeps failing,
                     // is spaced further apart.
-                    runtime.timers.set(RelayTimer::CoverageRetry, retry_at);
+                    runtime
+                        .machine
+                        .timers
+                        .set(RelayTimer::CoverageRetry, retry_at);
                 }
                 return;
             }
@@ -555,8 +568,8 @@ impl Actor {
             }
         };
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            if runtime.announcements_batch == Some(batch) {
-                runtime.announcements_batch = None;
+            if runtime.machine.announcements_batch == Some(batch) {
+                runtime.machine.announcements_batch = None;
                 self.relays.register(relay).announcements_synced = true;
             }
         }
@@ -572,9 +585,15 @@ impl Actor {
     fn handle_batch_ended(&mut self, relay: &RelayUrl, batch: BatchId, success: bool) {
         let now = self.now();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.catch_up.handle_batch_done(batch, success);
-            runtime.descendants.handle_batch_done(batch, success);
-            runtime.refused.handle_batch_done(batch, success, now);
+            runtime.machine.catch_up.handle_batch_done(batch, success);
+            runtime
+                .machine
+                .descendants
+                .handle_batch_done(batch, success);
+            runtime
+                .machine
+                .refused
+                .handle_batch_done(batch, success, now);
         }
         self.handle_outbox_batch_done(relay, batch, success);
     }
@@ -586,19 +605,23 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        if let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut()) {
-            session.state.close_pages(ledger, Some(batch), now);
+        if let (Some(session), Some(ledger)) = (
+            runtime.machine.session.as_mut(),
+            runtime.machine.ledger.as_mut(),
+        ) {
+            session.close_pages(ledger, Some(batch), now);
         }
-        if runtime.announcements_batch == Some(batch) {
-            runtime.announcements_batch = None;
+        if runtime.machine.announcements_batch == Some(batch) {
+            runtime.machine.announcements_batch = None;
         }
-        runtime.incomplete.handle_failed(batch);
-        let pause_end = runtime.health.sync_paused_until(now).unwrap_or(now);
+        runtime.machine.incomplete.handle_failed(batch);
+        let pause_end = runtime.machine.health.sync_paused_until(now).unwrap_or(now);
         let retry = pause_end.max(now + RETRY_FLOOR);
         runtime
+            .machine
             .timers
             .set_earliest(RelayTimer::CoverageRetry, retry);
-        runtime.stats.last_error = Some(why.to_owned());
+        runtime.machine.stats.last_error = Some(why.to_owned());
         self.forget_negentropy_batch(relay, batch);
         self.recovery.handle_unrelated_failure(relay);
         // Participant discovery keeps its own backoff; it is not the relay's history.
@@ -618,14 +641,12 @@ impl Actor {
         if !self.wants_repo_connection(relay) {
             return; // participant discovery retries on its own deadlines
         }
-        let needs_announcements = self
-            .runtimes
+        let needs_announcements = self.runtimes.get(relay).is_some_and(|r| {
+            r.machine.session.is_some() && r.machine.announcements_batch.is_none()
+        }) && self
+            .relays
             .get(relay)
-            .is_some_and(|r| r.session.is_some() && r.announcements_batch.is_none())
-            && self
-                .relays
-                .get(relay)
-                .is_some_and(|s| !s.announcements_synced);
+            .is_some_and(|s| !s.announcements_synced);
         if needs_announcements {
             let filters = vec![
                 grasp_sync_filters::announcement_filter(grasp_sync_filters::Window::since(None))
@@ -633,7 +654,7 @@ impl Actor {
             ];
             let batch = self.open_reconciled_batch(relay, PendingItems::default(), filters);
             if let Some(runtime) = self.runtimes.get_mut(relay) {
-                runtime.announcements_batch = batch;
+                runtime.machine.announcements_batch = batch;
             }
         }
         self.recompute(relay);
@@ -645,10 +666,14 @@ impl Actor {
     pub(super) fn handle_watchdog(&mut self, relay: &RelayUrl, now: Instant) {
         let expired = match self.runtimes.get_mut(relay) {
             Some(RelayRuntime {
-                session: Some(session),
-                ledger: Some(ledger),
+                machine:
+                    Machine {
+                        session: Some(session),
+                        ledger: Some(ledger),
+                        ..
+                    },
                 ..
-            }) => session.state.handle_watchdog(ledger, now),
+            }) => session.handle_watchdog(ledger, now),
             _ => Vec::new(),
         };
         // A silent discovery query backs off its own discovery work (its batch's failure), not
@@ -659,6 +684,7 @@ impl Actor {
         if repository_work {
             if let Some(runtime) = self.runtimes.get_mut(relay) {
                 runtime
+                    .machine
                     .health
                     .handle_failure(grasp_sync_health::PauseKind::Request, now);
             }
@@ -681,14 +707,13 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
-        else {
+        let (Some(session), Some(ledger)) = (
+            runtime.machine.session.as_mut(),
+            runtime.machine.ledger.as_mut(),
+        ) else {
             return;
         };
-        if session
-            .state
-            .handle_close_sent(ledger, subscription_id, now)
-        {
+        if session.handle_close_sent(ledger, subscription_id, now) {
             self.drive_queue(relay);
         }
     }
@@ -703,10 +728,12 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
-        else {
+        let (Some(session), Some(ledger)) = (
+            runtime.machine.session.as_mut(),
+            runtime.machine.ledger.as_mut(),
+        ) else {
             return;
         };
-        session.state.close_pages(ledger, None, now);
+        session.close_pages(ledger, None, now);
     }
 }

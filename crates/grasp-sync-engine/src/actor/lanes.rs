@@ -37,7 +37,7 @@ impl LaneHandles {
 impl RelayRuntime {
     /// Hands every open extra connection what was queued for it.
     pub(super) fn perform_lane_transmits(&mut self) {
-        for (key, transmit) in self.lanes.transmits_mut() {
+        for (key, transmit) in self.machine.lanes.transmits_mut() {
             if let Some(handle) = self.lane_handles.get(key) {
                 handle.perform(transmit);
             }
@@ -62,7 +62,7 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        if runtime.lanes.handle_overflow(overflow) {
+        if runtime.machine.lanes.handle_overflow(overflow) {
             self.fill_lanes(relay);
         }
     }
@@ -72,7 +72,7 @@ impl Actor {
     pub(super) fn repack_lanes(&mut self, relay: &RelayUrl, overflow: Vec<TieredFilter>) {
         let now = self.now();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.lanes.handle_repack(now);
+            runtime.machine.lanes.handle_repack(now);
         }
         self.place_on_lanes(relay, overflow);
     }
@@ -85,26 +85,26 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        if !runtime.lanes.has_waiting() {
+        if !runtime.machine.lanes.has_waiting() {
             return;
         }
-        let Some(session) = runtime.session.as_mut() else {
+        let Some(session) = runtime.machine.session.as_mut() else {
             return;
         };
         // During a query-rate cooldown no connection starts anything: live planning is
         // re-derived when it ends, and offers the coverage again.
-        if session.state.defer_for_cooldown(now) {
+        if session.defer_for_cooldown(now) {
             return;
         }
-        let learned = runtime.learned.clone();
+        let learned = runtime.machine.learned.clone();
         let counter = &mut self.next_subscription;
-        let fill = runtime.lanes.fill(now, &learned, || {
+        let fill = runtime.machine.lanes.fill(now, &learned, || {
             super::new_subscription_id(counter, "live")
         });
         for error in &fill.refused {
             tracing::warn!(%relay, %error, "an extra connection's ledger refused its live groups");
         }
-        runtime.stats.req_starts_live += fill.opened as u64;
+        runtime.machine.stats.req_starts_live += fill.opened as u64;
         if let Some(metrics) = &self.metrics {
             for _ in 0..fill.opened {
                 metrics.record_req("live");
@@ -119,14 +119,14 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let may_dial = runtime.health.sync_paused_until(now).is_none();
-        match runtime.lanes.next_step(may_dial) {
+        let may_dial = runtime.machine.health.sync_paused_until(now).is_none();
+        match runtime.machine.lanes.next_step(may_dial) {
             LaneStep::Wait => {}
             LaneStep::CatchUp(filters) => self.hand_to_catch_up(relay, filters),
             LaneStep::Dial => {
                 self.next_attempt += 1;
                 let attempt = self.next_attempt;
-                let (connection, waiting) = runtime.lanes.handle_dial_started(attempt);
+                let (connection, waiting) = runtime.machine.lanes.handle_dial_started(attempt);
                 tracing::info!(%relay, connection, waiting,
                     "live coverage does not fit one connection; opening another");
                 self.dials.push(relay.clone(), attempt);
@@ -153,8 +153,8 @@ impl Actor {
             }
             return;
         };
-        let budget = runtime.ledger.as_ref().map(|l| l.budget());
-        let (connection, reason) = match (result, budget, runtime.session.is_some()) {
+        let budget = runtime.machine.ledger.as_ref().map(|l| l.budget());
+        let (connection, reason) = match (result, budget, runtime.machine.session.is_some()) {
             (Ok(connection), Some(budget), true) if connection.session.is_connected() => {
                 (Some((connection, budget)), String::new())
             }
@@ -172,7 +172,7 @@ impl Actor {
             budget: *budget,
             answers_auth: connection.session.authenticates(),
         });
-        match runtime.lanes.handle_dialled(now, attempt, opened) {
+        match runtime.machine.lanes.handle_dialled(now, attempt, opened) {
             Dialled::Opened { connection: number } => {
                 let Some((connection, _)) = connection else {
                     return;
@@ -209,24 +209,24 @@ impl Actor {
                 }
                 self.note_direct_member(&event);
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
-                    runtime.stats.events_received += 1;
+                    runtime.machine.stats.events_received += 1;
                 }
             }
             SessionEvent::Unsaved { id, error, .. } => {
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
-                    runtime.stats.unsaved_events += 1;
+                    runtime.machine.stats.unsaved_events += 1;
                 }
                 tracing::debug!(%relay, %id, %error, "a live event was not saved");
             }
             SessionEvent::Eose(subscription) => {
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
-                    runtime.lanes.handle_eose(key, &subscription);
+                    runtime.machine.lanes.handle_eose(key, &subscription);
                 }
             }
             SessionEvent::CloseSent(_) => {}
             SessionEvent::AuthChallenge => {
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
-                    runtime.lanes.handle_auth_challenge(key);
+                    runtime.machine.lanes.handle_auth_challenge(key);
                 }
             }
             SessionEvent::Authenticated => self.handle_lane_authenticated(key),
@@ -238,17 +238,18 @@ impl Actor {
                 let held = self
                     .runtimes
                     .get(relay)
-                    .is_some_and(|r| r.lanes.holds(key, &subscription_id));
+                    .is_some_and(|r| r.machine.lanes.holds(key, &subscription_id));
                 if !held {
                     return;
                 }
                 let refusal = classify(&message);
                 self.count_refusal(relay, &refusal, &message);
                 let parked = refusal.category == RefusalCategory::AuthRequired
-                    && self
-                        .runtimes
-                        .get_mut(relay)
-                        .is_some_and(|r| r.lanes.handle_auth_refusal(now, key, &subscription_id));
+                    && self.runtimes.get_mut(relay).is_some_and(|r| {
+                        r.machine
+                            .lanes
+                            .handle_auth_refusal(now, key, &subscription_id)
+                    });
                 if parked {
                     tracing::info!(%relay, "a live subscription of an extra connection needs NIP-42 authentication; it is sent again once the relay accepts ours");
                 } else if refusal_spares_connection(refusal.category) {
@@ -268,7 +269,7 @@ impl Actor {
                     self.runtimes
                         .get_mut(relay)
                         .map_or(AuthNotice::Unmatched, |r| {
-                            r.lanes.handle_auth_notice(now, key)
+                            r.machine.lanes.handle_auth_notice(now, key)
                         })
                 } else {
                     AuthNotice::Refused
@@ -305,14 +306,18 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let Some(group) = runtime.lanes.handle_refused_group(now, key, subscription) else {
+        let Some(group) = runtime
+            .machine
+            .lanes
+            .handle_refused_group(now, key, subscription)
+        else {
             return;
         };
         let filters: Vec<nostr::Filter> = group.iter().map(|f| f.filter.clone()).collect();
         let scope = RefusalScope::Coverage {
             filters: u32::try_from(filters.len()).unwrap_or(u32::MAX),
         };
-        match runtime.health.handle_refusal(now, refusal, scope) {
+        match runtime.machine.health.handle_refusal(now, refusal, scope) {
             RefusalAction::CoveragePaused { until } => {
                 self.pause_refused_coverage(relay, &filters, until, message);
                 let rest = self.without_refused(relay, group);
@@ -332,9 +337,9 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let resent = runtime.lanes.handle_authenticated(key);
+        let resent = runtime.machine.lanes.handle_authenticated(key);
         tracing::info!(%relay, resent, "an extra connection authenticated to the relay (NIP-42)");
-        runtime.stats.req_starts_live += resent as u64;
+        runtime.machine.stats.req_starts_live += resent as u64;
         if let Some(metrics) = &self.metrics {
             for _ in 0..resent {
                 metrics.record_req("live");
@@ -348,7 +353,7 @@ impl Actor {
         let expired = self
             .runtimes
             .get_mut(relay)
-            .map(|r| r.lanes.poll_auth_expired(now))
+            .map(|r| r.machine.lanes.poll_auth_expired(now))
             .unwrap_or_default();
         for key in expired {
             self.close_lane(&key, "no NIP-42 authentication in time");
@@ -362,7 +367,7 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let Some(closed) = runtime.lanes.close(key) else {
+        let Some(closed) = runtime.machine.lanes.close(key) else {
             return;
         };
         let filters = runtime.finish_lane(closed);
@@ -378,7 +383,7 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        for closed in runtime.lanes.close_all() {
+        for closed in runtime.machine.lanes.close_all() {
             runtime.finish_lane(closed);
         }
     }

@@ -11,13 +11,14 @@ use nostr::Timestamp;
 use rand::Rng;
 
 use super::Actor;
-use super::runtime::{Session, SessionState};
+use super::runtime::SessionState;
 use crate::dial::DialReport;
 use crate::error::TransportError;
+use crate::machine::relay::LiveRepair;
 use crate::machine::session_start::{
     SessionStart, daily_deadline, reconnect_since, session_budget,
 };
-use crate::machine::timers::{RelayTimer, SessionTimer};
+use crate::machine::timers::RelayTimer;
 use crate::negentropy::RoundStart;
 use crate::session::{Outbound, SessionKey, spawn_session};
 use crate::transport::{NipListing, RelayConnection, RelayInfo};
@@ -42,19 +43,22 @@ impl Actor {
             let Some(runtime) = self.runtimes.get_mut(&relay) else {
                 continue;
             };
-            runtime.health.handle_timeout(now);
-            if runtime.session.is_some() {
-                if runtime.health.poll_probe(now).is_some() {
+            runtime.machine.health.handle_timeout(now);
+            if runtime.machine.session.is_some() {
+                if runtime.machine.health.poll_probe(now).is_some() {
                     // A pause ended: re-derive the coverage it held back.
-                    runtime.timers.set(RelayTimer::CoverageRetry, now);
+                    runtime.machine.timers.set(RelayTimer::CoverageRetry, now);
                 }
                 continue;
             }
-            if dial_wanted && runtime.dialing.is_none() && runtime.health.can_dial(now) {
+            if dial_wanted
+                && runtime.machine.dialing.is_none()
+                && runtime.machine.health.can_dial(now)
+            {
                 self.next_attempt += 1;
                 let attempt = self.next_attempt;
                 if let Some(runtime) = self.runtimes.get_mut(&relay) {
-                    runtime.dialing = Some(attempt);
+                    runtime.machine.dialing = Some(attempt);
                 }
                 self.relays.register(&relay).mark_connecting();
                 self.dials.push(relay.clone(), attempt);
@@ -74,8 +78,8 @@ impl Actor {
             let now = self.now();
             if let Some(runtime) = self.runtimes.get_mut(relay) {
                 match opened {
-                    Some(batch) => runtime.refused.handle_probe_opened(batch, filter),
-                    None => runtime.refused.handle_probe_unopened(&filter, now),
+                    Some(batch) => runtime.machine.refused.handle_probe_opened(batch, filter),
+                    None => runtime.machine.refused.handle_probe_unopened(&filter, now),
                 }
             }
         }
@@ -87,10 +91,10 @@ impl Actor {
     pub(super) fn forget_pending(&mut self, relay: &RelayUrl) {
         self.pending.clear_relay(relay);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.catch_up.handle_pending_cleared();
-            runtime.descendants.handle_pending_cleared();
-            runtime.incomplete.handle_pending_cleared();
-            runtime.refused.handle_probes_lost();
+            runtime.machine.catch_up.handle_pending_cleared();
+            runtime.machine.descendants.handle_pending_cleared();
+            runtime.machine.incomplete.handle_pending_cleared();
+            runtime.machine.refused.handle_probes_lost();
         }
         self.forget_outbox_batches(relay);
     }
@@ -100,14 +104,15 @@ impl Actor {
         let Some(runtime) = self.runtimes.get(relay) else {
             return;
         };
-        if !runtime.health.may_retire() {
+        if !runtime.machine.health.may_retire() {
             return;
         }
         self.close_lanes(relay);
-        if let Some(runtime) = self.runtimes.remove(relay) {
-            if let Some(mut session) = runtime.session {
-                session.state.transmit.push(Outbound::Disconnect);
+        if let Some(mut runtime) = self.runtimes.remove(relay) {
+            if let Some(session) = runtime.machine.session.as_mut() {
+                session.transmit.push(Outbound::Disconnect);
             }
+            runtime.end_session(None);
         }
         self.forget_pending(relay);
         self.relays.remove(relay);
@@ -120,8 +125,8 @@ impl Actor {
         match report {
             DialReport::Started { relay, attempt } => {
                 if let Some(runtime) = self.runtimes.get_mut(&relay) {
-                    if runtime.dialing == Some(attempt) {
-                        runtime.health.handle_connect_started(now);
+                    if runtime.machine.dialing == Some(attempt) {
+                        runtime.machine.health.handle_connect_started(now);
                     }
                 }
             }
@@ -133,7 +138,7 @@ impl Actor {
                 if self
                     .runtimes
                     .get(&relay)
-                    .is_some_and(|r| r.lanes.owns_attempt(attempt))
+                    .is_some_and(|r| r.machine.lanes.owns_attempt(attempt))
                 {
                     let result = result
                         .map(|(connection, _)| connection)
@@ -144,7 +149,7 @@ impl Actor {
                 let current = self
                     .runtimes
                     .get(&relay)
-                    .is_some_and(|r| r.dialing == Some(attempt));
+                    .is_some_and(|r| r.machine.dialing == Some(attempt));
                 if !current {
                     if let Ok((connection, _)) = result {
                         connection.session_drop();
@@ -152,7 +157,7 @@ impl Actor {
                     return;
                 }
                 if let Some(runtime) = self.runtimes.get_mut(&relay) {
-                    runtime.dialing = None;
+                    runtime.machine.dialing = None;
                 }
                 match result {
                     Ok((connection, info)) if connection.session.is_connected() => {
@@ -181,8 +186,8 @@ impl Actor {
         let now = self.now();
         let unix = self.clock.unix_now();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.health.handle_connect_failed(now);
-            runtime.stats.last_error = Some(reason.clone());
+            runtime.machine.health.handle_connect_failed(now);
+            runtime.machine.stats.last_error = Some(reason.clone());
             if let Some(metrics) = &self.metrics {
                 metrics.record_attempt(false);
             }
@@ -207,8 +212,8 @@ impl Actor {
             connection.session_drop();
             return;
         };
-        runtime.health.handle_connected(now);
-        runtime.learned.new_session(now);
+        runtime.machine.health.handle_connected(now);
+        runtime.machine.learned.new_session(now);
         let nip77 = info.as_ref().map_or(NipListing::Unknown, |i| i.nip77);
         runtime.nip77.handle_session_started(now, nip77);
         if let RoundStart::Off(reason) = runtime.nip77.poll_round() {
@@ -220,18 +225,21 @@ impl Actor {
             .and_then(|i| i.max_filters)
             .and_then(|n| usize::try_from(n).ok())
         {
-            runtime.learned.handle_advertised_filter_limit(max_filters);
+            runtime
+                .machine
+                .learned
+                .handle_advertised_filter_limit(max_filters);
         }
         let budget = session_budget(
             info.as_ref().and_then(|i| i.max_subscriptions),
-            runtime.learned_slots,
+            runtime.machine.learned_slots,
         )
-        .with_learned(&runtime.learned);
-        match runtime.ledger.as_mut() {
+        .with_learned(&runtime.machine.learned);
+        match runtime.machine.ledger.as_mut() {
             Some(ledger) => {
                 ledger.handle_reconnect(now, budget);
             }
-            None => runtime.ledger = Some(SubscriptionLedger::new(now, budget)),
+            None => runtime.machine.ledger = Some(SubscriptionLedger::new(now, budget)),
         }
         let hints = PageHints {
             max_limit: info
@@ -251,13 +259,13 @@ impl Actor {
             self.session_tx.clone(),
         );
         let answers_auth = handle.session().authenticates();
-        runtime.session = Some(Session {
-            handle,
-            state: SessionState::new(now, RelayPageSession::new(hints), answers_auth),
-        });
-        runtime.stats.connections += 1;
-        runtime.timers.cancel(RelayTimer::CompletionCheck);
-        runtime.timers.cancel(RelayTimer::CoverageRetry);
+        let state = SessionState::new(
+            handle.key.clone(),
+            now,
+            RelayPageSession::new(hints),
+            answers_auth,
+        );
+        runtime.start_session(handle, state);
         if let Some(metrics) = &self.metrics {
             metrics.record_attempt(true);
         }
@@ -266,7 +274,7 @@ impl Actor {
         self.reset_catch_up(relay);
         self.close_lanes(relay);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.consolidation.handle_session_started();
+            runtime.machine.consolidation.handle_session_started();
         }
         self.fallbacks.handle_session_started(relay);
         self.recovery.handle_connected(relay);
@@ -277,7 +285,7 @@ impl Actor {
             SessionStart::Quick { since } => self.quick_reconnect(relay, since),
             SessionStart::Long => {
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
-                    runtime.stats.long_reconnects += 1;
+                    runtime.machine.stats.long_reconnects += 1;
                 }
                 if let Some(metrics) = &self.metrics {
                     metrics.record_reconnect("long");
@@ -297,22 +305,24 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
-        else {
+        let (Some(session), Some(ledger)) = (
+            runtime.machine.session.as_mut(),
+            runtime.machine.ledger.as_mut(),
+        ) else {
             return;
         };
-        session.state.live_queue.clear();
-        for (id, group) in std::mem::take(&mut session.state.live) {
+        session.live_queue.clear();
+        for (id, group) in std::mem::take(&mut session.live) {
             if group.was_sent() {
-                session.state.transmit.push(Outbound::Close(id));
+                session.transmit.push(Outbound::Close(id));
             }
         }
         let advertised = ledger.budget().slots();
         let budget = session_budget(
             Some(u32::try_from(advertised).unwrap_or(u32::MAX)),
-            runtime.learned_slots,
+            runtime.machine.learned_slots,
         )
-        .with_learned(&runtime.learned);
+        .with_learned(&runtime.machine.learned);
         ledger.handle_reconnect(now, budget);
         tracing::info!(%relay, budget = budget.slots(), "re-deriving coverage under a learned budget");
         // The members' descendant batches and live groups went with the rest: cover them anew.
@@ -361,7 +371,7 @@ impl Actor {
             .root_events
             .retain(|id| confirmed.root_events.contains(id));
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.stats.quick_reconnects += 1;
+            runtime.machine.stats.quick_reconnects += 1;
         }
         tracing::info!(%relay, since = since.as_secs(), "quick reconnect");
 
@@ -370,7 +380,7 @@ impl Actor {
         let filters = vec![announcement_filter(Window::since(l1_since)).filter];
         let batch = self.open_historic_batch(relay, PendingItems::default(), filters);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.announcements_batch = batch;
+            runtime.machine.announcements_batch = batch;
         }
         self.sync_items(relay, confirmed, Some(since), true);
         self.recompute(relay);
@@ -383,7 +393,10 @@ impl Actor {
         let now = self.now();
         let at = daily_deadline(now, |spread| self.rng.random_range(0..spread));
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.timers.set(RelayTimer::DailyReconciliation, at);
+            runtime
+                .machine
+                .timers
+                .set(RelayTimer::DailyReconciliation, at);
         }
     }
 
@@ -392,14 +405,14 @@ impl Actor {
         let connected = self
             .runtimes
             .get(relay)
-            .is_some_and(|r| r.session.is_some());
+            .is_some_and(|r| r.machine.session.is_some());
         self.arm_daily(relay);
         if !connected {
             return;
         }
         tracing::info!(%relay, "daily reconciliation");
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.stats.daily_reconciliations += 1;
+            runtime.machine.stats.daily_reconciliations += 1;
             runtime.nip77.handle_daily_reconciliation();
         }
         self.fresh_start(relay);
@@ -425,7 +438,7 @@ impl Actor {
         let filters = vec![announcement_filter(Window::since(None)).filter];
         let batch = self.open_reconciled_batch(relay, PendingItems::default(), filters);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.announcements_batch = batch;
+            runtime.machine.announcements_batch = batch;
         }
         self.recompute(relay);
         self.drive_queue(relay);
@@ -440,26 +453,14 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        if runtime
-            .session
-            .as_ref()
-            .is_none_or(|s| s.handle.key != *key)
-        {
+        if runtime.machine.session_of(key).is_none() {
             return;
         }
         self.close_lanes(relay);
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        runtime.neg_batches.clear();
-        runtime.end_session();
-        runtime.timers.cancel(RelayTimer::CompletionCheck);
-        runtime.announcements_batch = None;
-        runtime.health.handle_disconnected(now);
-        if let Some(ledger) = runtime.ledger.as_mut() {
-            ledger.handle_teardown(now);
-        }
-        runtime.stats.last_error = Some(reason.to_owned());
+        runtime.end_session(Some((now, reason)));
         self.recovery.handle_disconnected(relay);
         self.forget_pending(relay);
         self.relays.register(relay).mark_disconnected(unix);
@@ -478,78 +479,52 @@ impl Actor {
         let probes = self
             .runtimes
             .get_mut(relay)
-            .filter(|r| r.session.is_some())
-            .map(|r| r.refused.poll_probes(now))
+            .filter(|r| r.machine.session.is_some())
+            .map(|r| r.machine.refused.poll_probes(now))
             .unwrap_or_default();
         if !probes.is_empty() {
             self.probe_refused_coverage(relay, probes);
         }
-        if self
-            .runtimes
-            .get(relay)
-            .is_some_and(|r| r.timers.is_due(RelayTimer::DailyReconciliation, now))
-        {
+        if self.runtimes.get(relay).is_some_and(|r| {
+            r.machine
+                .timers
+                .is_due(RelayTimer::DailyReconciliation, now)
+        }) {
             self.daily_reconciliation(relay);
         }
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        if runtime.timers.is_due(RelayTimer::CoverageRetry, now) {
-            // Refused work parked for the session's AUTH waits for its outcome.
-            let parked = runtime
-                .session
-                .as_ref()
-                .and_then(|s| s.state.auth.poll_timeout());
-            let paused = runtime.health.sync_paused_until(now).max(parked);
-            match paused {
-                Some(until) if until > now => runtime.timers.set(RelayTimer::CoverageRetry, until),
-                _ => {
-                    runtime.timers.cancel(RelayTimer::CoverageRetry);
-                    self.retry_coverage(relay);
-                }
-            }
+        if runtime.machine.take_coverage_retry(now) {
+            self.retry_coverage(relay);
         }
         let live_repair = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
-            .and_then(|s| {
-                s.state
-                    .timers
-                    .take_due(SessionTimer::LiveRepair, now)
-                    .then(|| std::mem::take(&mut s.state.rebuild_pending))
-            });
+            .and_then(|r| r.machine.take_live_repair(now));
         match live_repair {
-            Some(true) => self.rebuild_live(relay),
-            Some(false) => self.repair_live(relay),
+            Some(LiveRepair::Rebuild) => self.rebuild_live(relay),
+            Some(LiveRepair::Repair) => self.repair_live(relay),
             None => {}
         }
-        // Level-triggered: whenever starts are queued and no gate asked to wait, try them. A
-        // start blocked on a slot is retried after every input, so no release can be missed.
         let drive = self
             .runtimes
             .get(relay)
-            .and_then(|r| r.session.as_ref())
-            .is_some_and(|s| {
-                (!s.state.queue.is_empty()
-                    || !s.state.neg_queue.is_empty()
-                    || !s.state.live_queue.is_empty())
-                    && !s.state.timers.is_waiting(SessionTimer::GateWait, now)
-            });
+            .is_some_and(|r| r.machine.wants_drive(now));
         if drive {
             self.drive_queue(relay);
         }
         let due = self
             .runtimes
             .get_mut(relay)
-            .is_some_and(|r| r.timers.take_due(RelayTimer::CompletionCheck, now));
+            .is_some_and(|r| r.machine.timers.take_due(RelayTimer::CompletionCheck, now));
         if due && !self.pending.has_pending(relay) {
             let unix = self.clock.unix_now();
             let state = self.relays.register(relay);
             let before = state.connection_status;
             state.complete_historic_sync(unix);
             if let Some(runtime) = self.runtimes.get_mut(relay) {
-                runtime.delivered.retire();
+                runtime.machine.delivered.retire();
             }
             let status = self.relays.register(relay).connection_status;
             if status == before {
@@ -571,9 +546,10 @@ impl Actor {
         self.run_queued_consolidation(relay);
         let at = self.now() + self.config.completion_recheck;
         if let Some(runtime) = self.runtimes.get_mut(relay)
-            && runtime.session.is_some()
+            && runtime.machine.session.is_some()
         {
             runtime
+                .machine
                 .timers
                 .set_unless_armed(RelayTimer::CompletionCheck, at);
         }

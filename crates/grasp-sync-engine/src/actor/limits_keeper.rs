@@ -88,8 +88,8 @@ impl Actor {
         else {
             return;
         };
-        runtime.learned = LearnedLimits::remembered(record.ledger_limits());
-        runtime.learned_slots = record.subscription_slots;
+        runtime.machine.learned = LearnedLimits::remembered(record.ledger_limits());
+        runtime.machine.learned_slots = record.subscription_slots;
         tracing::info!(%relay, slots = ?record.subscription_slots,
             filter_ceiling = ?record.filter_ceiling, byte_cap = ?record.retained_byte_cap,
             "restored the limits this relay taught an earlier run");
@@ -104,8 +104,8 @@ impl Actor {
         for (relay, runtime) in &self.runtimes {
             keeper.remembered.observe(
                 relay,
-                runtime.learned_slots,
-                runtime.learned.to_remember(),
+                runtime.machine.learned_slots,
+                runtime.machine.learned.to_remember(),
                 unix,
             );
         }

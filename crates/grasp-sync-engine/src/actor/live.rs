@@ -56,7 +56,7 @@ impl Actor {
         let Some(runtime) = self.runtimes.get(relay) else {
             return incoming;
         };
-        if runtime.refused.is_empty() {
+        if runtime.machine.refused.is_empty() {
             return incoming;
         }
         incoming
@@ -64,6 +64,7 @@ impl Actor {
             .flat_map(|f| {
                 let tier = f.tier;
                 runtime
+                    .machine
                     .refused
                     .live(vec![f.filter])
                     .into_iter()
@@ -94,11 +95,13 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return PlanOutcome::Deferred;
         };
-        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
-        else {
+        let (Some(session), Some(ledger)) = (
+            runtime.machine.session.as_mut(),
+            runtime.machine.ledger.as_mut(),
+        ) else {
             return PlanOutcome::Deferred;
         };
-        if session.state.defer_for_cooldown(now) {
+        if session.defer_for_cooldown(now) {
             tracing::debug!(%relay, "live planning waits for the query-rate cooldown");
             return PlanOutcome::Deferred;
         }
@@ -107,7 +110,7 @@ impl Actor {
         let released = plan
             .close
             .iter()
-            .filter(|id| session.state.live.contains_key(*id))
+            .filter(|id| session.live.contains_key(*id))
             .count();
         if !plan.open.is_empty()
             && let Err(error) = ledger.check_live_admission(released, plan.open.len())
@@ -116,7 +119,7 @@ impl Actor {
             return PlanOutcome::RolledBack;
         }
         for id in &plan.close {
-            session.state.close_live(ledger, id, now);
+            session.close_live(ledger, id, now);
         }
         let admitted: Vec<(SubscriptionId, FilterGroup)> = ids.into_iter().zip(plan.open).collect();
         let mut outcome = PlanOutcome::Applied;
@@ -145,8 +148,8 @@ impl Actor {
         };
         if let Some((groups, permits)) = admitted {
             for ((id, group), permit) in groups.into_iter().zip(permits) {
-                session.state.live_queue.push_back(id.clone());
-                session.state.live.insert(
+                session.live_queue.push_back(id.clone());
+                session.live.insert(
                     id,
                     LiveGroup {
                         group,
@@ -156,8 +159,14 @@ impl Actor {
                 );
             }
         }
-        session.drive_live(now, relay, &mut runtime.stats, self.metrics.as_ref());
-        runtime.note_peak();
+        super::runtime::drive_live(
+            session,
+            now,
+            relay,
+            &mut runtime.machine.stats,
+            self.metrics.as_ref(),
+        );
+        runtime.machine.note_peak();
         outcome
     }
 
@@ -169,10 +178,14 @@ impl Actor {
         incoming: Vec<TieredFilter>,
     ) -> Option<(LivePlan, Vec<TieredFilter>)> {
         let runtime = self.runtimes.get(relay)?;
-        let session = runtime.session.as_ref()?;
-        let ledger = runtime.ledger.as_ref()?;
-        let held = held_groups(&session.state.live);
-        let budget = LiveBudget::new(&ledger.budget(), &runtime.learned, PackLimits::default());
+        let session = runtime.machine.session.as_ref()?;
+        let ledger = runtime.machine.ledger.as_ref()?;
+        let held = held_groups(&session.live);
+        let budget = LiveBudget::new(
+            &ledger.budget(),
+            &runtime.machine.learned,
+            PackLimits::default(),
+        );
         plan_with_overflow(relay, &held, incoming, &budget)
     }
 }
@@ -283,15 +296,17 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
-        else {
+        let (Some(session), Some(ledger)) = (
+            runtime.machine.session.as_mut(),
+            runtime.machine.ledger.as_mut(),
+        ) else {
             return;
         };
-        let closed = session.state.close_auxiliary(ledger, now);
-        if closed > 0 || !runtime.descendants.is_constrained() {
+        let closed = session.close_auxiliary(ledger, now);
+        if closed > 0 || !runtime.machine.descendants.is_constrained() {
             tracing::debug!(%relay, closed, "descendant coverage moves to paced history");
         }
-        runtime.descendants.set_constrained();
+        runtime.machine.descendants.set_constrained();
     }
 
     /// Consolidation is due when core live groups exceed the irreducible baseline of the
@@ -302,12 +317,13 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let Some(session) = runtime.session.as_ref() else {
+        let Some(session) = runtime.machine.session.as_ref() else {
             return;
         };
         runtime
+            .machine
             .consolidation
-            .handle_live_changed(session.state.core_live(), margin);
+            .handle_live_changed(session.core_live(), margin);
     }
 
     /// Groups the complete live set needs when packed from scratch.
@@ -326,8 +342,12 @@ impl Actor {
         incoming: Vec<TieredFilter>,
     ) -> Option<(LivePlan, Vec<TieredFilter>)> {
         let runtime = self.runtimes.get(relay)?;
-        let ledger = runtime.ledger.as_ref()?;
-        let budget = LiveBudget::new(&ledger.budget(), &runtime.learned, PackLimits::default());
+        let ledger = runtime.machine.ledger.as_ref()?;
+        let budget = LiveBudget::new(
+            &ledger.budget(),
+            &runtime.machine.learned,
+            PackLimits::default(),
+        );
         plan_with_overflow(relay, &[], incoming, &budget)
     }
 
@@ -338,15 +358,15 @@ impl Actor {
         let due = self
             .runtimes
             .get_mut(relay)
-            .is_some_and(|r| r.consolidation.take_due(pending));
+            .is_some_and(|r| r.machine.consolidation.take_due(pending));
         if !due {
             return;
         }
         let core = self
             .runtimes
             .get(relay)
-            .and_then(|r| r.session.as_ref())
-            .map_or(0, |s| s.state.core_live());
+            .and_then(|r| r.machine.session.as_ref())
+            .map_or(0, |s| s.core_live());
         let Some(baseline) = self.live_baseline(relay) else {
             return;
         };
@@ -361,7 +381,7 @@ impl Actor {
     /// diff adds whatever is new.
     fn consolidate(&mut self, relay: &RelayUrl) {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.stats.consolidations += 1;
+            runtime.machine.stats.consolidations += 1;
         }
         self.forget_pending(relay);
         self.rebuild_live(relay);
@@ -378,10 +398,10 @@ impl Actor {
         let deferred = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
+            .and_then(|r| r.machine.session.as_mut())
             .is_some_and(|s| {
-                let deferred = s.state.defer_for_cooldown(now);
-                s.state.rebuild_pending |= deferred;
+                let deferred = s.defer_for_cooldown(now);
+                s.rebuild_pending |= deferred;
                 deferred
             });
         if deferred {
@@ -398,17 +418,17 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let Some(session) = runtime.session.as_ref() else {
+        let Some(session) = runtime.machine.session.as_ref() else {
             return;
         };
-        let held = held_groups(&session.state.live);
+        let held = held_groups(&session.live);
         plan.close = held.iter().map(|h| h.subscription_id.clone()).collect();
         plan.rollback.reopen = held;
         let catch_up = catch_up_filters(&plan);
         match self.apply_live_plan(relay, plan) {
             PlanOutcome::Applied => {
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
-                    runtime.catch_up.clear_filters();
+                    runtime.machine.catch_up.clear_filters();
                 }
                 self.hand_to_catch_up(relay, catch_up);
                 // The live set was packed from scratch: the extra connections hold what the
@@ -427,11 +447,10 @@ impl Actor {
                 if let Some(session) = self
                     .runtimes
                     .get_mut(relay)
-                    .and_then(|r| r.session.as_mut())
+                    .and_then(|r| r.machine.session.as_mut())
                 {
-                    session.state.rebuild_pending = true;
+                    session.rebuild_pending = true;
                     session
-                        .state
                         .timers
                         .set_earliest(SessionTimer::LiveRepair, now + REBUILD_RETRY);
                 }

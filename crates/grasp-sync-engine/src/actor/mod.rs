@@ -274,9 +274,7 @@ impl Actor {
     /// Hands every connection what this step queued for it, in the order decided.
     fn perform_transmits(&mut self) {
         for runtime in self.runtimes.values_mut() {
-            if let Some(session) = runtime.session.as_mut() {
-                session.handle.perform(&mut session.state.transmit);
-            }
+            runtime.perform_transmits();
             runtime.perform_lane_transmits();
         }
     }
@@ -344,26 +342,7 @@ impl Actor {
             .min(self.next_tick_at)
             .min(self.next_recovery_at);
         for runtime in self.runtimes.values() {
-            for deadline in [
-                runtime.timers.poll_timeout(),
-                runtime
-                    .session
-                    .as_ref()
-                    .and_then(|s| s.state.timers.poll_timeout()),
-                runtime
-                    .session
-                    .as_ref()
-                    .and_then(|s| s.state.auth.poll_timeout()),
-                runtime.lanes.poll_timeout(),
-                runtime.ledger.as_ref().and_then(|l| l.poll_timeout()),
-                runtime
-                    .session
-                    .as_ref()
-                    .and_then(|_| runtime.refused.poll_timeout()),
-            ]
-            .into_iter()
-            .flatten()
-            {
+            if let Some(deadline) = runtime.machine.poll_timeout() {
                 earliest = earliest.min(deadline);
             }
         }
@@ -380,28 +359,22 @@ impl Actor {
             self.close_lanes(relay);
         }
         for runtime in self.runtimes.values_mut() {
-            if let Some(mut session) = runtime.session.take() {
+            if let Some(session) = runtime.machine.session.as_mut() {
                 let sent_live = session
-                    .state
                     .live
                     .iter()
                     .filter(|(_, g)| g.was_sent())
                     .map(|(id, _)| id);
                 let open: Vec<nostr::SubscriptionId> = sent_live
-                    .chain(session.state.transients.keys())
+                    .chain(session.transients.keys())
                     .cloned()
                     .collect();
                 for id in open {
-                    session
-                        .state
-                        .transmit
-                        .push(crate::session::Outbound::Close(id));
+                    session.transmit.push(crate::session::Outbound::Close(id));
                 }
-                session
-                    .state
-                    .transmit
-                    .push(crate::session::Outbound::Disconnect);
+                session.transmit.push(crate::session::Outbound::Disconnect);
             }
+            runtime.end_session(None);
         }
         self.ingestor.drain(self.config.ingest_in_flight).await;
         self.flush_learned().await;

@@ -95,9 +95,10 @@ impl Actor {
         let allowed = self.fallbacks.nip77_enabled(relay)
             && self.runtimes.get(relay).is_some_and(|r| {
                 r.nip77.allows_rounds()
-                    && r.session
+                    && r.machine
+                        .session
                         .as_ref()
-                        .is_some_and(|s| s.state.reactive.nip77_allowed())
+                        .is_some_and(|s| s.reactive.nip77_allowed())
             });
         if !allowed || filters.is_empty() {
             return None;
@@ -124,10 +125,10 @@ impl Actor {
         }
         let check = self.config.first_sync_by_req;
         let runtime = self.runtimes.get_mut(relay)?;
-        let session = runtime.session.as_mut()?;
+        let session = runtime.machine.session.as_mut()?;
         if check {
             self.jobs.push(
-                session.handle.key.clone(),
+                session.key.clone(),
                 Job::ReadHeld {
                     batch,
                     filters: filters.clone(),
@@ -135,8 +136,9 @@ impl Actor {
                 },
             );
         }
-        session.state.neg_queue.extend(rounds);
+        session.neg_queue.extend(rounds);
         runtime
+            .machine
             .neg_batches
             .insert(batch, NegBatch::rounds(filters, check, max_held));
         self.prepare_rounds(relay);
@@ -148,7 +150,7 @@ impl Actor {
         if let Some(session) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
+            .and_then(|r| r.machine.session.as_mut())
         {
             prepare_ahead(session, &mut self.jobs);
         }
@@ -170,24 +172,22 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let paused_until = runtime.health.sync_paused_until(now);
+        let paused_until = runtime.machine.health.sync_paused_until(now);
         let nip77 = &mut runtime.nip77;
-        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
-        else {
+        let (Some(session), Some(ledger)) = (
+            runtime.machine.session.as_mut(),
+            runtime.machine.ledger.as_mut(),
+        ) else {
             return;
         };
-        while let Some(front) = session.state.neg_queue.front() {
+        while let Some(front) = session.neg_queue.front() {
             let limits = match nip77.poll_round() {
                 RoundStart::Normal => RoundLimits::NORMAL,
                 RoundStart::Probe => RoundLimits::PROBE,
                 RoundStart::AfterProbe => break, // the probe's report wakes the actor
                 RoundStart::Off(reason) => {
-                    let batches: BTreeSet<BatchId> = session
-                        .state
-                        .neg_queue
-                        .iter()
-                        .map(|round| round.batch)
-                        .collect();
+                    let batches: BTreeSet<BatchId> =
+                        session.neg_queue.iter().map(|round| round.batch).collect();
                     tracing::info!(%relay, reason = reason.label(), batches = batches.len(),
                         "relay does not speak NIP-77; queued rounds fall back to REQ+EOSE");
                     let relay = relay.clone();
@@ -200,6 +200,7 @@ impl Actor {
             };
             if !matches!(front.have, Preparation::Read(_))
                 || runtime
+                    .machine
                     .neg_batches
                     .get(&front.batch)
                     .is_some_and(|neg| neg.checking_held)
@@ -214,10 +215,7 @@ impl Actor {
             };
             match admission::wait_for_room(now, paused_until, room) {
                 Some(StartAdmission::WaitUntil(until)) => {
-                    session
-                        .state
-                        .timers
-                        .set_earliest(SessionTimer::GateWait, until);
+                    session.timers.set_earliest(SessionTimer::GateWait, until);
                     break;
                 }
                 Some(_) => break, // a release wakes the queue
@@ -230,15 +228,11 @@ impl Actor {
                 break;
             }
             let kind = StartKind::NegentropyRound;
-            let (background, reactive) =
-                (&mut session.state.background, &mut session.state.reactive);
+            let (background, reactive) = (&mut session.background, &mut session.reactive);
             match admission::pass_gates(now, kind, background, reactive) {
                 StartAdmission::Ready => {}
                 StartAdmission::WaitUntil(at) => {
-                    session
-                        .state
-                        .timers
-                        .set_earliest(SessionTimer::GateWait, at);
+                    session.timers.set_earliest(SessionTimer::GateWait, at);
                     break;
                 }
                 StartAdmission::WaitForRelease => break,
@@ -257,7 +251,7 @@ impl Actor {
                 batch,
                 filter,
                 have,
-            }) = session.state.neg_queue.pop_front()
+            }) = session.neg_queue.pop_front()
             else {
                 break;
             };
@@ -265,7 +259,7 @@ impl Actor {
                 Preparation::Read(have) => have,
                 // The head was checked to be read above; nothing in between changes it.
                 unread => {
-                    session.state.neg_queue.push_front(NegRound {
+                    session.neg_queue.push_front(NegRound {
                         subscription_id,
                         batch,
                         filter,
@@ -283,7 +277,7 @@ impl Actor {
                 Ok(permit) => permit,
                 Err(error) => {
                     tracing::warn!(%relay, %error, "negentropy round could not take a permit");
-                    session.state.neg_queue.push_front(NegRound {
+                    session.neg_queue.push_front(NegRound {
                         subscription_id,
                         batch,
                         filter,
@@ -306,7 +300,7 @@ impl Actor {
             let taken = self.history_slots.try_take();
             debug_assert!(taken, "the slot was free above");
             self.jobs.push(
-                session.handle.key.clone(),
+                session.key.clone(),
                 Job::RunRound {
                     subscription_id: subscription_id.clone(),
                     filter,
@@ -314,19 +308,14 @@ impl Actor {
                     probe: limits.probe,
                 },
             );
-            if session.state.auth.state() != crate::machine::session_auth::AuthState::Authenticated
-            {
-                session
-                    .state
-                    .rounds_before_auth
-                    .insert(subscription_id.clone());
+            if session.auth.state() != crate::machine::session_auth::AuthState::Authenticated {
+                session.rounds_before_auth.insert(subscription_id.clone());
             }
             session
-                .state
                 .neg_in_flight
                 .insert(subscription_id, (batch, permit));
         }
-        runtime.note_peak();
+        runtime.machine.note_peak();
     }
 
     /// A background job finished.
@@ -390,28 +379,28 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(&relay) else {
             return;
         };
-        let Some(session) = runtime.session.as_mut().filter(|s| s.handle.key == *key) else {
+        let Some(session) = runtime.machine.session.as_mut().filter(|s| s.key == *key) else {
             return;
         };
-        let Some(neg) = runtime.neg_batches.get_mut(&batch) else {
+        let Some(neg) = runtime.machine.neg_batches.get_mut(&batch) else {
             return;
         };
         let facts = RelayFacts {
             several_per_req,
             reconciling,
         };
-        let route = neg.handle_held(held.as_deref().ok(), facts, &runtime.delivered);
+        let route = neg.handle_held(held.as_deref().ok(), facts, &runtime.machine.delivered);
         let first_sync = route == HistoryRoute::ReqEose;
         if !first_sync {
             tracing::debug!(%relay, %batch, filters = neg.filters.len(), reconciling, several_per_req,
                 held = held.as_ref().map(|ids| ids.len()).unwrap_or_default(),
-                delivered_here = held.as_ref().is_ok_and(|ids| !runtime.delivered.delivered_none_of(ids)),
+                delivered_here = held.as_ref().is_ok_and(|ids| !runtime.machine.delivered.delivered_none_of(ids)),
                 "the batch is reconciled by NIP-77");
             self.drive_queue(&relay);
             return;
         }
         let mut dropped = Vec::new();
-        session.state.neg_queue.retain(|round| {
+        session.neg_queue.retain(|round| {
             if round.batch == batch {
                 dropped.push(round.subscription_id.clone());
                 false
@@ -441,15 +430,11 @@ impl Actor {
         let Some(session) = self
             .runtimes
             .get_mut(&relay)
-            .and_then(|r| r.session.as_mut())
+            .and_then(|r| r.machine.session_of_mut(key))
         else {
             return;
         };
-        if session.handle.key != *key {
-            return;
-        }
         let Some(index) = session
-            .state
             .neg_queue
             .iter()
             .position(|round| round.subscription_id == *subscription_id)
@@ -458,7 +443,7 @@ impl Actor {
         };
         match have {
             Ok(items) => {
-                if let Some(round) = session.state.neg_queue.get_mut(index) {
+                if let Some(round) = session.neg_queue.get_mut(index) {
                     if matches!(round.have, Preparation::Reading) {
                         round.have = Preparation::Read(items);
                     }
@@ -466,7 +451,7 @@ impl Actor {
                 self.drive_queue(&relay);
             }
             Err(error) => {
-                let Some(round) = session.state.neg_queue.remove(index) else {
+                let Some(round) = session.neg_queue.remove(index) else {
                     return;
                 };
                 let error = NegentropyError::Protocol(format!("store: {error}"));
@@ -488,11 +473,13 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(&relay) else {
             return;
         };
-        let (Some(session), Some(ledger)) = (runtime.session.as_mut(), runtime.ledger.as_mut())
-        else {
+        let (Some(session), Some(ledger)) = (
+            runtime.machine.session.as_mut(),
+            runtime.machine.ledger.as_mut(),
+        ) else {
             return;
         };
-        if session.handle.key != *key {
+        if session.key != *key {
             return; // the session it belonged to is gone, and its permit with it
         }
         // What the round says about the relay counts even when its batch was abandoned since
@@ -500,8 +487,8 @@ impl Actor {
         runtime
             .nip77
             .handle_round_ended(now, subscription_id, &result);
-        let before_auth = session.state.rounds_before_auth.remove(subscription_id);
-        let Some((batch, permit)) = session.state.neg_in_flight.remove(subscription_id) else {
+        let before_auth = session.rounds_before_auth.remove(subscription_id);
+        let Some((batch, permit)) = session.neg_in_flight.remove(subscription_id) else {
             return;
         };
         let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
@@ -530,7 +517,7 @@ impl Actor {
         match result {
             Ok(missing) => {
                 self.fallbacks.handle_round_completed();
-                if let Some(neg) = runtime.neg_batches.get_mut(&batch) {
+                if let Some(neg) = runtime.machine.neg_batches.get_mut(&batch) {
                     neg.handle_round_diff(missing);
                 }
             }
@@ -544,7 +531,7 @@ impl Actor {
                         tracing::warn!(%relay, %error, "negentropy unavailable; falling back to REQ+EOSE");
                     }
                 }
-                if let Some(neg) = runtime.neg_batches.get_mut(&batch) {
+                if let Some(neg) = runtime.machine.neg_batches.get_mut(&batch) {
                     neg.handle_round_failed();
                 }
             }
@@ -566,7 +553,7 @@ impl Actor {
         let Some(neg) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.neg_batches.get_mut(&batch))
+            .and_then(|r| r.machine.neg_batches.get_mut(&batch))
         else {
             return;
         };
@@ -577,7 +564,7 @@ impl Actor {
             RoundsDone::FallBack => self.fall_back_to_req(relay, batch, FilterCeiling::Learned),
             RoundsDone::Confirm => {
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
-                    runtime.neg_batches.remove(&batch);
+                    runtime.machine.neg_batches.remove(&batch);
                 }
                 self.confirm(relay, batch);
             }
@@ -596,7 +583,7 @@ impl Actor {
         if let Some(neg) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.neg_batches.get_mut(&batch))
+            .and_then(|r| r.machine.neg_batches.get_mut(&batch))
         {
             neg.handle_exact_delivery(id);
         }
@@ -608,7 +595,7 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let Some(neg) = runtime.neg_batches.remove(&batch) else {
+        let Some(neg) = runtime.machine.neg_batches.remove(&batch) else {
             self.confirm(relay, batch);
             return;
         };
@@ -638,13 +625,13 @@ impl Actor {
             } => {
                 tracing::info!(%relay, advertised, delivered,
                     "relay advertises events it does not serve by id; semantic fallback");
-                runtime.neg_batches.insert(batch, next);
+                runtime.machine.neg_batches.insert(batch, next);
                 self.fall_back_to_req(relay, batch, FilterCeiling::Learned);
             }
             Drained::Retry { next, ids } => {
                 // The retry is a pass of its own over the residual: no progress in it fails
                 // the batch.
-                runtime.neg_batches.insert(batch, next);
+                runtime.machine.neg_batches.insert(batch, next);
                 self.queue_exact_fetch(relay, batch, &ids, PermitClass::Retry, StartKind::Retry);
                 self.drive_queue(relay);
             }
@@ -669,7 +656,7 @@ impl Actor {
         if let Some(neg) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.neg_batches.get_mut(&batch))
+            .and_then(|r| r.machine.neg_batches.get_mut(&batch))
         {
             neg.handle_round_refused();
         }
@@ -686,7 +673,7 @@ impl Actor {
         let Some(neg) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.neg_batches.remove(&batch))
+            .and_then(|r| r.machine.neg_batches.remove(&batch))
         else {
             return;
         };
@@ -718,9 +705,9 @@ impl Actor {
         if let Some(session) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
+            .and_then(|r| r.machine.session.as_mut())
         {
-            session.state.neg_queue.retain(|round| {
+            session.neg_queue.retain(|round| {
                 if round.batch == batch {
                     dropped.push(round.subscription_id.clone());
                     false
@@ -732,7 +719,7 @@ impl Actor {
         if let Some(neg) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.neg_batches.get_mut(&batch))
+            .and_then(|r| r.machine.neg_batches.get_mut(&batch))
         {
             neg.handle_round_failed();
         }
@@ -766,8 +753,8 @@ impl Actor {
         let Some(pages) = self
             .runtimes
             .get(relay)
-            .and_then(|r| r.session.as_ref())
-            .map(|s| s.state.pages.clone())
+            .and_then(|r| r.machine.session.as_ref())
+            .map(|s| s.pages.clone())
         else {
             return;
         };
@@ -793,9 +780,9 @@ impl Actor {
         if let Some(session) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
+            .and_then(|r| r.machine.session.as_mut())
         {
-            session.state.queue.extend(queued);
+            session.queue.extend(queued);
         }
     }
 
@@ -807,7 +794,7 @@ impl Actor {
             let connected = self
                 .runtimes
                 .get(&relay)
-                .is_some_and(|r| r.session.is_some());
+                .is_some_and(|r| r.machine.session.is_some());
             if !connected || ids.is_empty() {
                 continue; // the store reports them again later
             }
@@ -828,7 +815,7 @@ impl Actor {
             let connected = self
                 .runtimes
                 .get(&relay)
-                .is_some_and(|r| r.session.is_some());
+                .is_some_and(|r| r.machine.session.is_some());
             if !connected {
                 self.recovery.handle_attempt_result(&relay, Vec::new(), now);
                 continue;
@@ -837,7 +824,7 @@ impl Actor {
                 self.pending
                     .open_batch(&relay, PendingItems::default(), SyncMethod::ReqEose);
             if let Some(runtime) = self.runtimes.get_mut(&relay) {
-                runtime.neg_batches.insert(
+                runtime.machine.neg_batches.insert(
                     batch,
                     NegBatch::recovery(attempt.ids.iter().copied().collect()),
                 );
@@ -875,13 +862,14 @@ impl Actor {
     pub(super) fn abandon_negentropy(&mut self, relay: &RelayUrl) {
         let now = self.now();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.neg_batches.clear();
-            if let (Some(session), Some(ledger)) =
-                (runtime.session.as_mut(), runtime.ledger.as_mut())
-            {
-                session.state.neg_queue.clear();
-                session.state.rounds_before_auth.clear();
-                for (_, (_, permit)) in std::mem::take(&mut session.state.neg_in_flight) {
+            runtime.machine.neg_batches.clear();
+            if let (Some(session), Some(ledger)) = (
+                runtime.machine.session.as_mut(),
+                runtime.machine.ledger.as_mut(),
+            ) {
+                session.neg_queue.clear();
+                session.rounds_before_auth.clear();
+                for (_, (_, permit)) in std::mem::take(&mut session.neg_in_flight) {
                     let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
                 }
             }
@@ -891,9 +879,9 @@ impl Actor {
     /// Forgets the negentropy state of a failed batch.
     pub(super) fn forget_negentropy_batch(&mut self, relay: &RelayUrl, batch: BatchId) {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.neg_batches.remove(&batch);
-            if let Some(session) = runtime.session.as_mut() {
-                session.state.neg_queue.retain(|round| round.batch != batch);
+            runtime.machine.neg_batches.remove(&batch);
+            if let Some(session) = runtime.machine.session.as_mut() {
+                session.neg_queue.retain(|round| round.batch != batch);
             }
         }
     }
@@ -901,8 +889,8 @@ impl Actor {
 
 /// Asks for the store reads of the first [`PREPARED_AHEAD`] queued rounds that have none yet.
 fn prepare_ahead(session: &mut Session, jobs: &mut Jobs) {
-    let key = &session.handle.key;
-    for round in session.state.neg_queue.iter_mut().take(PREPARED_AHEAD) {
+    let key = &session.key;
+    for round in session.neg_queue.iter_mut().take(PREPARED_AHEAD) {
         if matches!(round.have, Preparation::Unread) {
             round.have = Preparation::Reading;
             jobs.push(
@@ -925,9 +913,7 @@ impl Actor {
             let Some(handle) = self
                 .runtimes
                 .get(&key.relay)
-                .and_then(|r| r.session.as_ref())
-                .map(|s| &s.handle)
-                .filter(|handle| handle.key == key)
+                .and_then(|r| r.connection_of(&key))
             else {
                 if matches!(job, Job::RunRound { .. }) {
                     self.history_slots.release();

@@ -167,7 +167,7 @@ impl Actor {
         let relays: Vec<RelayUrl> = self
             .runtimes
             .iter()
-            .filter(|(url, r)| r.session.is_some() && self.outbox.mailboxes.contains(url))
+            .filter(|(url, r)| r.machine.session.is_some() && self.outbox.mailboxes.contains(url))
             .map(|(url, _)| url.clone())
             .collect();
         for relay in relays {
@@ -187,7 +187,7 @@ impl Actor {
         self.runtimes.get(relay).is_some_and(|runtime| {
             discovery_dial_due(
                 relay,
-                &runtime.health,
+                &runtime.machine.health,
                 &self.outbox.mailboxes,
                 &self.outbox.lists,
                 self.outbox.index_relays.contains(relay),
@@ -209,7 +209,7 @@ impl Actor {
         let idle = self
             .runtimes
             .get(relay)
-            .is_some_and(|r| r.session.is_some() && r.dialing.is_none())
+            .is_some_and(|r| r.machine.session.is_some() && r.machine.dialing.is_none())
             && !self.pending.has_pending(relay)
             && !self.outbox.batches.keys().any(|(url, _)| url == relay)
             && !self.outbox_dial_due(relay, now);
@@ -228,20 +228,17 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let Some(session) = runtime.session.as_mut() else {
+        let Some(session) = runtime.machine.session.as_mut() else {
             return;
         };
-        let key = session.handle.key.clone();
-        session
-            .state
-            .transmit
-            .push(crate::session::Outbound::Disconnect);
-        runtime.health.handle_closed_idle(now);
-        let last_error = runtime.stats.last_error.clone();
+        let key = session.key.clone();
+        session.transmit.push(crate::session::Outbound::Disconnect);
+        runtime.machine.health.handle_closed_idle(now);
+        let last_error = runtime.machine.stats.last_error.clone();
         tracing::info!(%relay, "closing a participant-discovery connection until its next probe or due author");
         self.handle_session_ended(&key, "closed until the next participant discovery");
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.stats.last_error = last_error;
+            runtime.machine.stats.last_error = last_error;
         }
     }
 
@@ -325,10 +322,10 @@ impl Actor {
             return;
         };
         if success {
-            runtime.health.handle_success(discovery, now);
+            runtime.machine.health.handle_success(discovery, now);
             return;
         }
-        let until = match runtime.health.handle_failure(pause, now) {
+        let until = match runtime.machine.health.handle_failure(pause, now) {
             RefusalAction::Paused { until, .. } | RefusalAction::AlreadyPaused { until, .. } => {
                 Some(until)
             }
@@ -429,6 +426,7 @@ impl Actor {
             // Its mailbox backoff goes with it; an unwanted relay is retired on the next tick.
             if let Some(runtime) = self.runtimes.get_mut(&relay) {
                 runtime
+                    .machine
                     .health
                     .handle_discovery_retired(DiscoveryKind::Mailbox);
             }
@@ -444,6 +442,7 @@ impl Actor {
         for relay in self.outbox.identity_scope.handle_scope(scope) {
             if let Some(runtime) = self.runtimes.get_mut(&relay) {
                 runtime
+                    .machine
                     .health
                     .handle_discovery_retired(DiscoveryKind::Identity);
             }
@@ -513,8 +512,8 @@ impl Actor {
             .filter(|relay| {
                 self.runtimes.get(relay).is_some_and(|r| {
                     identity_source_admits(
-                        &r.health,
-                        r.session.is_some(),
+                        &r.machine.health,
+                        r.machine.session.is_some(),
                         !self.pending.has_pending(relay),
                         now,
                     )
@@ -546,10 +545,10 @@ impl Actor {
             return;
         };
         // Participant discovery yields to repository history.
-        if runtime.session.is_none() || self.pending.has_pending(relay) {
+        if runtime.machine.session.is_none() || self.pending.has_pending(relay) {
             return;
         }
-        let pause = runtime.health.paused_until(PauseKind::Mailbox, now);
+        let pause = runtime.machine.health.paused_until(PauseKind::Mailbox, now);
         let Some(chunk) = self.outbox.mailboxes.poll_probe(relay, now, unix, pause) else {
             return;
         };
@@ -599,7 +598,7 @@ impl Actor {
         let paused = |kind: PauseKind| {
             self.runtimes
                 .values()
-                .filter(|r| r.health.is_paused(kind, now))
+                .filter(|r| r.machine.health.is_paused(kind, now))
                 .count()
         };
         let stats = self.outbox.stats;

@@ -21,7 +21,7 @@ impl Actor {
         if self
             .runtimes
             .get(&relay)
-            .is_some_and(|r| r.lanes.owns_session(&key))
+            .is_some_and(|r| r.machine.lanes.owns_session(&key))
         {
             self.handle_lane_event(&key, event);
             return;
@@ -29,8 +29,7 @@ impl Actor {
         let current = self
             .runtimes
             .get(&relay)
-            .and_then(|r| r.session.as_ref())
-            .is_some_and(|s| s.handle.key == key);
+            .is_some_and(|r| r.machine.session_of(&key).is_some());
         if !current {
             return; // a retired session: nothing it says matters now
         }
@@ -40,9 +39,9 @@ impl Actor {
             event.subscription_id(),
             self.runtimes
                 .get_mut(&relay)
-                .and_then(|r| r.session.as_mut()),
+                .and_then(|r| r.machine.session.as_mut()),
         ) {
-            (Some(id), Some(session)) => session.state.handle_answer(id),
+            (Some(id), Some(session)) => session.handle_answer(id),
             _ => None,
         };
         match event {
@@ -57,22 +56,23 @@ impl Actor {
                 let exact_batch = self
                     .runtimes
                     .get(&relay)
-                    .and_then(|r| r.session.as_ref())
-                    .and_then(|s| s.state.transients.get(&subscription_id))
+                    .and_then(|r| r.machine.session.as_ref())
+                    .and_then(|s| s.transients.get(&subscription_id))
                     .filter(|t| t.exact)
                     .map(|t| t.batch);
                 if let Some(batch) = exact_batch {
                     self.handle_exact_delivery(&relay, batch, event.id);
                 }
                 if let Some(runtime) = self.runtimes.get_mut(&relay) {
-                    runtime.stats.events_received += 1;
+                    runtime.machine.stats.events_received += 1;
                     if self.new_store {
-                        runtime.delivered.record(event.id);
+                        runtime.machine.delivered.record(event.id);
                     }
                     if let Some(transient) = runtime
+                        .machine
                         .session
                         .as_mut()
-                        .and_then(|s| s.state.transients.get_mut(&subscription_id))
+                        .and_then(|s| s.transients.get_mut(&subscription_id))
                     {
                         transient.pagination.handle_event(&event);
                     }
@@ -125,12 +125,12 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let Some(session) = runtime.session.as_mut() else {
+        let Some(session) = runtime.machine.session.as_mut() else {
             return;
         };
         let answered = match (
-            session.state.transients.get(subscription_id),
-            session.state.live.get(subscription_id),
+            session.transients.get(subscription_id),
+            session.live.get(subscription_id),
         ) {
             (Some(t), _) => Answered::Transient {
                 batch: t.batch,
@@ -148,20 +148,21 @@ impl Actor {
             .batch()
             .and_then(|batch| self.outbox.refusal_scope(relay, batch));
         let scope = answered.scope(discovery);
-        let sent = session.state.sent_order(subscription_id);
+        let sent = session.sent_order(subscription_id);
         if scope == RefusalScope::Retired {
             // An answer to a subscription already retired (replaced, abandoned or closed): the
             // work it refused is gone, so it pauses nothing. A refusal of its filter count
             // still teaches the relay's ceiling, or the same count would be sent again.
             if !message.is_empty() {
-                runtime.stats.stale_refusals += 1;
+                runtime.machine.stats.stale_refusals += 1;
                 tracing::debug!(%relay, %message, "refusal for a retired subscription");
             }
             if let Some(filters) = closed_route::retired_teaches_ceiling(
                 refusal.category,
                 sent_filters,
-                runtime.learned.filter_ceiling(),
+                runtime.machine.learned.filter_ceiling(),
             ) && let FilterCountOutcome::Regroup { ceiling } = runtime
+                .machine
                 .learned
                 .handle_filter_count_refusal(now, Some(filters))
             {
@@ -170,13 +171,11 @@ impl Actor {
             return;
         }
         let refused_filters = session
-            .state
             .transients
             .get(subscription_id)
             .map(|t| t.pagination.current_filters())
             .or_else(|| {
                 session
-                    .state
                     .live
                     .get(subscription_id)
                     .map(|g| g.group.to_filters())
@@ -201,13 +200,13 @@ impl Actor {
         let action = self
             .runtimes
             .get_mut(relay)
-            .map(|r| r.health.handle_refusal(now, &refusal, scope));
-        let learned_before = self.runtimes.get(relay).map(|r| r.learned.clone());
+            .map(|r| r.machine.health.handle_refusal(now, &refusal, scope));
+        let learned_before = self.runtimes.get(relay).map(|r| r.machine.learned.clone());
         self.apply_learned_limits(relay, &refusal, action);
         if let (Some(batch), RefusalScope::Identity | RefusalScope::Mailbox) =
             (answered.batch(), scope)
         {
-            let learned_now = self.runtimes.get(relay).map(|r| r.learned.clone());
+            let learned_now = self.runtimes.get(relay).map(|r| r.machine.learned.clone());
             if closed_route::discovery_retries_now(learned_now != learned_before, refusal.category)
             {
                 self.outbox.handle_limit_refusal(relay, batch);
@@ -248,8 +247,9 @@ impl Actor {
                 }
                 self.retire_auxiliary(relay);
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
-                    let pause_end = runtime.health.sync_paused_until(now).unwrap_or(now);
+                    let pause_end = runtime.machine.health.sync_paused_until(now).unwrap_or(now);
                     runtime
+                        .machine
                         .timers
                         .set(RelayTimer::CoverageRetry, pause_end.max(now));
                 }
@@ -271,13 +271,14 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let paused = runtime.refused.handle_refusal(filters, until);
+        let paused = runtime.machine.refused.handle_refusal(filters, until);
         // Rounds queued before the refusal would send refused coverage by NIP-77, where a
         // refusal does not name its filter: their batches go to REQs, which are admitted.
         let queued: std::collections::BTreeSet<grasp_sync_model::BatchId> = runtime
+            .machine
             .session
             .as_ref()
-            .map(|s| s.state.neg_queue.iter().map(|round| round.batch).collect())
+            .map(|s| s.neg_queue.iter().map(|round| round.batch).collect())
             .unwrap_or_default();
         for batch in queued {
             self.fall_back_rounds(relay, batch, crate::negentropy::FallbackReason::Refused);
@@ -298,12 +299,12 @@ impl Actor {
         let Some(session) = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.session.as_mut())
+            .and_then(|r| r.machine.session.as_mut())
         else {
             return;
         };
         let mut readmit = Vec::new();
-        session.state.queue.retain(|start| {
+        session.queue.retain(|start| {
             let first_page = start.kind == grasp_sync_ledger::StartKind::Historic && !start.exact;
             if first_page {
                 readmit.push((
@@ -343,16 +344,20 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return false;
         };
-        let current = runtime.ledger.as_ref().map_or(0, |l| l.budget().slots());
-        let held = match (runtime.session.as_ref(), refused) {
-            (Some(session), Some(order)) => session.state.held_before(order),
-            _ => runtime.held_subscriptions().saturating_sub(1),
+        let current = runtime
+            .machine
+            .ledger
+            .as_ref()
+            .map_or(0, |l| l.budget().slots());
+        let held = match (runtime.machine.session.as_ref(), refused) {
+            (Some(session), Some(order)) => session.held_before(order),
+            _ => runtime.machine.held_subscriptions().saturating_sub(1),
         };
         let Some(learned) = crate::machine::session_start::budget_taught_by_refusal(current, held)
         else {
             return false;
         };
-        runtime.learned_slots = Some(learned);
+        runtime.machine.learned_slots = Some(learned);
         tracing::info!(%relay, learned, previous = current, "learned the relay's subscription budget from a refusal");
         self.restart_coverage(relay);
         true
@@ -375,15 +380,11 @@ impl Actor {
             let refused = self
                 .runtimes
                 .get_mut(relay)
-                .and_then(|r| r.session.as_mut())
+                .and_then(|r| r.machine.session.as_mut())
                 .and_then(|s| match answers {
-                    NoticeAnswers::Widest => {
-                        s.state.take_widest_unanswered().map(NoticeTarget::Held)
-                    }
-                    NoticeAnswers::Newest => {
-                        s.state.take_newest_unanswered().map(NoticeTarget::Held)
-                    }
-                    NoticeAnswers::Oldest => s.state.take_oldest_unanswered(),
+                    NoticeAnswers::Widest => s.take_widest_unanswered().map(NoticeTarget::Held),
+                    NoticeAnswers::Newest => s.take_newest_unanswered().map(NoticeTarget::Held),
+                    NoticeAnswers::Oldest => s.take_oldest_unanswered(),
                 });
             match refused {
                 Some(NoticeTarget::Held(subscription_id)) => {
@@ -397,10 +398,9 @@ impl Actor {
                     if let Some(session) = self
                         .runtimes
                         .get_mut(relay)
-                        .and_then(|r| r.session.as_mut())
+                        .and_then(|r| r.machine.session.as_mut())
                     {
                         session
-                            .state
                             .transmit
                             .push(Outbound::Close(subscription_id.clone()));
                     }
@@ -428,10 +428,11 @@ impl Actor {
         {
             return;
         }
-        let action = self
-            .runtimes
-            .get_mut(relay)
-            .map(|r| r.health.handle_refusal(now, &refusal, RefusalScope::Notice));
+        let action = self.runtimes.get_mut(relay).map(|r| {
+            r.machine
+                .health
+                .handle_refusal(now, &refusal, RefusalScope::Notice)
+        });
         self.apply_learned_limits(relay, &refusal, action);
     }
 
@@ -442,7 +443,8 @@ impl Actor {
         let refusal = classify(text);
         self.count_refusal(relay, &refusal, text);
         let action = self.runtimes.get_mut(relay).map(|r| {
-            r.health
+            r.machine
+                .health
                 .handle_refusal(now, &refusal, RefusalScope::Request { filters: 1 })
         });
         self.apply_learned_limits(relay, &refusal, action);
@@ -451,8 +453,8 @@ impl Actor {
     pub(super) fn count_refusal(&mut self, relay: &RelayUrl, refusal: &Refusal, text: &str) {
         let label = refusal.category.metric_label();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            *runtime.stats.refusals.entry(label).or_default() += 1;
-            runtime.stats.last_error = Some(text.chars().take(200).collect());
+            *runtime.machine.stats.refusals.entry(label).or_default() += 1;
+            runtime.machine.stats.last_error = Some(text.chars().take(200).collect());
         }
         if let Some(metrics) = &self.metrics {
             metrics.record_refusal(label);
@@ -474,20 +476,25 @@ impl Actor {
         match action {
             Some(RefusalAction::Regroup { submitted_filters }) => {
                 let submitted = submitted_filters.and_then(|n| usize::try_from(n).ok());
-                if let FilterCountOutcome::Regroup { ceiling } =
-                    runtime.learned.handle_filter_count_refusal(now, submitted)
+                if let FilterCountOutcome::Regroup { ceiling } = runtime
+                    .machine
+                    .learned
+                    .handle_filter_count_refusal(now, submitted)
                 {
                     tracing::info!(%relay, ceiling, "lowered the filters-per-REQ ceiling");
                 }
             }
             Some(RefusalAction::ByteCap { bytes }) => {
                 if let Some(bytes) = bytes.and_then(|b| usize::try_from(b).ok()) {
-                    runtime.learned.handle_retained_bytes_refusal(now, bytes);
+                    runtime
+                        .machine
+                        .learned
+                        .handle_retained_bytes_refusal(now, bytes);
                     tracing::info!(%relay, bytes, "learned the relay's retained-subscription byte cap");
                     // Transient REQs are serialised so the relay's occupancy cannot overdraw the
                     // one transient REQ the cap reserves.
-                    let cap = runtime.learned.transient_req_cap();
-                    if let Some(ledger) = runtime.ledger.as_mut() {
+                    let cap = runtime.machine.learned.transient_req_cap();
+                    if let Some(ledger) = runtime.machine.ledger.as_mut() {
                         ledger.handle_transient_req_cap(now, cap);
                     }
                 }
@@ -497,14 +504,12 @@ impl Actor {
         if refusal.category == RefusalCategory::RateLimited {
             // The reactive cooldown ends with health's rate-limit pause, which escalates.
             let until = runtime
+                .machine
                 .health
                 .paused_until(grasp_sync_health::PauseKind::RateLimit, now)
-                .unwrap_or_else(|| now + runtime.health.config().rate_limit_cooldown);
-            if let Some(session) = runtime.session.as_mut() {
-                session
-                    .state
-                    .reactive
-                    .handle_query_rate_refusal_until(now, until);
+                .unwrap_or_else(|| now + runtime.machine.health.config().rate_limit_cooldown);
+            if let Some(session) = runtime.machine.session.as_mut() {
+                session.reactive.handle_query_rate_refusal_until(now, until);
             }
         }
     }
@@ -517,12 +522,11 @@ impl Actor {
     ) {
         let now = self.now();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            if let (Some(session), Some(ledger)) =
-                (runtime.session.as_mut(), runtime.ledger.as_mut())
-            {
-                session
-                    .state
-                    .release_page(ledger, subscription_id, reason, now);
+            if let (Some(session), Some(ledger)) = (
+                runtime.machine.session.as_mut(),
+                runtime.machine.ledger.as_mut(),
+            ) {
+                session.release_page(ledger, subscription_id, reason, now);
             }
         }
     }
@@ -530,10 +534,11 @@ impl Actor {
     pub(super) fn retire_live_group(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId) {
         let now = self.now();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            if let (Some(session), Some(ledger)) =
-                (runtime.session.as_mut(), runtime.ledger.as_mut())
-            {
-                session.state.retire_live(ledger, subscription_id, now);
+            if let (Some(session), Some(ledger)) = (
+                runtime.machine.session.as_mut(),
+                runtime.machine.ledger.as_mut(),
+            ) {
+                session.retire_live(ledger, subscription_id, now);
             }
         }
     }

@@ -1,184 +1,130 @@
-//! Per-relay state owned by the actor: health, learned limits, the ledger and, while connected,
-//! the session: the connection's handle beside the machine's [`SessionState`] (pacing gates,
-//! live groups, transient subscriptions and queued starts).
-
-use std::collections::BTreeMap;
-use std::time::Instant;
+//! Per-relay state owned by the actor: the relay's machine ([`RelayMachine`]: health, learned
+//! limits, the ledger, the session's state and everything else the rules read) beside what
+//! only the driver holds, the connection handles and what they moved.
 
 use grasp_sync_health::RelayHealth;
-use grasp_sync_ledger::{LearnedLimits, SubscriptionLedger};
-use grasp_sync_model::BatchId;
 
+use crate::machine::relay::RelayMachine;
+pub(super) use crate::machine::relay::RelayStats;
 pub(super) use crate::machine::session::{
     LiveGroup, QueuedStart, SessionState, Transient, UNSENT, held_groups,
 };
-use crate::machine::timers::{RelayTimer, Timers};
 use crate::session::SessionHandle;
+
+/// The machine of one relay as the actor drives it: what it queues for NIP-77 and parks for
+/// the AUTH are the actor's.
+pub(super) type Machine = RelayMachine<super::negentropy::NegRound, super::auth::ParkedWork>;
 
 /// Everything the actor knows about one relay.
 pub(super) struct RelayRuntime {
-    pub(super) health: RelayHealth,
-    pub(super) learned: LearnedLimits,
-    /// The ledger outlives sessions: each connection starts a new generation.
-    pub(super) ledger: Option<SubscriptionLedger>,
-    /// The attempt in flight, if a dial was queued.
-    pub(super) dialing: Option<u64>,
-    pub(super) session: Option<Session>,
-    pub(super) stats: RelayStats,
-    /// The relay's named timers (completion check, coverage retry, daily reconciliation).
-    pub(super) timers: Timers<RelayTimer>,
-    /// The Layer 1 announcements batch of the current session.
-    pub(super) announcements_batch: Option<BatchId>,
-    /// A subscription budget the relay taught us by refusing (it did not advertise one, or
-    /// advertised too much); kept across sessions.
-    pub(super) learned_slots: Option<usize>,
-    /// Which direct members this relay covers, and its descendant fallback state.
-    pub(super) descendants: crate::machine::descendant_coverage::DescendantCoverage,
-    /// The negentropy side of pending batches reconciled by NIP-77.
-    pub(super) neg_batches: BTreeMap<BatchId, crate::machine::neg_batch::NegBatch>,
+    /// The relay's state and rules.
+    pub(super) machine: Machine,
+    /// The handle of the connection the machine's session runs on.
+    pub(super) connection: Option<SessionHandle>,
     /// Whether the relay speaks NIP-77: this session's knowledge and a verdict kept across
     /// sessions.
     pub(super) nip77: crate::negentropy::Nip77Support,
-    /// Coverage this relay refused by policy, paused on its own; kept across sessions.
-    pub(super) refused: crate::machine::refused::RefusedCoverage,
-    /// The queued consolidation check of the core live groups.
-    pub(super) consolidation: crate::machine::consolidation::Consolidation,
-    /// Coverage left out of the live set by the learned byte cap, and its paced catch-up.
-    pub(super) catch_up: crate::machine::catch_up::CatchUp,
-    /// What the relay delivered during its first sync, across its sessions until then.
-    pub(super) delivered: crate::machine::delivered::DeliveredIds,
-    /// Pending batches that must not be confirmed (truncated, or with failed saves), and
-    /// their retry backoffs.
-    pub(super) incomplete: crate::machine::incomplete_batches::IncompleteBatches,
     /// Text-frame bytes moved by this relay's sessions that have ended.
     pub(super) ended_sessions_bytes: crate::transport::WireBytes,
-    /// Extra connections holding the essential live coverage the session's budget cannot.
-    pub(super) lanes: crate::machine::lanes::LiveLanes,
-    /// The sessions of those extra connections.
+    /// The sessions of the extra connections.
     pub(super) lane_handles: super::lanes::LaneHandles,
 }
 
-/// Counters kept for the status snapshot and the closing figures.
-#[derive(Debug, Default, Clone)]
-pub(super) struct RelayStats {
-    pub(super) req_starts_live: u64,
-    pub(super) req_starts_historic: u64,
-    pub(super) events_received: u64,
-    pub(super) peak_subscriptions: usize,
-    pub(super) refusals: BTreeMap<&'static str, u64>,
-    pub(super) stale_refusals: u64,
-    pub(super) connections: u64,
-    pub(super) quick_reconnects: u64,
-    pub(super) long_reconnects: u64,
-    pub(super) daily_reconciliations: u64,
-    pub(super) consolidations: u64,
-    pub(super) catch_ups: u64,
-    pub(super) history_truncated: u64,
-    pub(super) history_unsaved: u64,
-    pub(super) unsaved_events: u64,
-    /// Paging quirks the last session showed (labels from `RelayQuirks::labels`).
-    pub(super) quirks: Vec<&'static str>,
-    pub(super) last_error: Option<String>,
-}
-
-/// One connected session of a relay: the connection's handle, which the actor drives, and the
-/// session's state ([`SessionState`], the machine's), which ends with it.
-pub(super) struct Session {
-    pub(super) handle: SessionHandle,
-    pub(super) state: SessionState<super::negentropy::NegRound, super::auth::ParkedWork>,
-}
-
-impl Drop for Session {
-    /// What the session decided last is still performed: a CLOSE or the disconnect queued in
-    /// the step that drops it.
+impl Drop for RelayRuntime {
+    /// What the session decided last is still performed: a CLOSE or a disconnect queued in the
+    /// step that drops the relay.
     fn drop(&mut self) {
-        self.handle.perform(&mut self.state.transmit);
-    }
-}
-
-impl Session {
-    /// Sends queued live REQs while the reactive gate allows, counting them.
-    pub(super) fn drive_live(
-        &mut self,
-        now: Instant,
-        relay: &grasp_sync_model::RelayUrl,
-        stats: &mut RelayStats,
-        metrics: Option<&crate::metrics::SyncMetrics>,
-    ) {
-        let driven = self.state.drive_live(now);
-        if let Some(reason) = driven.rejected {
-            tracing::warn!(%relay, ?reason, "live start rejected");
-        } else if driven.waiting {
-            tracing::debug!(%relay, "live start waits for the reactive gate");
-        }
-        if driven.sent > 0 {
-            tracing::debug!(%relay, sent = driven.sent, "live REQs start");
-        }
-        stats.req_starts_live += driven.sent as u64;
-        if let Some(metrics) = metrics {
-            for _ in 0..driven.sent {
-                metrics.record_req("live");
-            }
-        }
+        self.perform_transmits();
     }
 }
 
 impl RelayRuntime {
     pub(super) fn new(health: RelayHealth) -> Self {
         Self {
-            health,
-            learned: LearnedLimits::new(),
-            ledger: None,
-            dialing: None,
-            session: None,
-            stats: RelayStats::default(),
-            timers: Timers::default(),
-            announcements_batch: None,
-            learned_slots: None,
-            descendants: Default::default(),
-            neg_batches: BTreeMap::new(),
+            machine: RelayMachine::new(health),
+            connection: None,
             nip77: crate::negentropy::Nip77Support::new(),
-            refused: crate::machine::refused::RefusedCoverage::default(),
-            consolidation: Default::default(),
-            catch_up: crate::machine::catch_up::CatchUp::default(),
-            delivered: Default::default(),
-            incomplete: Default::default(),
             ended_sessions_bytes: crate::transport::WireBytes::default(),
-            lanes: crate::machine::lanes::LiveLanes::default(),
             lane_handles: super::lanes::LaneHandles::default(),
         }
+    }
+
+    /// Starts the session `state` on the connection `handle`.
+    pub(super) fn start_session(&mut self, handle: SessionHandle, state: Session) {
+        self.end_session(None);
+        self.connection = Some(handle);
+        self.machine.handle_session_started(state);
+    }
+
+    /// Hands the session's connection what the machine queued for it, in the order decided.
+    pub(super) fn perform_transmits(&mut self) {
+        if let Some(handle) = &self.connection {
+            while let Some(message) = self.machine.poll_transmit() {
+                handle.send(message);
+            }
+        }
+    }
+
+    /// Ends the current session: what it decided last is performed, and what it moved is kept
+    /// in the relay's byte count. With `ended`, the machine also learns why and when it ended;
+    /// without, only the session's state is dropped.
+    pub(super) fn end_session(&mut self, ended: Option<(std::time::Instant, &str)>) {
+        self.perform_transmits();
+        match ended {
+            Some((now, reason)) => {
+                self.machine.handle_session_ended(now, reason);
+            }
+            None => self.machine.session = None,
+        }
+        if let Some(handle) = self.connection.take() {
+            self.ended_sessions_bytes += handle.wire_bytes();
+        }
+    }
+
+    /// The current connection's handle if it carries the session `key`.
+    pub(super) fn connection_of(
+        &self,
+        key: &crate::machine::transmit::SessionKey,
+    ) -> Option<&SessionHandle> {
+        self.connection.as_ref().filter(|h| h.key == *key)
     }
 
     /// Text-frame bytes moved with this relay since it was first tracked: its ended sessions
     /// and the current one. Monotonic.
     pub(super) fn wire_bytes(&self) -> crate::transport::WireBytes {
         let current = self
-            .session
+            .connection
             .as_ref()
-            .map(|s| s.handle.wire_bytes())
+            .map(|h| h.wire_bytes())
             .unwrap_or_default();
         self.ended_sessions_bytes + current + self.lane_handles.wire_bytes()
     }
+}
 
-    /// Ends the current session, keeping what it moved in the relay's byte count.
-    pub(super) fn end_session(&mut self) {
-        if let Some(session) = self.session.take() {
-            self.ended_sessions_bytes += session.handle.wire_bytes();
-        }
+/// The session's state as the actor drives it.
+pub(super) type Session = SessionState<super::negentropy::NegRound, super::auth::ParkedWork>;
+
+/// Sends `session`'s queued live REQs while the reactive gate allows, counting them.
+pub(super) fn drive_live(
+    session: &mut Session,
+    now: std::time::Instant,
+    relay: &grasp_sync_model::RelayUrl,
+    stats: &mut RelayStats,
+    metrics: Option<&crate::metrics::SyncMetrics>,
+) {
+    let driven = session.drive_live(now);
+    if let Some(reason) = driven.rejected {
+        tracing::warn!(%relay, ?reason, "live start rejected");
+    } else if driven.waiting {
+        tracing::debug!(%relay, "live start waits for the reactive gate");
     }
-
-    /// Subscriptions held on the wire now (live groups whose REQ still waits do not count).
-    pub(super) fn held_subscriptions(&self) -> usize {
-        self.session
-            .as_ref()
-            .map_or(0, |s| s.state.held_subscriptions())
+    if driven.sent > 0 {
+        tracing::debug!(%relay, sent = driven.sent, "live REQs start");
     }
-
-    /// Updates the peak of held subscriptions.
-    pub(super) fn note_peak(&mut self) {
-        let held = self.held_subscriptions();
-        if held > self.stats.peak_subscriptions {
-            self.stats.peak_subscriptions = held;
+    stats.req_starts_live += driven.sent as u64;
+    if let Some(metrics) = metrics {
+        for _ in 0..driven.sent {
+            metrics.record_req("live");
         }
     }
 }

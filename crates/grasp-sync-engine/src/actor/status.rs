@@ -20,7 +20,10 @@ impl Actor {
             let totals = self.ingestor.totals(url);
             let mut ledger_use = BTreeMap::new();
             let mut budget = 0;
-            if let (Some(ledger), Some(_)) = (runtime.ledger.as_ref(), runtime.session.as_ref()) {
+            if let (Some(ledger), Some(_)) = (
+                runtime.machine.ledger.as_ref(),
+                runtime.machine.session.as_ref(),
+            ) {
                 budget = ledger.budget().slots();
                 let counts = ledger.counts();
                 for class in PermitClass::ALL {
@@ -30,7 +33,7 @@ impl Actor {
                     }
                 }
             }
-            let health = runtime.health.snapshot(now);
+            let health = runtime.machine.health.snapshot(now);
             let wire = runtime.wire_bytes();
             relays.insert(
                 url.to_string(),
@@ -41,69 +44,79 @@ impl Actor {
                     .to_owned(),
                     health: format!("{:?}", health.state).to_lowercase(),
                     consecutive_failures: health.consecutive_failures,
-                    bootstrap: runtime.health.is_bootstrap(),
+                    bootstrap: runtime.machine.health.is_bootstrap(),
                     subscription_budget: budget,
-                    live_subscriptions: runtime.session.as_ref().map_or(0, |s| s.state.live.len()),
+                    live_subscriptions: runtime
+                        .machine
+                        .session
+                        .as_ref()
+                        .map_or(0, |s| s.live.len()),
                     auxiliary_subscriptions: runtime
+                        .machine
                         .session
                         .as_ref()
-                        .map_or(0, |s| s.state.live.len() - s.state.core_live()),
-                    extra_connections: runtime.lanes.connected(),
-                    extra_live_subscriptions: runtime.lanes.live_groups(),
+                        .map_or(0, |s| s.live.len() - s.core_live()),
+                    extra_connections: runtime.machine.lanes.connected(),
+                    extra_live_subscriptions: runtime.machine.lanes.live_groups(),
                     transient_subscriptions: runtime
+                        .machine
                         .session
                         .as_ref()
-                        .map_or(0, |s| s.state.transients.len()),
+                        .map_or(0, |s| s.transients.len()),
                     negentropy_rounds: runtime
+                        .machine
                         .session
                         .as_ref()
-                        .map_or(0, |s| s.state.neg_in_flight.len()),
-                    queued_starts: runtime.session.as_ref().map_or(0, |s| {
-                        s.state.queue.len() + s.state.neg_queue.len() + s.state.live_queue.len()
+                        .map_or(0, |s| s.neg_in_flight.len()),
+                    queued_starts: runtime.machine.session.as_ref().map_or(0, |s| {
+                        s.queue.len() + s.neg_queue.len() + s.live_queue.len()
                     }),
-                    peak_subscriptions: runtime.stats.peak_subscriptions,
+                    peak_subscriptions: runtime.machine.stats.peak_subscriptions,
                     ledger: ledger_use,
                     pending_batches: self.pending.batches(url).len(),
                     confirmed_repos: state.map_or(0, |s| s.repos.len()),
                     confirmed_root_events: state.map_or(0, |s| s.root_events.len()),
-                    req_starts_live: runtime.stats.req_starts_live,
-                    req_starts_historic: runtime.stats.req_starts_historic,
-                    events_received: runtime.stats.events_received,
+                    req_starts_live: runtime.machine.stats.req_starts_live,
+                    req_starts_historic: runtime.machine.stats.req_starts_historic,
+                    events_received: runtime.machine.stats.events_received,
                     bytes_sent: wire.sent,
                     bytes_received: wire.received,
                     events_saved: totals.saved,
                     events_duplicate: totals.duplicate,
                     events_rejected: totals.rejected,
                     events_unsaved: totals.failed,
-                    history_unsaved: runtime.stats.history_unsaved,
+                    history_unsaved: runtime.machine.stats.history_unsaved,
                     refusals: runtime
+                        .machine
                         .stats
                         .refusals
                         .iter()
                         .map(|(k, v)| ((*k).to_owned(), *v))
                         .collect(),
-                    stale_refusals: runtime.stats.stale_refusals,
-                    connections: runtime.stats.connections,
-                    quick_reconnects: runtime.stats.quick_reconnects,
-                    long_reconnects: runtime.stats.long_reconnects,
-                    daily_reconciliations: runtime.stats.daily_reconciliations,
-                    consolidations: runtime.stats.consolidations,
-                    paused_filters: runtime.refused.paused_filters(),
+                    stale_refusals: runtime.machine.stats.stale_refusals,
+                    connections: runtime.machine.stats.connections,
+                    quick_reconnects: runtime.machine.stats.quick_reconnects,
+                    long_reconnects: runtime.machine.stats.long_reconnects,
+                    daily_reconciliations: runtime.machine.stats.daily_reconciliations,
+                    consolidations: runtime.machine.stats.consolidations,
+                    paused_filters: runtime.machine.refused.paused_filters(),
                     auth: runtime
+                        .machine
                         .session
                         .as_ref()
-                        .map(|s| s.state.auth.state().label().to_owned())
+                        .map(|s| s.auth.state().label().to_owned())
                         .unwrap_or_default(),
-                    catch_up_filters: runtime.catch_up.len(),
-                    catch_ups: runtime.stats.catch_ups,
-                    history_truncated: runtime.stats.history_truncated,
+                    catch_up_filters: runtime.machine.catch_up.len(),
+                    catch_ups: runtime.machine.stats.catch_ups,
+                    history_truncated: runtime.machine.stats.history_truncated,
                     quirks: runtime
+                        .machine
                         .stats
                         .quirks
                         .iter()
                         .map(|q| (*q).to_owned())
                         .collect(),
-                    last_error: runtime.stats.last_error.clone(),
+                    last_error: runtime.machine.stats.last_error.clone(),
                 },
             );
         }
@@ -150,7 +163,7 @@ impl Actor {
             if status.is_connected() {
                 connected += 1;
             }
-            let health = runtime.health.snapshot(now);
+            let health = runtime.machine.health.snapshot(now);
             if health.state == grasp_sync_health::HealthState::Dead {
                 dead += 1;
             }
@@ -160,15 +173,22 @@ impl Actor {
                     connected: u64::from(status.metric_value()),
                     status: u64::from(health.status),
                     failures: u64::from(health.consecutive_failures),
-                    connections: u64::from(runtime.session.is_some())
-                        + runtime.lanes.connected() as u64,
-                    live_subscriptions: (runtime.session.as_ref().map_or(0, |s| s.state.live.len())
-                        + runtime.lanes.live_groups())
+                    connections: u64::from(runtime.machine.session.is_some())
+                        + runtime.machine.lanes.connected() as u64,
+                    live_subscriptions: (runtime
+                        .machine
+                        .session
+                        .as_ref()
+                        .map_or(0, |s| s.live.len())
+                        + runtime.machine.lanes.live_groups())
                         as u64,
                     wire: runtime.wire_bytes(),
                 },
             );
-            if let (Some(ledger), Some(_)) = (runtime.ledger.as_ref(), runtime.session.as_ref()) {
+            if let (Some(ledger), Some(_)) = (
+                runtime.machine.ledger.as_ref(),
+                runtime.machine.session.as_ref(),
+            ) {
                 let counts = ledger.counts();
                 for class in PermitClass::ALL {
                     *per_class.entry(class.as_str()).or_default() += counts.get(class) as u64;

@@ -25,9 +25,10 @@ impl Actor {
             return;
         };
         let batch = runtime
+            .machine
             .session
             .as_ref()
-            .and_then(|s| s.state.transients.get(subscription_id))
+            .and_then(|s| s.transients.get(subscription_id))
             .map(|t| t.batch)
             .filter(|batch| {
                 self.pending
@@ -35,10 +36,10 @@ impl Actor {
                     .iter()
                     .any(|b| b.batch_id == *batch)
             });
-        runtime.stats.unsaved_events += 1;
+        runtime.machine.stats.unsaved_events += 1;
         match batch {
             Some(batch) => {
-                runtime.incomplete.handle_unsaved(batch, id);
+                runtime.machine.incomplete.handle_unsaved(batch, id);
                 tracing::debug!(%relay, batch = batch.0, %id, %error, "a synced event was not saved; its batch stays incomplete");
             }
             None => {
@@ -56,6 +57,6 @@ impl Actor {
     ) -> Option<&BTreeSet<EventId>> {
         self.runtimes
             .get(relay)
-            .and_then(|r| r.incomplete.unsaved_ids(batch))
+            .and_then(|r| r.machine.incomplete.unsaved_ids(batch))
     }
 }

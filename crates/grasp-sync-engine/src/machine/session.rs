@@ -23,7 +23,7 @@ use nostr::{Filter, SubscriptionId};
 
 use crate::machine::session_auth::SessionAuth;
 use crate::machine::timers::{SessionTimer, Timers};
-use crate::machine::transmit::{Outbound, Transmits};
+use crate::machine::transmit::{Outbound, SessionKey, Transmits};
 use crate::machine::unanswered::{NoticeTarget, UnansweredReqs};
 
 /// The send order of a live group whose REQ has not been sent: after every real one.
@@ -31,6 +31,9 @@ pub(crate) const UNSENT: u64 = u64::MAX;
 
 /// One connected session of a relay.
 pub(crate) struct SessionState<Round, Parked> {
+    /// Which relay and which of its connections this is: the generation that tells this
+    /// session's messages and job reports from those of an ended one.
+    pub(crate) key: SessionKey,
     pub(crate) background: BackgroundGate,
     pub(crate) reactive: ReactiveGate,
     pub(crate) pages: RelayPageSession,
@@ -77,10 +80,16 @@ pub(crate) struct LiveDriven {
 }
 
 impl<Round, Parked> SessionState<Round, Parked> {
-    /// A session connected at `now`, with its relay's page hints; `answers_auth` when it holds
-    /// a key and answers NIP-42 challenges.
-    pub(crate) fn new(now: Instant, pages: RelayPageSession, answers_auth: bool) -> Self {
+    /// The session `key` connected at `now`, with its relay's page hints; `answers_auth` when
+    /// it holds a key and answers NIP-42 challenges.
+    pub(crate) fn new(
+        key: SessionKey,
+        now: Instant,
+        pages: RelayPageSession,
+        answers_auth: bool,
+    ) -> Self {
         Self {
+            key,
             background: BackgroundGate::new(now),
             reactive: ReactiveGate::new(now),
             pages,

@@ -17,7 +17,11 @@ use crate::machine::unanswered::NoticeTarget;
 type Session = SessionState<(), ()>;
 
 fn session(now: Instant) -> Session {
-    SessionState::new(now, RelayPageSession::new(PageHints::default()), false)
+    let key = SessionKey {
+        relay: grasp_sync_model::RelayUrl::parse("wss://relay.example").expect("relay URL"),
+        generation: 1,
+    };
+    SessionState::new(key, now, RelayPageSession::new(PageHints::default()), false)
 }
 
 fn id(n: u64) -> SubscriptionId {

@@ -1,0 +1,245 @@
+//! One relay's sync machine ([`RelayMachine`]): every value the engine keeps about a relay
+//! except the connection's handles, in one place. Its health, learned limits and ledger, the
+//! current session (with its generation), the relay's named timers, refused coverage, NIP-77
+//! batches, the catch-up, incomplete batches, descendant coverage and the extra connections.
+//!
+//! The driver (the actor) owns one per relay, beside the handles of its connections. It reads
+//! the machine through [`RelayMachine::poll_transmit`] (what the session decided to send, in
+//! order) and [`RelayMachine::poll_timeout`] (when the machine next wants the clock), and tells
+//! it about connections and timeouts through the `handle_*` methods, with the time passed in.
+//!
+//! The machine is generic over what the driver queues for NIP-77 (`Round`) and parks for the
+//! AUTH (`Parked`), as [`SessionState`] is.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use grasp_sync_health::RelayHealth;
+use grasp_sync_ledger::{LearnedLimits, SubscriptionLedger};
+use grasp_sync_model::BatchId;
+
+use crate::machine::catch_up::CatchUp;
+use crate::machine::consolidation::Consolidation;
+use crate::machine::delivered::DeliveredIds;
+use crate::machine::descendant_coverage::DescendantCoverage;
+use crate::machine::incomplete_batches::IncompleteBatches;
+use crate::machine::lanes::LiveLanes;
+use crate::machine::neg_batch::NegBatch;
+use crate::machine::refused::RefusedCoverage;
+use crate::machine::session::SessionState;
+use crate::machine::timers::{RelayTimer, SessionTimer, Timers};
+use crate::machine::transmit::{Outbound, SessionKey};
+
+#[cfg(test)]
+mod tests;
+
+/// Everything the engine knows about one relay, as state.
+pub(crate) struct RelayMachine<Round, Parked> {
+    pub(crate) health: RelayHealth,
+    pub(crate) learned: LearnedLimits,
+    /// The ledger outlives sessions: each connection starts a new generation.
+    pub(crate) ledger: Option<SubscriptionLedger>,
+    /// The attempt in flight, if a dial was queued.
+    pub(crate) dialing: Option<u64>,
+    /// The connected session, if any: its state ends with it.
+    pub(crate) session: Option<SessionState<Round, Parked>>,
+    pub(crate) stats: RelayStats,
+    /// The relay's named timers (completion check, coverage retry, daily reconciliation).
+    pub(crate) timers: Timers<RelayTimer>,
+    /// The Layer 1 announcements batch of the current session.
+    pub(crate) announcements_batch: Option<BatchId>,
+    /// A subscription budget the relay taught us by refusing (it did not advertise one, or
+    /// advertised too much); kept across sessions.
+    pub(crate) learned_slots: Option<usize>,
+    /// Which direct members this relay covers, and its descendant fallback state.
+    pub(crate) descendants: DescendantCoverage,
+    /// The negentropy side of pending batches reconciled by NIP-77.
+    pub(crate) neg_batches: BTreeMap<BatchId, NegBatch>,
+    /// Coverage this relay refused by policy, paused on its own; kept across sessions.
+    pub(crate) refused: RefusedCoverage,
+    /// The queued consolidation check of the core live groups.
+    pub(crate) consolidation: Consolidation,
+    /// Coverage left out of the live set by the learned byte cap, and its paced catch-up.
+    pub(crate) catch_up: CatchUp,
+    /// What the relay delivered during its first sync, across its sessions until then.
+    pub(crate) delivered: DeliveredIds,
+    /// Pending batches that must not be confirmed (truncated, or with failed saves), and
+    /// their retry backoffs.
+    pub(crate) incomplete: IncompleteBatches,
+    /// Extra connections holding the essential live coverage the session's budget cannot.
+    pub(crate) lanes: LiveLanes,
+}
+
+/// Counters kept for the status snapshot and the closing figures.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RelayStats {
+    pub(crate) req_starts_live: u64,
+    pub(crate) req_starts_historic: u64,
+    pub(crate) events_received: u64,
+    pub(crate) peak_subscriptions: usize,
+    pub(crate) refusals: BTreeMap<&'static str, u64>,
+    pub(crate) stale_refusals: u64,
+    pub(crate) connections: u64,
+    pub(crate) quick_reconnects: u64,
+    pub(crate) long_reconnects: u64,
+    pub(crate) daily_reconciliations: u64,
+    pub(crate) consolidations: u64,
+    pub(crate) catch_ups: u64,
+    pub(crate) history_truncated: u64,
+    pub(crate) history_unsaved: u64,
+    pub(crate) unsaved_events: u64,
+    /// Paging quirks the last session showed (labels from `RelayQuirks::labels`).
+    pub(crate) quirks: Vec<&'static str>,
+    pub(crate) last_error: Option<String>,
+}
+
+/// What a due live-repair timer asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LiveRepair {
+    /// Rebuild the live groups from scratch (a consolidation or a learned byte cap waited).
+    Rebuild,
+    /// Re-derive the live coverage and open what is missing.
+    Repair,
+}
+
+impl<Round, Parked> RelayMachine<Round, Parked> {
+    /// A relay first tracked, with its health; nothing learned, no session.
+    pub(crate) fn new(health: RelayHealth) -> Self {
+        Self {
+            health,
+            learned: LearnedLimits::new(),
+            ledger: None,
+            dialing: None,
+            session: None,
+            stats: RelayStats::default(),
+            timers: Timers::default(),
+            announcements_batch: None,
+            learned_slots: None,
+            descendants: DescendantCoverage::default(),
+            neg_batches: BTreeMap::new(),
+            refused: RefusedCoverage::default(),
+            consolidation: Consolidation::default(),
+            catch_up: CatchUp::default(),
+            delivered: DeliveredIds::default(),
+            incomplete: IncompleteBatches::default(),
+            lanes: LiveLanes::default(),
+        }
+    }
+
+    /// The current session if it is `key`'s: a message or report of an ended session finds
+    /// nothing.
+    pub(crate) fn session_of(&self, key: &SessionKey) -> Option<&SessionState<Round, Parked>> {
+        self.session.as_ref().filter(|s| s.key == *key)
+    }
+
+    /// The current session if it is `key`'s, to change.
+    pub(crate) fn session_of_mut(
+        &mut self,
+        key: &SessionKey,
+    ) -> Option<&mut SessionState<Round, Parked>> {
+        self.session.as_mut().filter(|s| s.key == *key)
+    }
+
+    /// A session connected: it replaces none (the driver ends the last one first), counts as
+    /// a connection, and the checks armed for the last session are dropped.
+    pub(crate) fn handle_session_started(&mut self, session: SessionState<Round, Parked>) {
+        debug_assert!(self.session.is_none(), "a session replaced another");
+        self.session = Some(session);
+        self.stats.connections += 1;
+        self.timers.cancel(RelayTimer::CompletionCheck);
+        self.timers.cancel(RelayTimer::CoverageRetry);
+    }
+
+    /// The session ended at `now` for `reason`: what died with the connection is cleared
+    /// (the session's state, its NIP-77 batches, its announcements batch, the completion
+    /// check), and health and the ledger learn of the disconnect. The driver performs what the
+    /// session queued ([`RelayMachine::poll_transmit`]) before it says so.
+    pub(crate) fn handle_session_ended(&mut self, now: Instant, reason: &str) {
+        self.neg_batches.clear();
+        self.session = None;
+        self.timers.cancel(RelayTimer::CompletionCheck);
+        self.announcements_batch = None;
+        self.health.handle_disconnected(now);
+        if let Some(ledger) = self.ledger.as_mut() {
+            ledger.handle_teardown(now);
+        }
+        self.stats.last_error = Some(reason.to_owned());
+    }
+
+    /// The session's next message for its connection, oldest first.
+    pub(crate) fn poll_transmit(&mut self) -> Option<Outbound> {
+        self.session.as_mut()?.transmit.poll_transmit()
+    }
+
+    /// The earliest instant this relay's machine wants the clock: its own timers, the
+    /// session's timers and AUTH wait, the extra connections' AUTH waits, the ledger's next
+    /// expiry, and, while connected, the end of a refused-coverage pause.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let session = self.session.as_ref();
+        [
+            self.timers.poll_timeout(),
+            session.and_then(|s| s.timers.poll_timeout()),
+            session.and_then(|s| s.auth.poll_timeout()),
+            self.lanes.poll_timeout(),
+            self.ledger.as_ref().and_then(|l| l.poll_timeout()),
+            session.and_then(|_| self.refused.poll_timeout()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Subscriptions held on the wire now (live groups whose REQ still waits do not count).
+    pub(crate) fn held_subscriptions(&self) -> usize {
+        self.session.as_ref().map_or(0, |s| s.held_subscriptions())
+    }
+
+    /// Updates the peak of held subscriptions.
+    pub(crate) fn note_peak(&mut self) {
+        let held = self.held_subscriptions();
+        self.stats.peak_subscriptions = self.stats.peak_subscriptions.max(held);
+    }
+
+    /// Fires the coverage retry if it is due at `now` and nothing holds it back: a health
+    /// pause, or refused work parked for the session's AUTH, re-arms it for when that ends.
+    /// `true` when the coverage is to be derived again now.
+    pub(crate) fn take_coverage_retry(&mut self, now: Instant) -> bool {
+        if !self.timers.is_due(RelayTimer::CoverageRetry, now) {
+            return false;
+        }
+        let parked = self.session.as_ref().and_then(|s| s.auth.poll_timeout());
+        match self.health.sync_paused_until(now).max(parked) {
+            Some(until) if until > now => {
+                self.timers.set(RelayTimer::CoverageRetry, until);
+                false
+            }
+            _ => {
+                self.timers.cancel(RelayTimer::CoverageRetry);
+                true
+            }
+        }
+    }
+
+    /// Fires the session's live-repair timer if it is due at `now`: a rebuild if one was
+    /// deferred, otherwise a repair.
+    pub(crate) fn take_live_repair(&mut self, now: Instant) -> Option<LiveRepair> {
+        let session = self.session.as_mut()?;
+        if !session.timers.take_due(SessionTimer::LiveRepair, now) {
+            return None;
+        }
+        Some(if std::mem::take(&mut session.rebuild_pending) {
+            LiveRepair::Rebuild
+        } else {
+            LiveRepair::Repair
+        })
+    }
+
+    /// Whether queued starts should be tried at `now`: some wait (historic, NIP-77 or live)
+    /// and no gate asked them to wait longer. Level-triggered, so no released slot is missed.
+    pub(crate) fn wants_drive(&self, now: Instant) -> bool {
+        self.session.as_ref().is_some_and(|s| {
+            (!s.queue.is_empty() || !s.neg_queue.is_empty() || !s.live_queue.is_empty())
+                && !s.timers.is_waiting(SessionTimer::GateWait, now)
+        })
+    }
+}

@@ -1,0 +1,250 @@
+//! The relay machine's rules on injected time: a session's start and end, what it transmits,
+//! when it next wants the clock, and which of its timers fire.
+
+use std::time::{Duration, Instant};
+
+use grasp_sync_filters::{GroupedPagination, PageHints, RelayPageSession};
+use grasp_sync_health::{HealthConfig, HealthState, PauseKind, RelayHealth};
+use grasp_sync_ledger::{PermitClass, StartKind};
+use grasp_sync_model::{BatchId, RelayUrl};
+use nostr::{Filter, SubscriptionId};
+
+use super::*;
+use crate::machine::session::QueuedStart;
+
+type Machine = RelayMachine<(), ()>;
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn key(generation: u64) -> SessionKey {
+    SessionKey {
+        relay: RelayUrl::parse("wss://relay.example.com").expect("valid url"),
+        generation,
+    }
+}
+
+fn machine(now: Instant) -> Machine {
+    let config = HealthConfig {
+        jitter_percent: 0,
+        ..HealthConfig::default()
+    };
+    RelayMachine::new(RelayHealth::new(config, false, 1, now).expect("health"))
+}
+
+/// `machine` with the session of generation `generation`, connected at `now`.
+fn connected(machine: &mut Machine, now: Instant, generation: u64) {
+    machine.health.handle_connect_started(now);
+    machine.health.handle_connected(now);
+    machine.handle_session_started(SessionState::new(
+        key(generation),
+        now,
+        RelayPageSession::new(PageHints::default()),
+        false,
+    ));
+}
+
+fn queued_start() -> QueuedStart {
+    QueuedStart {
+        subscription_id: SubscriptionId::new("h1"),
+        batch: BatchId(1),
+        class: PermitClass::HistoricPage,
+        kind: StartKind::Historic,
+        pagination: GroupedPagination::new(
+            vec![Filter::new()],
+            &RelayPageSession::new(PageHints::default()),
+        ),
+        exact: false,
+    }
+}
+
+#[test]
+fn a_session_start_counts_a_connection_and_drops_the_last_sessions_checks() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    machine
+        .timers
+        .set(RelayTimer::CompletionCheck, now + secs(6));
+    machine
+        .timers
+        .set(RelayTimer::CoverageRetry, now + secs(60));
+    machine
+        .timers
+        .set(RelayTimer::DailyReconciliation, now + secs(86_400));
+
+    connected(&mut machine, now, 1);
+
+    assert_eq!(machine.stats.connections, 1);
+    assert!(machine.session_of(&key(1)).is_some());
+    assert_eq!(
+        machine.timers.poll_timeout(),
+        Some(now + secs(86_400)),
+        "only the daily reconciliation outlives a session's start"
+    );
+}
+
+#[test]
+fn only_the_current_generation_finds_the_session() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    assert!(machine.session_of(&key(1)).is_none());
+    connected(&mut machine, now, 2);
+    assert!(machine.session_of(&key(1)).is_none(), "an ended generation");
+    assert!(machine.session_of_mut(&key(2)).is_some());
+}
+
+#[test]
+fn a_session_end_clears_what_died_with_the_connection() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    connected(&mut machine, now, 1);
+    machine.announcements_batch = Some(BatchId(3));
+    machine
+        .timers
+        .set(RelayTimer::CompletionCheck, now + secs(6));
+    machine
+        .timers
+        .set(RelayTimer::DailyReconciliation, now + secs(86_400));
+    machine
+        .session
+        .as_mut()
+        .expect("connected")
+        .transmit
+        .push(Outbound::Close(SubscriptionId::new("l1")));
+
+    let later = now + secs(5);
+    machine.handle_session_ended(later, "connection reset");
+
+    assert!(machine.session.is_none());
+    assert_eq!(machine.announcements_batch, None);
+    assert_eq!(
+        machine.poll_transmit(),
+        None,
+        "the ended session's queue ended with it"
+    );
+    assert_eq!(machine.timers.poll_timeout(), Some(now + secs(86_400)));
+    assert_eq!(
+        machine.stats.last_error.as_deref(),
+        Some("connection reset")
+    );
+    assert_ne!(
+        machine.health.state(later),
+        HealthState::Healthy,
+        "health learned of the disconnect"
+    );
+}
+
+#[test]
+fn transmits_come_out_in_the_order_decided_and_only_while_connected() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    assert_eq!(machine.poll_transmit(), None);
+    connected(&mut machine, now, 1);
+    let session = machine.session.as_mut().expect("connected");
+    session
+        .transmit
+        .push(Outbound::Close(SubscriptionId::new("a")));
+    session.transmit.push(Outbound::Disconnect);
+
+    assert_eq!(
+        machine.poll_transmit(),
+        Some(Outbound::Close(SubscriptionId::new("a")))
+    );
+    assert_eq!(machine.poll_transmit(), Some(Outbound::Disconnect));
+    assert_eq!(machine.poll_transmit(), None);
+}
+
+#[test]
+fn the_timeout_is_the_earliest_of_the_relays_and_the_sessions_timers() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    assert_eq!(machine.poll_timeout(), None, "nothing armed");
+    machine
+        .timers
+        .set(RelayTimer::DailyReconciliation, now + secs(86_400));
+    assert_eq!(machine.poll_timeout(), Some(now + secs(86_400)));
+
+    connected(&mut machine, now, 1);
+    machine
+        .session
+        .as_mut()
+        .expect("connected")
+        .timers
+        .set(SessionTimer::LiveRepair, now + secs(30));
+    assert_eq!(machine.poll_timeout(), Some(now + secs(30)));
+
+    machine.handle_session_ended(now + secs(1), "closed");
+    assert_eq!(
+        machine.poll_timeout(),
+        Some(now + secs(86_400)),
+        "the session's timers ended with it"
+    );
+}
+
+#[test]
+fn a_coverage_retry_waits_out_a_health_pause() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    connected(&mut machine, now, 1);
+    machine.timers.set(RelayTimer::CoverageRetry, now + secs(5));
+    assert!(!machine.take_coverage_retry(now), "not due yet");
+
+    machine.health.handle_failure(PauseKind::Request, now);
+    let paused = machine
+        .health
+        .sync_paused_until(now + secs(5))
+        .expect("a request pause");
+    assert!(paused > now + secs(5));
+    assert!(!machine.take_coverage_retry(now + secs(5)), "paused");
+    assert!(
+        machine
+            .timers
+            .is_waiting(RelayTimer::CoverageRetry, now + secs(5)),
+        "re-armed for the pause's end"
+    );
+    assert!(!machine.take_coverage_retry(paused - secs(1)));
+
+    assert!(machine.take_coverage_retry(paused), "the pause is over");
+    assert!(!machine.take_coverage_retry(paused), "fired once");
+}
+
+#[test]
+fn a_live_repair_is_a_rebuild_only_when_one_was_deferred() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    assert_eq!(machine.take_live_repair(now), None, "no session");
+    connected(&mut machine, now, 1);
+    let session = machine.session.as_mut().expect("connected");
+    session.timers.set(SessionTimer::LiveRepair, now + secs(2));
+    session.rebuild_pending = true;
+
+    assert_eq!(machine.take_live_repair(now + secs(1)), None, "not due");
+    assert_eq!(
+        machine.take_live_repair(now + secs(2)),
+        Some(LiveRepair::Rebuild)
+    );
+    assert_eq!(machine.take_live_repair(now + secs(2)), None, "fired once");
+
+    let session = machine.session.as_mut().expect("connected");
+    assert!(!session.rebuild_pending, "the deferred rebuild was taken");
+    session.timers.set(SessionTimer::LiveRepair, now + secs(3));
+    assert_eq!(
+        machine.take_live_repair(now + secs(3)),
+        Some(LiveRepair::Repair)
+    );
+}
+
+#[test]
+fn queued_starts_are_driven_unless_a_gate_asked_them_to_wait() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    connected(&mut machine, now, 1);
+    assert!(!machine.wants_drive(now), "nothing queued");
+
+    let session = machine.session.as_mut().expect("connected");
+    session.queue.push_back(queued_start());
+    session.timers.set(SessionTimer::GateWait, now + secs(1));
+    assert!(!machine.wants_drive(now), "the gate asked to wait");
+    assert!(machine.wants_drive(now + secs(1)), "the wait is over");
+}
