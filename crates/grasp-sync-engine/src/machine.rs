@@ -5,7 +5,7 @@
 //!
 //! - [`relay`]: one relay's machine: every value below that the engine keeps about a relay,
 //!   its session (with its generation) included, read through `poll_transmit` and
-//!   `poll_timeout` and told of a session's start and end and of its due timers.
+//!   `poll_timeout` and told of its dials, connections and sessions and of its due timers.
 //! - [`timers`]: the named timer tables of a relay and of a session.
 //! - [`session_start`]: how a session starts (the 15-minute rule, the reconnect overlap), the
 //!   daily reconciliation's window, and a session's opening budget.

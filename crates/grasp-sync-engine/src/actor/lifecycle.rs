@@ -5,7 +5,6 @@
 use std::time::Instant;
 
 use grasp_sync_filters::{PageHints, RelayPageSession, Window, announcement_filter};
-use grasp_sync_ledger::SubscriptionLedger;
 use grasp_sync_model::{ConnectionStatus, PendingItems, RelaySyncNeeds, RelayUrl};
 use nostr::Timestamp;
 use rand::Rng;
@@ -14,7 +13,7 @@ use super::Actor;
 use super::runtime::SessionState;
 use crate::dial::DialReport;
 use crate::error::TransportError;
-use crate::machine::relay::LiveRepair;
+use crate::machine::relay::{AdvertisedLimits, LiveRepair, Tick};
 use crate::machine::session_start::{
     SessionStart, daily_deadline, reconnect_since, session_budget,
 };
@@ -43,23 +42,10 @@ impl Actor {
             let Some(runtime) = self.runtimes.get_mut(&relay) else {
                 continue;
             };
-            runtime.machine.health.handle_timeout(now);
-            if runtime.machine.session.is_some() {
-                if runtime.machine.health.poll_probe(now).is_some() {
-                    // A pause ended: re-derive the coverage it held back.
-                    runtime.machine.timers.set(RelayTimer::CoverageRetry, now);
-                }
-                continue;
-            }
-            if dial_wanted
-                && runtime.machine.dialing.is_none()
-                && runtime.machine.health.can_dial(now)
-            {
+            if runtime.machine.handle_tick(now) == Tick::MayDial && dial_wanted {
                 self.next_attempt += 1;
                 let attempt = self.next_attempt;
-                if let Some(runtime) = self.runtimes.get_mut(&relay) {
-                    runtime.machine.dialing = Some(attempt);
-                }
+                runtime.machine.handle_dial_queued(attempt);
                 self.relays.register(&relay).mark_connecting();
                 self.dials.push(relay.clone(), attempt);
             }
@@ -125,9 +111,7 @@ impl Actor {
         match report {
             DialReport::Started { relay, attempt } => {
                 if let Some(runtime) = self.runtimes.get_mut(&relay) {
-                    if runtime.machine.dialing == Some(attempt) {
-                        runtime.machine.health.handle_connect_started(now);
-                    }
+                    runtime.machine.handle_dial_started(attempt, now);
                 }
             }
             DialReport::Finished {
@@ -148,16 +132,13 @@ impl Actor {
                 }
                 let current = self
                     .runtimes
-                    .get(&relay)
-                    .is_some_and(|r| r.machine.dialing == Some(attempt));
+                    .get_mut(&relay)
+                    .is_some_and(|r| r.machine.handle_dial_finished(attempt));
                 if !current {
                     if let Ok((connection, _)) = result {
                         connection.session_drop();
                     }
                     return;
-                }
-                if let Some(runtime) = self.runtimes.get_mut(&relay) {
-                    runtime.machine.dialing = None;
                 }
                 match result {
                     Ok((connection, info)) if connection.session.is_connected() => {
@@ -186,8 +167,7 @@ impl Actor {
         let now = self.now();
         let unix = self.clock.unix_now();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.machine.health.handle_connect_failed(now);
-            runtime.machine.stats.last_error = Some(reason.clone());
+            runtime.machine.handle_connect_failed(now, reason.clone());
             if let Some(metrics) = &self.metrics {
                 metrics.record_attempt(false);
             }
@@ -212,34 +192,19 @@ impl Actor {
             connection.session_drop();
             return;
         };
-        runtime.machine.health.handle_connected(now);
-        runtime.machine.learned.new_session(now);
+        let advertised = AdvertisedLimits {
+            max_subscriptions: info.as_ref().and_then(|i| i.max_subscriptions),
+            max_filters: info
+                .as_ref()
+                .and_then(|i| i.max_filters)
+                .and_then(|n| usize::try_from(n).ok()),
+        };
+        let budget = runtime.machine.handle_connected(now, advertised);
         let nip77 = info.as_ref().map_or(NipListing::Unknown, |i| i.nip77);
         runtime.nip77.handle_session_started(now, nip77);
         if let RoundStart::Off(reason) = runtime.nip77.poll_round() {
             tracing::info!(%relay, reason = reason.label(),
                 "NIP-77 not used this session; history by REQ+EOSE");
-        }
-        if let Some(max_filters) = info
-            .as_ref()
-            .and_then(|i| i.max_filters)
-            .and_then(|n| usize::try_from(n).ok())
-        {
-            runtime
-                .machine
-                .learned
-                .handle_advertised_filter_limit(max_filters);
-        }
-        let budget = session_budget(
-            info.as_ref().and_then(|i| i.max_subscriptions),
-            runtime.machine.learned_slots,
-        )
-        .with_learned(&runtime.machine.learned);
-        match runtime.machine.ledger.as_mut() {
-            Some(ledger) => {
-                ledger.handle_reconnect(now, budget);
-            }
-            None => runtime.machine.ledger = Some(SubscriptionLedger::new(now, budget)),
         }
         let hints = PageHints {
             max_limit: info

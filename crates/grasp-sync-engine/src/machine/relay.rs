@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use grasp_sync_health::RelayHealth;
-use grasp_sync_ledger::{LearnedLimits, SubscriptionLedger};
+use grasp_sync_ledger::{LearnedLimits, SessionBudget, SubscriptionLedger};
 use grasp_sync_model::BatchId;
 
 use crate::machine::catch_up::CatchUp;
@@ -27,6 +27,7 @@ use crate::machine::lanes::LiveLanes;
 use crate::machine::neg_batch::NegBatch;
 use crate::machine::refused::RefusedCoverage;
 use crate::machine::session::SessionState;
+use crate::machine::session_start::session_budget;
 use crate::machine::timers::{RelayTimer, SessionTimer, Timers};
 use crate::machine::transmit::{Outbound, SessionKey};
 
@@ -93,6 +94,27 @@ pub(crate) struct RelayStats {
     pub(crate) last_error: Option<String>,
 }
 
+/// What a relay's NIP-11 document says about its limits, for a new session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct AdvertisedLimits {
+    /// `limitation.max_subscriptions`.
+    pub(crate) max_subscriptions: Option<u32>,
+    /// `limitation.max_filters`.
+    pub(crate) max_filters: Option<usize>,
+}
+
+/// What a relay's timeout step decided, while it has no session or has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tick {
+    /// Connected: nothing to do about the connection. `probe_due` when a pause just ended
+    /// (the coverage retry is armed for now, to re-derive what the pause held back).
+    Connected { probe_due: bool },
+    /// Not connected, and a dial may start now (no attempt in flight, health allows one).
+    MayDial,
+    /// Not connected, and no dial may start now.
+    Waiting,
+}
+
 /// What a due live-repair timer asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LiveRepair {
@@ -124,6 +146,78 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             incomplete: IncompleteBatches::default(),
             lanes: LiveLanes::default(),
         }
+    }
+
+    /// The relay's timeout step at `now`: health's timers run, and the machine says whether a
+    /// connected relay's pause just ended or an unconnected one may be dialled.
+    pub(crate) fn handle_tick(&mut self, now: Instant) -> Tick {
+        self.health.handle_timeout(now);
+        if self.session.is_some() {
+            let probe_due = self.health.poll_probe(now).is_some();
+            if probe_due {
+                self.timers.set(RelayTimer::CoverageRetry, now);
+            }
+            return Tick::Connected { probe_due };
+        }
+        if self.dialing.is_none() && self.health.can_dial(now) {
+            Tick::MayDial
+        } else {
+            Tick::Waiting
+        }
+    }
+
+    /// The driver queued dial attempt `attempt`: reports of any other attempt are stale.
+    pub(crate) fn handle_dial_queued(&mut self, attempt: u64) {
+        self.dialing = Some(attempt);
+    }
+
+    /// The dial worker began attempt `attempt` at `now` (the handshake starts).
+    pub(crate) fn handle_dial_started(&mut self, attempt: u64, now: Instant) {
+        if self.dialing == Some(attempt) {
+            self.health.handle_connect_started(now);
+        }
+    }
+
+    /// Attempt `attempt` finished: `true` if it is the one in flight, which ends it; a stale
+    /// attempt's connection is the driver's to drop.
+    pub(crate) fn handle_dial_finished(&mut self, attempt: u64) -> bool {
+        let current = self.dialing == Some(attempt);
+        if current {
+            self.dialing = None;
+        }
+        current
+    }
+
+    /// A connection attempt failed at `now` for `reason`.
+    pub(crate) fn handle_connect_failed(&mut self, now: Instant, reason: String) {
+        self.health.handle_connect_failed(now);
+        self.stats.last_error = Some(reason);
+    }
+
+    /// A connection opened at `now` on a relay advertising `advertised`: health and the learned
+    /// limits start a new session, an advertised filter ceiling is learned, and the ledger
+    /// starts its next generation under the session's budget (the advertised one, lowered to
+    /// what refusals taught), which is returned. The session's state follows through
+    /// [`RelayMachine::handle_session_started`].
+    pub(crate) fn handle_connected(
+        &mut self,
+        now: Instant,
+        advertised: AdvertisedLimits,
+    ) -> SessionBudget {
+        self.health.handle_connected(now);
+        self.learned.new_session(now);
+        if let Some(max_filters) = advertised.max_filters {
+            self.learned.handle_advertised_filter_limit(max_filters);
+        }
+        let budget = session_budget(advertised.max_subscriptions, self.learned_slots)
+            .with_learned(&self.learned);
+        match self.ledger.as_mut() {
+            Some(ledger) => {
+                ledger.handle_reconnect(now, budget);
+            }
+            None => self.ledger = Some(SubscriptionLedger::new(now, budget)),
+        }
+        budget
     }
 
     /// The current session if it is `key`'s: a message or report of an ended session finds

@@ -248,3 +248,97 @@ fn queued_starts_are_driven_unless_a_gate_asked_them_to_wait() {
     assert!(!machine.wants_drive(now), "the gate asked to wait");
     assert!(machine.wants_drive(now + secs(1)), "the wait is over");
 }
+
+#[test]
+fn a_relay_is_dialled_once_at_a_time_and_only_the_attempt_in_flight_counts() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    assert_eq!(machine.handle_tick(now), Tick::MayDial);
+    machine.handle_dial_queued(7);
+    assert_eq!(
+        machine.handle_tick(now),
+        Tick::Waiting,
+        "attempt 7 in flight"
+    );
+
+    assert!(!machine.handle_dial_finished(6), "a stale attempt");
+    assert_eq!(machine.dialing, Some(7));
+    assert!(machine.handle_dial_finished(7));
+    assert_eq!(machine.dialing, None);
+}
+
+#[test]
+fn a_failed_attempt_backs_off_before_the_next_dial() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    machine.handle_dial_queued(1);
+    machine.handle_dial_started(1, now);
+    assert!(machine.handle_dial_finished(1));
+    machine.handle_connect_failed(now, "refused".to_owned());
+
+    assert_eq!(machine.stats.last_error.as_deref(), Some("refused"));
+    assert_eq!(machine.handle_tick(now), Tick::Waiting, "backing off");
+    let retry = machine
+        .health
+        .poll_timeout()
+        .expect("health arms the next dial");
+    assert_eq!(machine.handle_tick(retry), Tick::MayDial);
+}
+
+#[test]
+fn a_connection_starts_the_ledger_under_the_advertised_budget_lowered_to_what_was_taught() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    let advertised = AdvertisedLimits {
+        max_subscriptions: Some(20),
+        max_filters: Some(5),
+    };
+    let budget = machine.handle_connected(now, advertised);
+    assert_eq!(budget.slots(), 20);
+    assert_eq!(
+        machine.ledger.as_ref().map(|l| l.budget().slots()),
+        Some(20)
+    );
+    assert_eq!(
+        machine.learned.filter_ceiling(),
+        5,
+        "the advertised ceiling"
+    );
+    let first = machine.ledger.as_ref().map(|l| l.generation());
+
+    machine.learned_slots = Some(8);
+    let later = now + secs(60);
+    let budget = machine.handle_connected(later, advertised);
+    assert_eq!(budget.slots(), 8, "a refusal taught fewer");
+    assert_ne!(
+        machine.ledger.as_ref().map(|l| l.generation()),
+        first,
+        "the ledger's next generation"
+    );
+    assert_eq!(
+        machine.handle_tick(later),
+        Tick::Waiting,
+        "no dial while connecting"
+    );
+}
+
+#[test]
+fn a_connected_relay_retries_its_coverage_when_a_pause_ends() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    connected(&mut machine, now, 1);
+    assert_eq!(
+        machine.handle_tick(now),
+        Tick::Connected { probe_due: false }
+    );
+    machine.health.handle_failure(PauseKind::Request, now);
+    let until = machine
+        .health
+        .sync_paused_until(now)
+        .expect("a request pause");
+    assert_eq!(
+        machine.handle_tick(until),
+        Tick::Connected { probe_due: true }
+    );
+    assert!(machine.timers.is_due(RelayTimer::CoverageRetry, until));
+}
