@@ -62,6 +62,7 @@ pub(crate) mod jobs;
 pub(crate) mod lanes;
 pub(crate) mod live_split;
 pub(crate) mod neg_batch;
+pub(crate) mod nip77;
 pub(crate) mod refused;
 pub(crate) mod relay;
 pub(crate) mod session;

@@ -13,7 +13,7 @@ use super::Actor;
 use super::runtime::SessionState;
 use crate::dial::DialReport;
 use crate::error::TransportError;
-use crate::machine::relay::{AdvertisedLimits, LiveRepair, Tick};
+use crate::machine::relay::{Advertised, LiveRepair, Tick};
 use crate::machine::session_start::{
     SessionStart, daily_deadline, reconnect_since, session_budget,
 };
@@ -192,17 +192,16 @@ impl Actor {
             connection.session_drop();
             return;
         };
-        let advertised = AdvertisedLimits {
+        let advertised = Advertised {
             max_subscriptions: info.as_ref().and_then(|i| i.max_subscriptions),
             max_filters: info
                 .as_ref()
                 .and_then(|i| i.max_filters)
                 .and_then(|n| usize::try_from(n).ok()),
+            nip77: info.as_ref().map_or(NipListing::Unknown, |i| i.nip77),
         };
         let budget = runtime.machine.handle_connected(now, advertised);
-        let nip77 = info.as_ref().map_or(NipListing::Unknown, |i| i.nip77);
-        runtime.nip77.handle_session_started(now, nip77);
-        if let RoundStart::Off(reason) = runtime.nip77.poll_round() {
+        if let RoundStart::Off(reason) = runtime.machine.nip77.poll_round() {
             tracing::info!(%relay, reason = reason.label(),
                 "NIP-77 not used this session; history by REQ+EOSE");
         }
@@ -378,7 +377,7 @@ impl Actor {
         tracing::info!(%relay, "daily reconciliation");
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.machine.stats.daily_reconciliations += 1;
-            runtime.nip77.handle_daily_reconciliation();
+            runtime.machine.nip77.handle_daily_reconciliation();
         }
         self.fresh_start(relay);
     }

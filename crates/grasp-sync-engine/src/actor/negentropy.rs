@@ -94,7 +94,7 @@ impl Actor {
     ) -> Option<BatchId> {
         let allowed = self.fallbacks.nip77_enabled(relay)
             && self.runtimes.get(relay).is_some_and(|r| {
-                r.nip77.allows_rounds()
+                r.machine.nip77.allows_rounds()
                     && r.machine
                         .session
                         .as_ref()
@@ -173,7 +173,7 @@ impl Actor {
             return;
         };
         let paused_until = runtime.machine.health.sync_paused_until(now);
-        let nip77 = &mut runtime.nip77;
+        let nip77 = &mut runtime.machine.nip77;
         let (Some(session), Some(ledger)) = (
             runtime.machine.session.as_mut(),
             runtime.machine.ledger.as_mut(),
@@ -485,6 +485,7 @@ impl Actor {
         // What the round says about the relay counts even when its batch was abandoned since
         // (a fresh start): a probe's end is what the rounds queued behind it wait for.
         runtime
+            .machine
             .nip77
             .handle_round_ended(now, subscription_id, &result);
         let before_auth = session.rounds_before_auth.remove(subscription_id);

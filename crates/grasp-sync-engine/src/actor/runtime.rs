@@ -1,6 +1,6 @@
 //! Per-relay state owned by the actor: the relay's machine ([`RelayMachine`]: health, learned
-//! limits, the ledger, the session's state and everything else the rules read) beside what
-//! only the driver holds, the connection handles and what they moved.
+//! limits, the ledger, the session's state, NIP-77 support and everything else the rules read)
+//! beside what only the driver holds, the connection handles and what they moved.
 
 use grasp_sync_health::RelayHealth;
 
@@ -21,9 +21,6 @@ pub(super) struct RelayRuntime {
     pub(super) machine: Machine,
     /// The handle of the connection the machine's session runs on.
     pub(super) connection: Option<SessionHandle>,
-    /// Whether the relay speaks NIP-77: this session's knowledge and a verdict kept across
-    /// sessions.
-    pub(super) nip77: crate::negentropy::Nip77Support,
     /// Text-frame bytes moved by this relay's sessions that have ended.
     pub(super) ended_sessions_bytes: crate::transport::WireBytes,
     /// The sessions of the extra connections.
@@ -43,7 +40,6 @@ impl RelayRuntime {
         Self {
             machine: RelayMachine::new(health),
             connection: None,
-            nip77: crate::negentropy::Nip77Support::new(),
             ended_sessions_bytes: crate::transport::WireBytes::default(),
             lane_handles: super::lanes::LaneHandles::default(),
         }

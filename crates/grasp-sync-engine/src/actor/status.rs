@@ -263,7 +263,12 @@ impl Actor {
             relays: self
                 .runtimes
                 .iter()
-                .map(|(url, runtime)| (url.to_string(), nip77_status(runtime.nip77.state(), now)))
+                .map(|(url, runtime)| {
+                    (
+                        url.to_string(),
+                        nip77_status(runtime.machine.nip77.state(), now),
+                    )
+                })
                 .collect(),
         }
     }

@@ -1,7 +1,8 @@
 //! One relay's sync machine ([`RelayMachine`]): every value the engine keeps about a relay
 //! except the connection's handles, in one place. Its health, learned limits and ledger, the
-//! current session (with its generation), the relay's named timers, refused coverage, NIP-77
-//! batches, the catch-up, incomplete batches, descendant coverage and the extra connections.
+//! current session (with its generation), the relay's named timers, refused coverage, whether
+//! it speaks NIP-77 and its NIP-77 batches, the catch-up, incomplete batches, descendant
+//! coverage and the extra connections.
 //!
 //! The driver (the actor) owns one per relay, beside the handles of its connections. It reads
 //! the machine through [`RelayMachine::poll_transmit`] (what the session decided to send, in
@@ -25,6 +26,7 @@ use crate::machine::descendant_coverage::DescendantCoverage;
 use crate::machine::incomplete_batches::IncompleteBatches;
 use crate::machine::lanes::LiveLanes;
 use crate::machine::neg_batch::NegBatch;
+use crate::machine::nip77::{Nip77Support, NipListing};
 use crate::machine::refused::RefusedCoverage;
 use crate::machine::session::SessionState;
 use crate::machine::session_start::session_budget;
@@ -56,6 +58,9 @@ pub(crate) struct RelayMachine<Round, Parked> {
     pub(crate) descendants: DescendantCoverage,
     /// The negentropy side of pending batches reconciled by NIP-77.
     pub(crate) neg_batches: BTreeMap<BatchId, NegBatch>,
+    /// Whether the relay speaks NIP-77: this session's knowledge and a verdict kept across
+    /// sessions.
+    pub(crate) nip77: Nip77Support,
     /// Coverage this relay refused by policy, paused on its own; kept across sessions.
     pub(crate) refused: RefusedCoverage,
     /// The queued consolidation check of the core live groups.
@@ -94,13 +99,16 @@ pub(crate) struct RelayStats {
     pub(crate) last_error: Option<String>,
 }
 
-/// What a relay's NIP-11 document says about its limits, for a new session.
+/// What a relay's NIP-11 document says, for a new session: its limits and whether it lists
+/// NIP-77 (all unknown without a document).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct AdvertisedLimits {
+pub(crate) struct Advertised {
     /// `limitation.max_subscriptions`.
     pub(crate) max_subscriptions: Option<u32>,
     /// `limitation.max_filters`.
     pub(crate) max_filters: Option<usize>,
+    /// What `supported_nips` says of NIP-77.
+    pub(crate) nip77: NipListing,
 }
 
 /// What a relay's timeout step decided, while it has no session or has one.
@@ -139,6 +147,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             learned_slots: None,
             descendants: DescendantCoverage::default(),
             neg_batches: BTreeMap::new(),
+            nip77: Nip77Support::new(),
             refused: RefusedCoverage::default(),
             consolidation: Consolidation::default(),
             catch_up: CatchUp::default(),
@@ -194,18 +203,20 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         self.stats.last_error = Some(reason);
     }
 
-    /// A connection opened at `now` on a relay advertising `advertised`: health and the learned
-    /// limits start a new session, an advertised filter ceiling is learned, and the ledger
+    /// A connection opened at `now` on a relay advertising `advertised`: health, the learned
+    /// limits and NIP-77 support start a new session, an advertised filter ceiling is learned,
+    /// and the ledger
     /// starts its next generation under the session's budget (the advertised one, lowered to
     /// what refusals taught), which is returned. The session's state follows through
     /// [`RelayMachine::handle_session_started`].
     pub(crate) fn handle_connected(
         &mut self,
         now: Instant,
-        advertised: AdvertisedLimits,
+        advertised: Advertised,
     ) -> SessionBudget {
         self.health.handle_connected(now);
         self.learned.new_session(now);
+        self.nip77.handle_session_started(now, advertised.nip77);
         if let Some(max_filters) = advertised.max_filters {
             self.learned.handle_advertised_filter_limit(max_filters);
         }

@@ -13,71 +13,7 @@ use std::collections::BTreeSet;
 use grasp_sync_model::RelayUrl;
 
 use super::recovery::MissingEventRecovery;
-use crate::transport::NegentropyError;
-
-/// Why a negentropy round fell back to REQ+EOSE.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum FallbackReason {
-    /// The relay does not speak NIP-77.
-    Unsupported,
-    /// The round missed its deadline, or the relay never answered its NEG-OPEN.
-    Timeout,
-    /// The exchange broke.
-    Protocol,
-    /// The relay refused because of its query rate.
-    RateLimited,
-    /// The relay refused the round for another reason.
-    Refused,
-}
-
-impl FallbackReason {
-    /// Every reason, in declaration order.
-    pub const ALL: [FallbackReason; 5] = [
-        FallbackReason::Unsupported,
-        FallbackReason::Timeout,
-        FallbackReason::Protocol,
-        FallbackReason::RateLimited,
-        FallbackReason::Refused,
-    ];
-
-    /// The reason for a failed round, or `None` when the session ended (nothing to fall back
-    /// to on this connection: the batch is abandoned and derived again).
-    pub fn from_error(error: &NegentropyError) -> Option<FallbackReason> {
-        Some(match error {
-            NegentropyError::Unsupported => FallbackReason::Unsupported,
-            NegentropyError::Timeout | NegentropyError::NoAnswer => FallbackReason::Timeout,
-            NegentropyError::RateLimited(_) => FallbackReason::RateLimited,
-            NegentropyError::Refused(_) => FallbackReason::Refused,
-            NegentropyError::Protocol(_) => FallbackReason::Protocol,
-            // Sent again by NIP-77 after the session's AUTH, or its coverage paused: a REQ
-            // would be refused the same way.
-            NegentropyError::NotConnected | NegentropyError::AuthRequired(_) => return None,
-        })
-    }
-
-    /// A stable lowercase label, safe as a metric label value.
-    pub fn metric_label(self) -> &'static str {
-        match self {
-            FallbackReason::Unsupported => "unsupported",
-            FallbackReason::Timeout => "timeout",
-            FallbackReason::Protocol => "protocol",
-            FallbackReason::RateLimited => "rate_limited",
-            FallbackReason::Refused => "refused",
-        }
-    }
-
-    /// Whether this reason turns NIP-77 off for the rest of the relay's session.
-    pub fn disables_session(self) -> bool {
-        matches!(
-            self,
-            FallbackReason::RateLimited | FallbackReason::Unsupported
-        )
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
+pub use crate::machine::nip77::FallbackReason;
 
 /// Counts for the metrics, cumulative since the engine started (pending IDs: current).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -10,12 +10,11 @@
 
 mod fallback;
 mod recovery;
-mod support;
 
 pub use crate::machine::hydration::{
     HydrationOutcome, HydrationPass, SEMANTIC_FALLBACK_MAX_DELIVERED_PERCENT,
     SEMANTIC_FALLBACK_MIN_ADVERTISED,
 };
+pub use crate::machine::nip77::{NIP77_VERDICT_TTL, Nip77State, Nip77Support, NoNip77, RoundStart};
 pub use fallback::{FallbackReason, NegentropyCounts, NegentropyFallbacks};
 pub use recovery::{MissingEventRecovery, RecoveryAttempt, RecoveryConfig, RecoveryExpiry};
-pub use support::{NIP77_VERDICT_TTL, Nip77State, Nip77Support, NoNip77, RoundStart};

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
+pub use crate::machine::nip77::NegentropyError;
 use grasp_sync_health::{RefusalCategory, classify};
 use nostr::EventId;
-use thiserror::Error;
 
 /// The total wall-clock deadline of one dry-run diff, however active the relay keeps it.
 pub const NEGENTROPY_DEADLINE: Duration = Duration::from_secs(15);
@@ -68,41 +68,6 @@ pub struct NegentropyDiff {
     pub missing: Vec<EventId>,
     /// How many IDs of the "have" set the relay lacks (never uploaded).
     pub relay_lacks: usize,
-}
-
-/// Why a negentropy round did not produce a diff.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[non_exhaustive]
-pub enum NegentropyError {
-    /// The relay does not speak NIP-77: it said the verb is unknown, unsupported or turned off
-    /// (see [`classify_refusal`] and `notice_ends_round`), or the client library detected it.
-    #[error("negentropy unsupported by relay")]
-    Unsupported,
-    /// The NEG-OPEN went out and the relay did not answer it within the round's first-answer
-    /// deadline ([`RoundLimits::first_answer`]).
-    #[error("relay did not answer the negentropy open")]
-    NoAnswer,
-    /// The round did not finish before its deadline although the relay answered its NEG-OPEN
-    /// (a stalled exchange), or it never got its turn to open.
-    #[error("negentropy round timed out")]
-    Timeout,
-    /// The relay refused because of its query rate.
-    #[error("negentropy rate limited: {0}")]
-    RateLimited(String),
-    /// The relay refused the round until the client authenticates (NIP-42): a NEG-ERR or
-    /// CLOSED `auth-required:` (text verbatim), as strfry and khatru answer a NEG-OPEN for
-    /// filters they serve to authenticated clients only.
-    #[error("negentropy needs authentication: {0}")]
-    AuthRequired(String),
-    /// The relay refused the round for another reason (NEG-ERR text, verbatim).
-    #[error("negentropy refused: {0}")]
-    Refused(String),
-    /// The exchange broke: undecodable frames or an unexpected protocol state.
-    #[error("negentropy protocol failure: {0}")]
-    Protocol(String),
-    /// The session is not connected; nothing was sent or the connection ended mid-round.
-    #[error("not connected")]
-    NotConnected,
 }
 
 /// Maps a relay's NEG-ERR text, or a CLOSED for the round's own subscription, onto an error.

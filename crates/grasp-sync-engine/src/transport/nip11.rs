@@ -16,6 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::guarded::open_stream;
 use crate::address::AddressPolicy;
 use crate::error::TransportError;
+pub use crate::machine::nip77::NipListing;
 
 /// Largest NIP-11 document read; a longer body is refused.
 pub(crate) const MAX_INFO_BYTES: usize = 64 * 1024;
@@ -38,18 +39,6 @@ pub struct RelayInfo {
     pub max_message_length: Option<u32>,
     /// Whether `supported_nips` lists 77 (negentropy).
     pub nip77: NipListing,
-}
-
-/// What a NIP-11 document says about one NIP.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum NipListing {
-    /// `supported_nips` lists it.
-    Listed,
-    /// `supported_nips` is an array without it.
-    NotListed,
-    /// No document, no `supported_nips`, or not an array: the relay said nothing.
-    #[default]
-    Unknown,
 }
 
 impl NipListing {

@@ -10,6 +10,7 @@ use grasp_sync_model::{BatchId, RelayUrl};
 use nostr::{Filter, SubscriptionId};
 
 use super::*;
+use crate::machine::nip77::{NoNip77, RoundStart};
 use crate::machine::session::QueuedStart;
 
 type Machine = RelayMachine<(), ()>;
@@ -289,9 +290,10 @@ fn a_failed_attempt_backs_off_before_the_next_dial() {
 fn a_connection_starts_the_ledger_under_the_advertised_budget_lowered_to_what_was_taught() {
     let now = Instant::now();
     let mut machine = machine(now);
-    let advertised = AdvertisedLimits {
+    let advertised = Advertised {
         max_subscriptions: Some(20),
         max_filters: Some(5),
+        nip77: NipListing::NotListed,
     };
     let budget = machine.handle_connected(now, advertised);
     assert_eq!(budget.slots(), 20);
@@ -303,6 +305,11 @@ fn a_connection_starts_the_ledger_under_the_advertised_budget_lowered_to_what_wa
         machine.learned.filter_ceiling(),
         5,
         "the advertised ceiling"
+    );
+    assert_eq!(
+        machine.nip77.poll_round(),
+        RoundStart::Off(NoNip77::NotListed),
+        "its document lacks NIP-77"
     );
     let first = machine.ledger.as_ref().map(|l| l.generation());
 

@@ -1,5 +1,5 @@
-//! [`Nip77Support`]: what the engine knows about whether one relay speaks NIP-77, and so how
-//! the next negentropy round of its session may start: normally, as the session's one probe,
+//! Whether a relay speaks NIP-77, as state. [`Nip77Support`]: what the engine knows about
+//! whether one relay speaks NIP-77, and so how the next negentropy round of its session may start: normally, as the session's one probe,
 //! after the probe in flight, or not at all (every batch then goes REQ+EOSE).
 //!
 //! A session starts from the relay's NIP-11 document and from what earlier sessions learned. A
@@ -9,13 +9,19 @@
 //! any round it answered as an unknown verb, means it does not: for the rest of the session,
 //! and, remembered, for new sessions during [`NIP77_VERDICT_TTL`] or until the next daily
 //! reconciliation. Time is passed in.
+//!
+//! Its inputs are data defined here and re-exported where the engine's users find them: what
+//! a NIP-11 document says of a NIP ([`NipListing`], `transport`), why a round produced no diff
+//! ([`NegentropyError`], `transport`) and why a round fell back to REQ+EOSE
+//! ([`FallbackReason`], `negentropy`).
 
 use std::time::{Duration, Instant};
 
 use nostr::SubscriptionId;
+use thiserror::Error;
 
-use super::FallbackReason;
-use crate::transport::{NegentropyError, NipListing};
+#[cfg(test)]
+mod tests;
 
 /// How long a relay that did not answer its probe, or said it does not know the NIP-77 verbs,
 /// is not asked again on new connections. A daily reconciliation asks again sooner.
@@ -221,5 +227,113 @@ impl Nip77Support {
     }
 }
 
-#[cfg(test)]
-mod tests;
+/// What a NIP-11 document says about one NIP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NipListing {
+    /// `supported_nips` lists it.
+    Listed,
+    /// `supported_nips` is an array without it.
+    NotListed,
+    /// No document, no `supported_nips`, or not an array: the relay said nothing.
+    #[default]
+    Unknown,
+}
+
+/// Why a negentropy round did not produce a diff.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum NegentropyError {
+    /// The relay does not speak NIP-77: it said the verb is unknown, unsupported or turned off
+    /// (see [`classify_refusal`](crate::transport::classify_refusal) and `notice_ends_round`), or the client library detected it.
+    #[error("negentropy unsupported by relay")]
+    Unsupported,
+    /// The NEG-OPEN went out and the relay did not answer it within the round's first-answer
+    /// deadline ([`RoundLimits::first_answer`](crate::transport::RoundLimits::first_answer)).
+    #[error("relay did not answer the negentropy open")]
+    NoAnswer,
+    /// The round did not finish before its deadline although the relay answered its NEG-OPEN
+    /// (a stalled exchange), or it never got its turn to open.
+    #[error("negentropy round timed out")]
+    Timeout,
+    /// The relay refused because of its query rate.
+    #[error("negentropy rate limited: {0}")]
+    RateLimited(String),
+    /// The relay refused the round until the client authenticates (NIP-42): a NEG-ERR or
+    /// CLOSED `auth-required:` (text verbatim), as strfry and khatru answer a NEG-OPEN for
+    /// filters they serve to authenticated clients only.
+    #[error("negentropy needs authentication: {0}")]
+    AuthRequired(String),
+    /// The relay refused the round for another reason (NEG-ERR text, verbatim).
+    #[error("negentropy refused: {0}")]
+    Refused(String),
+    /// The exchange broke: undecodable frames or an unexpected protocol state.
+    #[error("negentropy protocol failure: {0}")]
+    Protocol(String),
+    /// The session is not connected; nothing was sent or the connection ended mid-round.
+    #[error("not connected")]
+    NotConnected,
+}
+
+/// Why a negentropy round fell back to REQ+EOSE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FallbackReason {
+    /// The relay does not speak NIP-77.
+    Unsupported,
+    /// The round missed its deadline, or the relay never answered its NEG-OPEN.
+    Timeout,
+    /// The exchange broke.
+    Protocol,
+    /// The relay refused because of its query rate.
+    RateLimited,
+    /// The relay refused the round for another reason.
+    Refused,
+}
+
+impl FallbackReason {
+    /// Every reason, in declaration order.
+    pub const ALL: [FallbackReason; 5] = [
+        FallbackReason::Unsupported,
+        FallbackReason::Timeout,
+        FallbackReason::Protocol,
+        FallbackReason::RateLimited,
+        FallbackReason::Refused,
+    ];
+
+    /// The reason for a failed round, or `None` when the session ended (nothing to fall back
+    /// to on this connection: the batch is abandoned and derived again).
+    pub fn from_error(error: &NegentropyError) -> Option<FallbackReason> {
+        Some(match error {
+            NegentropyError::Unsupported => FallbackReason::Unsupported,
+            NegentropyError::Timeout | NegentropyError::NoAnswer => FallbackReason::Timeout,
+            NegentropyError::RateLimited(_) => FallbackReason::RateLimited,
+            NegentropyError::Refused(_) => FallbackReason::Refused,
+            NegentropyError::Protocol(_) => FallbackReason::Protocol,
+            // Sent again by NIP-77 after the session's AUTH, or its coverage paused: a REQ
+            // would be refused the same way.
+            NegentropyError::NotConnected | NegentropyError::AuthRequired(_) => return None,
+        })
+    }
+
+    /// A stable lowercase label, safe as a metric label value.
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            FallbackReason::Unsupported => "unsupported",
+            FallbackReason::Timeout => "timeout",
+            FallbackReason::Protocol => "protocol",
+            FallbackReason::RateLimited => "rate_limited",
+            FallbackReason::Refused => "refused",
+        }
+    }
+
+    /// Whether this reason turns NIP-77 off for the rest of the relay's session.
+    pub fn disables_session(self) -> bool {
+        matches!(
+            self,
+            FallbackReason::RateLimited | FallbackReason::Unsupported
+        )
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}

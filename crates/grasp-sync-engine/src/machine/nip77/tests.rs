@@ -5,8 +5,7 @@ use std::time::{Duration, Instant};
 
 use nostr::SubscriptionId;
 
-use super::{NIP77_VERDICT_TTL, Nip77Support, NoNip77, RoundStart};
-use crate::transport::{NegentropyError, NipListing};
+use super::{NIP77_VERDICT_TTL, NegentropyError, Nip77Support, NipListing, NoNip77, RoundStart};
 
 /// One input, at a time in seconds after the start.
 enum Step {
