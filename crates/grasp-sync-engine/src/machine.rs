@@ -14,6 +14,9 @@
 //! - [`closed_route`]: the refusal routing of a CLOSED, and which REQ a NOTICE answers.
 //! - [`neg_batch`]: one batch reconciled by NIP-77, from its rounds through hydration to its
 //!   end, and when a batch is still a first sync.
+//! - [`neg_rounds`]: a session's queued NIP-77 rounds and the rule that starts them.
+//! - [`nip77`]: whether a relay speaks NIP-77 (its document, one probe, a verdict kept), and
+//!   the data that rule reads.
 //! - [`hydration`]: the decision after one exact-ID pass over the IDs a diff advertised.
 //! - [`refused`]: coverage a relay refused by policy, paused per atom, suspect or shape, and
 //!   the historic batches that probe it once its pause ends.
@@ -62,6 +65,7 @@ pub(crate) mod jobs;
 pub(crate) mod lanes;
 pub(crate) mod live_split;
 pub(crate) mod neg_batch;
+pub(crate) mod neg_rounds;
 pub(crate) mod nip77;
 pub(crate) mod refused;
 pub(crate) mod relay;

@@ -15,30 +15,23 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use grasp_sync_filters::FilterBudget;
-use grasp_sync_ledger::{NEGENTROPY_ROUND_CAP, PermitClass, ReleaseReason, StartKind};
+use grasp_sync_ledger::{PermitClass, ReleaseReason, StartKind};
 use grasp_sync_model::{BatchId, PaginationState, PendingItems, RelayUrl, SyncMethod};
 use nostr::{EventId, Filter, SubscriptionId};
 
 use super::Actor;
 use super::history::FilterCeiling;
-use super::runtime::{QueuedStart, Session};
+use super::runtime::QueuedStart;
 use crate::boundary::EventStore;
 use crate::error::StoreError;
-use crate::machine::admission::{self, Room, StartAdmission};
-use crate::machine::jobs::{HaveSet, Job, Jobs};
+use crate::machine::jobs::{HaveSet, Job};
 use crate::machine::neg_batch::{
     Drained, HistoryRoute, NegBatch, RelayFacts, RoundsDone, first_sync_max_held,
 };
-use crate::machine::timers::SessionTimer;
-use crate::negentropy::{FallbackReason, RoundStart};
+use crate::machine::neg_rounds::{NegRound, NegStop, Preparation, prepare_ahead};
+use crate::negentropy::FallbackReason;
 use crate::session::SessionKey;
 use crate::transport::{NegentropyError, RelaySession, RoundLimits};
-
-/// Queued rounds per session whose "have" set is read ahead of their turn: the head of the
-/// queue and the one behind it. Enough that the head is ready when the gate next opens (rounds
-/// start at most one per second, a read takes milliseconds); few enough that a long queue
-/// holds at most two "have" sets per relay.
-const PREPARED_AHEAD: usize = 2;
 
 /// What a background job reports to the actor.
 #[derive(Debug)]
@@ -63,24 +56,6 @@ pub(crate) enum JobReport {
         subscription_id: SubscriptionId,
         result: Result<Vec<EventId>, NegentropyError>,
     },
-}
-
-/// A negentropy round waiting for its "have" set, a permit, a history slot and the gates.
-pub(super) struct NegRound {
-    pub(super) subscription_id: SubscriptionId,
-    pub(super) batch: BatchId,
-    pub(super) filter: Filter,
-    have: Preparation,
-}
-
-/// How far a queued round's "have" set is.
-enum Preparation {
-    /// Not asked for yet (the round is further back than [`PREPARED_AHEAD`]).
-    Unread,
-    /// A preparation job is reading it.
-    Reading,
-    /// Read: the round may start when a slot and the gates allow.
-    Read(HaveSet),
 }
 
 impl Actor {
@@ -116,12 +91,7 @@ impl Actor {
                 subscription_id.clone(),
                 PaginationState::new([filter.clone()]),
             );
-            rounds.push(NegRound {
-                subscription_id,
-                batch,
-                filter: filter.clone(),
-                have: Preparation::Unread,
-            });
+            rounds.push(NegRound::new(subscription_id, batch, filter.clone()));
         }
         let check = self.config.first_sync_by_req;
         let runtime = self.runtimes.get_mut(relay)?;
@@ -172,150 +142,40 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let paused_until = runtime.machine.health.sync_paused_until(now);
-        let nip77 = &mut runtime.machine.nip77;
-        let (Some(session), Some(ledger)) = (
-            runtime.machine.session.as_mut(),
-            runtime.machine.ledger.as_mut(),
-        ) else {
-            return;
-        };
-        while let Some(front) = session.neg_queue.front() {
-            let limits = match nip77.poll_round() {
-                RoundStart::Normal => RoundLimits::NORMAL,
-                RoundStart::Probe => RoundLimits::PROBE,
-                RoundStart::AfterProbe => break, // the probe's report wakes the actor
-                RoundStart::Off(reason) => {
-                    let batches: BTreeSet<BatchId> =
-                        session.neg_queue.iter().map(|round| round.batch).collect();
-                    tracing::info!(%relay, reason = reason.label(), batches = batches.len(),
-                        "relay does not speak NIP-77; queued rounds fall back to REQ+EOSE");
-                    let relay = relay.clone();
-                    for batch in batches {
-                        self.fall_back_rounds(&relay, batch, reason.fallback_reason());
-                    }
-                    self.drive_queue(&relay);
-                    return;
-                }
-            };
-            if !matches!(front.have, Preparation::Read(_))
-                || runtime
-                    .machine
-                    .neg_batches
-                    .get(&front.batch)
-                    .is_some_and(|neg| neg.checking_held)
-            {
-                break; // its read reports to the actor
-            }
-            let counts = ledger.counts();
-            let room = Room {
-                residual: ledger.residual(),
-                held: counts.negentropy_rounds(),
-                cap: NEGENTROPY_ROUND_CAP.min(ledger.residual() + counts.negentropy_rounds()),
-            };
-            match admission::wait_for_room(now, paused_until, room) {
-                Some(StartAdmission::WaitUntil(until)) => {
-                    session.timers.set_earliest(SessionTimer::GateWait, until);
-                    break;
-                }
-                Some(_) => break, // a release wakes the queue
-                None => {}
-            }
-            // A history slot must be free before the gates count the start; only this loop
-            // takes one, so it is still free when the round is decided below.
-            if !self.history_slots.is_free() {
-                tracing::debug!(%relay, "negentropy round waits for a history slot");
-                break;
-            }
-            let kind = StartKind::NegentropyRound;
-            let (background, reactive) = (&mut session.background, &mut session.reactive);
-            match admission::pass_gates(now, kind, background, reactive) {
-                StartAdmission::Ready => {}
-                StartAdmission::WaitUntil(at) => {
-                    session.timers.set_earliest(SessionTimer::GateWait, at);
-                    break;
-                }
-                StartAdmission::WaitForRelease => break,
-                StartAdmission::Rejected(_) => {
-                    // NIP-77 is off or a cooldown is on: the rounds left become REQ+EOSE.
-                    let batch = front.batch;
-                    self.fallbacks.handle_query_rate_refusal(relay);
-                    let relay = relay.clone();
-                    self.fall_back_rounds(&relay, batch, FallbackReason::RateLimited);
-                    self.drive_queue(&relay);
-                    return;
-                }
-            }
-            let Some(NegRound {
-                subscription_id,
-                batch,
-                filter,
-                have,
-            }) = session.neg_queue.pop_front()
-            else {
-                break;
-            };
-            let have = match have {
-                Preparation::Read(have) => have,
-                // The head was checked to be read above; nothing in between changes it.
-                unread => {
-                    session.neg_queue.push_front(NegRound {
-                        subscription_id,
-                        batch,
-                        filter,
-                        have: unread,
-                    });
-                    break;
-                }
-            };
-            let permit = match ledger.acquire(
-                now,
-                ledger.generation(),
-                PermitClass::NegentropyRound,
-                subscription_id.clone(),
-            ) {
-                Ok(permit) => permit,
-                Err(error) => {
-                    tracing::warn!(%relay, %error, "negentropy round could not take a permit");
-                    session.neg_queue.push_front(NegRound {
-                        subscription_id,
-                        batch,
-                        filter,
-                        have: Preparation::Read(have),
-                    });
-                    break;
-                }
-            };
+        let drive = runtime
+            .machine
+            .drive_negentropy(now, &mut self.history_slots, &mut self.jobs);
+        for round in &drive.started {
             self.fallbacks.handle_round_started();
-            if limits.probe {
-                nip77.handle_probe_started(subscription_id.clone());
-                tracing::debug!(%relay, batch = batch.0, "negentropy probe starts");
+            if round.probe {
+                tracing::debug!(%relay, batch = round.batch.0, "negentropy probe starts");
             } else {
-                tracing::debug!(%relay, batch = batch.0, "negentropy round starts");
+                tracing::debug!(%relay, batch = round.batch.0, "negentropy round starts");
             }
-            // The reads for the rounds now at the head are queued first, so they are started
-            // before this round: a task spawned last runs first on this worker, and a store
-            // that reads synchronously must not hold up this round's NEG-OPEN.
-            prepare_ahead(session, &mut self.jobs);
-            let taken = self.history_slots.try_take();
-            debug_assert!(taken, "the slot was free above");
-            self.jobs.push(
-                session.key.clone(),
-                Job::RunRound {
-                    subscription_id: subscription_id.clone(),
-                    filter,
-                    have,
-                    probe: limits.probe,
-                },
-            );
-            if session.auth.state() != crate::machine::session_auth::AuthState::Authenticated {
-                session.rounds_before_auth.insert(subscription_id.clone());
-            }
-            session
-                .neg_in_flight
-                .insert(subscription_id, (batch, permit));
         }
-        runtime.machine.note_peak();
+        match drive.stop {
+            NegStop::Waiting => {}
+            NegStop::NoHistorySlot => {
+                tracing::debug!(%relay, "negentropy round waits for a history slot");
+            }
+            NegStop::NoPermit(error) => {
+                tracing::warn!(%relay, %error, "negentropy round could not take a permit");
+            }
+            NegStop::Off { reason, batches } => {
+                tracing::info!(%relay, reason = reason.label(), batches = batches.len(),
+                    "relay does not speak NIP-77; queued rounds fall back to REQ+EOSE");
+                for batch in batches {
+                    self.fall_back_rounds(relay, batch, reason.fallback_reason());
+                }
+                self.drive_queue(relay);
+            }
+            NegStop::Rejected { batch } => {
+                // NIP-77 is off or a cooldown is on: the rounds left become REQ+EOSE.
+                self.fallbacks.handle_query_rate_refusal(relay);
+                self.fall_back_rounds(relay, batch, FallbackReason::RateLimited);
+                self.drive_queue(relay);
+            }
+        }
     }
 
     /// A background job finished.
@@ -884,23 +744,6 @@ impl Actor {
             if let Some(session) = runtime.machine.session.as_mut() {
                 session.neg_queue.retain(|round| round.batch != batch);
             }
-        }
-    }
-}
-
-/// Asks for the store reads of the first [`PREPARED_AHEAD`] queued rounds that have none yet.
-fn prepare_ahead(session: &mut Session, jobs: &mut Jobs) {
-    let key = &session.key;
-    for round in session.neg_queue.iter_mut().take(PREPARED_AHEAD) {
-        if matches!(round.have, Preparation::Unread) {
-            round.have = Preparation::Reading;
-            jobs.push(
-                key.clone(),
-                Job::ReadHaveSet {
-                    subscription_id: round.subscription_id.clone(),
-                    filter: round.filter.clone(),
-                },
-            );
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use grasp_sync_health::RelayHealth;
 
+use crate::machine::neg_rounds::NegRound;
 use crate::machine::relay::RelayMachine;
 pub(super) use crate::machine::relay::RelayStats;
 pub(super) use crate::machine::session::{
@@ -13,7 +14,7 @@ use crate::session::SessionHandle;
 
 /// The machine of one relay as the actor drives it: what it queues for NIP-77 and parks for
 /// the AUTH are the actor's.
-pub(super) type Machine = RelayMachine<super::negentropy::NegRound, super::auth::ParkedWork>;
+pub(super) type Machine = RelayMachine<NegRound, super::auth::ParkedWork>;
 
 /// Everything the actor knows about one relay.
 pub(super) struct RelayRuntime {
@@ -98,7 +99,7 @@ impl RelayRuntime {
 }
 
 /// The session's state as the actor drives it.
-pub(super) type Session = SessionState<super::negentropy::NegRound, super::auth::ParkedWork>;
+pub(super) type Session = SessionState<NegRound, super::auth::ParkedWork>;
 
 /// Sends `session`'s queued live REQs while the reactive gate allows, counting them.
 pub(super) fn drive_live(

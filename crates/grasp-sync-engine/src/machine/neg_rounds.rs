@@ -1,0 +1,273 @@
+//! A session's queued NIP-77 rounds and the rule that starts them
+//! ([`RelayMachine::drive_negentropy`]).
+//!
+//! Each filter of a batch reconciled by NIP-77 waits in the session's queue as a [`NegRound`]
+//! until its "have" set is read from the store, a round permit and a history slot are free,
+//! and both gates allow. The rounds keep their queue order: a head still being read holds back
+//! the ones behind it. The history slot is checked before the gates are asked, so a gate
+//! never counts a start that then waits. While the relay's NIP-77 support is unknown only one
+//! round runs, as the probe, and the others wait for its report; once the relay is known not
+//! to speak NIP-77, every queued batch falls back to REQ+EOSE, as does the head's batch when
+//! the reactive gate refuses NIP-77 (it is off, or a query-rate cooldown is on).
+//!
+//! A round decided here is queued as a [`Job::RunRound`], behind the store reads of the
+//! rounds now at the head ([`prepare_ahead`]), so those are started first.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use grasp_sync_ledger::{LedgerError, NEGENTROPY_ROUND_CAP, PermitClass, StartKind};
+use grasp_sync_model::BatchId;
+use nostr::{Filter, SubscriptionId};
+
+use crate::machine::admission::{self, Room, StartAdmission};
+use crate::machine::jobs::{HaveSet, HistorySlots, Job, Jobs};
+use crate::machine::nip77::{NoNip77, RoundStart};
+use crate::machine::relay::RelayMachine;
+use crate::machine::session::SessionState;
+use crate::machine::session_auth::AuthState;
+use crate::machine::timers::SessionTimer;
+
+#[cfg(test)]
+mod tests;
+
+/// Queued rounds per session whose "have" set is read ahead of their turn: the head of the
+/// queue and the one behind it. Enough that the head is ready when the gate next opens (rounds
+/// start at most one per second, a read takes milliseconds); few enough that a long queue
+/// holds at most two "have" sets per relay.
+pub(crate) const PREPARED_AHEAD: usize = 2;
+
+/// A negentropy round waiting for its "have" set, a permit, a history slot and the gates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NegRound {
+    pub(crate) subscription_id: SubscriptionId,
+    pub(crate) batch: BatchId,
+    pub(crate) filter: Filter,
+    pub(crate) have: Preparation,
+}
+
+/// How far a queued round's "have" set is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Preparation {
+    /// Not asked for yet (the round is further back than [`PREPARED_AHEAD`]).
+    Unread,
+    /// A preparation job is reading it.
+    Reading,
+    /// Read: the round may start when a slot and the gates allow.
+    Read(HaveSet),
+}
+
+impl NegRound {
+    /// A round of `batch` over `filter`, its "have" set not asked for yet.
+    pub(crate) fn new(subscription_id: SubscriptionId, batch: BatchId, filter: Filter) -> Self {
+        Self {
+            subscription_id,
+            batch,
+            filter,
+            have: Preparation::Unread,
+        }
+    }
+}
+
+/// One round [`RelayMachine::drive_negentropy`] started: its NEG-OPEN is queued as a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StartedRound {
+    pub(crate) subscription_id: SubscriptionId,
+    pub(crate) batch: BatchId,
+    /// Whether it is the session's probe of NIP-77 support.
+    pub(crate) probe: bool,
+}
+
+/// Why [`RelayMachine::drive_negentropy`] stopped starting rounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NegStop {
+    /// The queue is empty, or its head waits: for its read, the probe's report, a released
+    /// permit or a gate (whose wait is armed as [`SessionTimer::GateWait`]).
+    Waiting,
+    /// Every history slot is taken: a running round's report frees one.
+    NoHistorySlot,
+    /// The ledger refused the head a permit although the room check passed.
+    NoPermit(LedgerError),
+    /// The relay does not speak NIP-77: these queued batches fall back to REQ+EOSE.
+    Off {
+        reason: NoNip77,
+        batches: BTreeSet<BatchId>,
+    },
+    /// The reactive gate refuses NIP-77 now: the head's batch falls back to REQ+EOSE.
+    Rejected { batch: BatchId },
+}
+
+/// What one [`RelayMachine::drive_negentropy`] decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NegDrive {
+    /// Rounds started, in order.
+    pub(crate) started: Vec<StartedRound>,
+    pub(crate) stop: NegStop,
+}
+
+/// Asks for the store reads of the first [`PREPARED_AHEAD`] queued rounds that have none yet.
+pub(crate) fn prepare_ahead<Parked>(session: &mut SessionState<NegRound, Parked>, jobs: &mut Jobs) {
+    let key = &session.key;
+    for round in session.neg_queue.iter_mut().take(PREPARED_AHEAD) {
+        if round.have == Preparation::Unread {
+            round.have = Preparation::Reading;
+            jobs.push(
+                key.clone(),
+                Job::ReadHaveSet {
+                    subscription_id: round.subscription_id.clone(),
+                    filter: round.filter.clone(),
+                },
+            );
+        }
+    }
+}
+
+impl<Parked> RelayMachine<NegRound, Parked> {
+    /// Starts the session's queued rounds at `now` while the rules allow (see the module),
+    /// taking a slot of `slots` and queueing a [`Job::RunRound`] in `jobs` for each. Nothing
+    /// is started without a session and a ledger.
+    pub(crate) fn drive_negentropy(
+        &mut self,
+        now: Instant,
+        slots: &mut HistorySlots,
+        jobs: &mut Jobs,
+    ) -> NegDrive {
+        let mut started = Vec::new();
+        let paused_until = self.health.sync_paused_until(now);
+        let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {
+            return NegDrive {
+                started,
+                stop: NegStop::Waiting,
+            };
+        };
+        let stop = loop {
+            let Some(front) = session.neg_queue.front() else {
+                break NegStop::Waiting;
+            };
+            let probe = match self.nip77.poll_round() {
+                RoundStart::Normal => false,
+                RoundStart::Probe => true,
+                RoundStart::AfterProbe => break NegStop::Waiting, // the probe's report
+                RoundStart::Off(reason) => {
+                    let batches = session.neg_queue.iter().map(|round| round.batch).collect();
+                    return NegDrive {
+                        started,
+                        stop: NegStop::Off { reason, batches },
+                    };
+                }
+            };
+            let checking_held = self
+                .neg_batches
+                .get(&front.batch)
+                .is_some_and(|neg| neg.checking_held);
+            if !matches!(front.have, Preparation::Read(_)) || checking_held {
+                break NegStop::Waiting; // its read reports back
+            }
+            let counts = ledger.counts();
+            let room = Room {
+                residual: ledger.residual(),
+                held: counts.negentropy_rounds(),
+                cap: NEGENTROPY_ROUND_CAP.min(ledger.residual() + counts.negentropy_rounds()),
+            };
+            match admission::wait_for_room(now, paused_until, room) {
+                Some(StartAdmission::WaitUntil(until)) => {
+                    session.timers.set_earliest(SessionTimer::GateWait, until);
+                    break NegStop::Waiting;
+                }
+                Some(_) => break NegStop::Waiting, // a release wakes the queue
+                None => {}
+            }
+            // A history slot must be free before the gates count the start; only this loop
+            // takes one, so it is still free when the round is decided below.
+            if !slots.is_free() {
+                break NegStop::NoHistorySlot;
+            }
+            let (background, reactive) = (&mut session.background, &mut session.reactive);
+            match admission::pass_gates(now, StartKind::NegentropyRound, background, reactive) {
+                StartAdmission::Ready => {}
+                StartAdmission::WaitUntil(at) => {
+                    session.timers.set_earliest(SessionTimer::GateWait, at);
+                    break NegStop::Waiting;
+                }
+                StartAdmission::WaitForRelease => break NegStop::Waiting,
+                StartAdmission::Rejected(_) => {
+                    let batch = front.batch;
+                    return NegDrive {
+                        started,
+                        stop: NegStop::Rejected { batch },
+                    };
+                }
+            }
+            let Some(NegRound {
+                subscription_id,
+                batch,
+                filter,
+                have,
+            }) = session.neg_queue.pop_front()
+            else {
+                break NegStop::Waiting;
+            };
+            let have = match have {
+                Preparation::Read(have) => have,
+                // The head was checked to be read above; nothing in between changes it.
+                unread => {
+                    session.neg_queue.push_front(NegRound {
+                        subscription_id,
+                        batch,
+                        filter,
+                        have: unread,
+                    });
+                    break NegStop::Waiting;
+                }
+            };
+            let permit = match ledger.acquire(
+                now,
+                ledger.generation(),
+                PermitClass::NegentropyRound,
+                subscription_id.clone(),
+            ) {
+                Ok(permit) => permit,
+                Err(error) => {
+                    session.neg_queue.push_front(NegRound {
+                        subscription_id,
+                        batch,
+                        filter,
+                        have: Preparation::Read(have),
+                    });
+                    break NegStop::NoPermit(error);
+                }
+            };
+            if probe {
+                self.nip77.handle_probe_started(subscription_id.clone());
+            }
+            // The reads for the rounds now at the head are queued first, so they are started
+            // before this round: a store that reads synchronously must not hold up its
+            // NEG-OPEN.
+            prepare_ahead(session, jobs);
+            let taken = slots.try_take();
+            debug_assert!(taken, "the slot was free above");
+            jobs.push(
+                session.key.clone(),
+                Job::RunRound {
+                    subscription_id: subscription_id.clone(),
+                    filter,
+                    have,
+                    probe,
+                },
+            );
+            if session.auth.state() != AuthState::Authenticated {
+                session.rounds_before_auth.insert(subscription_id.clone());
+            }
+            session
+                .neg_in_flight
+                .insert(subscription_id.clone(), (batch, permit));
+            started.push(StartedRound {
+                subscription_id,
+                batch,
+                probe,
+            });
+        };
+        self.note_peak();
+        NegDrive { started, stop }
+    }
+}

@@ -1,0 +1,220 @@
+//! Starting a session's queued NIP-77 rounds, on injected time: reads first, one probe while
+//! support is unknown, the history slots, the background gate, and the fallbacks.
+
+use std::time::{Duration, Instant};
+
+use grasp_sync_filters::{PageHints, RelayPageSession};
+use grasp_sync_health::{HealthConfig, RelayHealth};
+use grasp_sync_model::{BatchId, RelayUrl};
+use nostr::{EventId, Filter, Kind, SubscriptionId, Timestamp};
+
+use super::*;
+use crate::machine::nip77::{NegentropyError, NipListing};
+use crate::machine::relay::Advertised;
+use crate::machine::transmit::SessionKey;
+
+type Machine = RelayMachine<NegRound, ()>;
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// A relay connected at `now`, whose document says `nip77` of NIP-77.
+fn connected(now: Instant, nip77: NipListing) -> Machine {
+    let config = HealthConfig {
+        jitter_percent: 0,
+        ..HealthConfig::default()
+    };
+    let mut machine = RelayMachine::new(RelayHealth::new(config, false, 1, now).expect("health"));
+    machine.health.handle_connect_started(now);
+    let advertised = Advertised {
+        max_subscriptions: Some(20),
+        max_filters: None,
+        nip77,
+    };
+    machine.handle_connected(now, advertised);
+    let key = SessionKey {
+        relay: RelayUrl::parse("wss://relay.example.com").expect("valid url"),
+        generation: 1,
+    };
+    machine.handle_session_started(SessionState::new(
+        key,
+        now,
+        RelayPageSession::new(PageHints::default()),
+        false,
+    ));
+    machine
+}
+
+fn round(n: u64, batch: u64) -> NegRound {
+    NegRound::new(
+        SubscriptionId::new(format!("neg-{n}")),
+        BatchId(batch),
+        Filter::new()
+            .kind(Kind::from(1617))
+            .identifier(format!("d{n}")),
+    )
+}
+
+fn have() -> HaveSet {
+    vec![(EventId::all_zeros(), Timestamp::from(1))]
+}
+
+/// Queues `rounds`, each with its "have" set already read.
+fn queue_read(machine: &mut Machine, rounds: impl IntoIterator<Item = NegRound>) {
+    let session = machine.session.as_mut().expect("connected");
+    for mut round in rounds {
+        round.have = Preparation::Read(have());
+        session.neg_queue.push_back(round);
+    }
+}
+
+fn ids(drive: &NegDrive) -> Vec<String> {
+    drive
+        .started
+        .iter()
+        .map(|r| r.subscription_id.to_string())
+        .collect()
+}
+
+fn all_jobs(jobs: &mut Jobs) -> Vec<Job> {
+    std::iter::from_fn(|| jobs.poll_job().map(|(_, job)| job)).collect()
+}
+
+/// `machine`'s NIP-77 support learns the relay speaks it, through an answered probe.
+fn speaks(machine: &mut Machine) {
+    let probe = SubscriptionId::new("probe");
+    machine.nip77.handle_probe_started(probe.clone());
+    let answered: Result<(), NegentropyError> = Ok(());
+    machine
+        .nip77
+        .handle_round_ended(Instant::now(), &probe, &answered);
+}
+
+#[test]
+fn reads_are_asked_for_the_two_rounds_at_the_head_only() {
+    let now = Instant::now();
+    let mut machine = connected(now, NipListing::Listed);
+    let session = machine.session.as_mut().expect("connected");
+    session
+        .neg_queue
+        .extend([round(1, 1), round(2, 1), round(3, 1)]);
+    let mut jobs = Jobs::default();
+    prepare_ahead(session, &mut jobs);
+    prepare_ahead(session, &mut jobs);
+
+    let asked: Vec<_> = all_jobs(&mut jobs)
+        .into_iter()
+        .map(|job| match job {
+            Job::ReadHaveSet {
+                subscription_id, ..
+            } => subscription_id.to_string(),
+            other => panic!("not a read: {other:?}"),
+        })
+        .collect();
+    assert_eq!(asked, ["neg-1", "neg-2"], "each asked once");
+
+    let drive = machine.drive_negentropy(now, &mut HistorySlots::new(4), &mut jobs);
+    assert_eq!(drive.stop, NegStop::Waiting, "the head is still being read");
+    assert!(drive.started.is_empty());
+}
+
+#[test]
+fn while_support_is_unknown_one_round_probes_and_the_rest_wait_for_it() {
+    let now = Instant::now();
+    let mut machine = connected(now, NipListing::Unknown);
+    queue_read(&mut machine, [round(1, 1), round(2, 1)]);
+    let mut slots = HistorySlots::new(4);
+    let mut jobs = Jobs::default();
+
+    let drive = machine.drive_negentropy(now, &mut slots, &mut jobs);
+    assert_eq!(ids(&drive), ["neg-1"]);
+    assert!(drive.started[0].probe);
+    assert!(matches!(
+        all_jobs(&mut jobs).last(),
+        Some(Job::RunRound { probe: true, .. })
+    ));
+
+    let later = now + secs(5);
+    let drive = machine.drive_negentropy(later, &mut slots, &mut jobs);
+    assert!(
+        drive.started.is_empty(),
+        "the gate allows, the probe does not"
+    );
+
+    let answered: Result<(), NegentropyError> = Ok(());
+    machine
+        .nip77
+        .handle_round_ended(later, &SubscriptionId::new("neg-1"), &answered);
+    let drive = machine.drive_negentropy(later, &mut slots, &mut jobs);
+    assert_eq!(ids(&drive), ["neg-2"]);
+    assert!(!drive.started[0].probe);
+}
+
+#[test]
+fn a_relay_known_not_to_speak_nip77_falls_back_every_queued_batch() {
+    let now = Instant::now();
+    let mut machine = connected(now, NipListing::NotListed);
+    queue_read(&mut machine, [round(1, 1), round(2, 2), round(3, 2)]);
+    let drive = machine.drive_negentropy(now, &mut HistorySlots::new(4), &mut Jobs::default());
+    assert!(drive.started.is_empty());
+    assert_eq!(
+        drive.stop,
+        NegStop::Off {
+            reason: NoNip77::NotListed,
+            batches: [BatchId(1), BatchId(2)].into()
+        }
+    );
+}
+
+#[test]
+fn rounds_wait_for_a_history_slot_before_the_gates_count_them() {
+    let now = Instant::now();
+    let mut machine = connected(now, NipListing::Listed);
+    speaks(&mut machine);
+    queue_read(&mut machine, [round(1, 1)]);
+    let mut slots = HistorySlots::new(1);
+    assert!(slots.try_take(), "another relay's round runs");
+    let mut jobs = Jobs::default();
+
+    let drive = machine.drive_negentropy(now, &mut slots, &mut jobs);
+    assert_eq!(drive.stop, NegStop::NoHistorySlot);
+    assert!(all_jobs(&mut jobs).is_empty());
+
+    slots.release();
+    let drive = machine.drive_negentropy(now, &mut slots, &mut jobs);
+    assert_eq!(
+        ids(&drive),
+        ["neg-1"],
+        "the gate did not count the start that waited"
+    );
+    assert!(!slots.is_free(), "the round holds the slot");
+}
+
+#[test]
+fn background_rounds_are_a_second_apart_and_the_wait_is_armed() {
+    let now = Instant::now();
+    let mut machine = connected(now, NipListing::Listed);
+    speaks(&mut machine);
+    queue_read(&mut machine, [round(1, 1), round(2, 1)]);
+    let mut slots = HistorySlots::new(4);
+    let mut jobs = Jobs::default();
+
+    let drive = machine.drive_negentropy(now, &mut slots, &mut jobs);
+    assert_eq!(ids(&drive), ["neg-1"]);
+    assert_eq!(drive.stop, NegStop::Waiting);
+    let session = machine.session.as_ref().expect("connected");
+    assert!(
+        session
+            .neg_in_flight
+            .contains_key(&SubscriptionId::new("neg-1"))
+    );
+    let wait = session
+        .timers
+        .poll_timeout()
+        .expect("the gate's wait is armed");
+    assert!(wait >= now + secs(1), "at least a second after the first");
+
+    let drive = machine.drive_negentropy(wait, &mut slots, &mut jobs);
+    assert_eq!(ids(&drive), ["neg-2"]);
+}
