@@ -14,6 +14,7 @@
 //! - [`closed_route`]: the refusal routing of a CLOSED, and which REQ a NOTICE answers.
 //! - [`neg_batch`]: one batch reconciled by NIP-77, from its rounds through hydration to its
 //!   end, and when a batch is still a first sync.
+//! - [`req_queue`]: the rule that starts a session's queued live and historic REQs.
 //! - [`neg_rounds`]: a session's queued NIP-77 rounds and the rule that starts them.
 //! - [`nip77`]: whether a relay speaks NIP-77 (its document, one probe, a verdict kept), and
 //!   the data that rule reads.
@@ -69,6 +70,7 @@ pub(crate) mod neg_rounds;
 pub(crate) mod nip77;
 pub(crate) mod refused;
 pub(crate) mod relay;
+pub(crate) mod req_queue;
 pub(crate) mod session;
 pub(crate) mod session_auth;
 pub(crate) mod session_start;

@@ -19,13 +19,12 @@ use grasp_sync_model::{
 use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 
 use super::Actor;
-use super::runtime::{Machine, QueuedStart, RelayRuntime, Transient};
-use crate::machine::admission::{self, Room, StartAdmission};
+use super::runtime::{Machine, QueuedStart, RelayRuntime};
 use crate::machine::incomplete_batches::{Finish, Incompleteness};
 use crate::machine::refused::Admission;
+use crate::machine::req_queue::{Dropped, DroppedBatch, QueueStop};
 use crate::machine::session::Eose;
-use crate::machine::timers::{RelayTimer, SessionTimer};
-use crate::session::Outbound;
+use crate::machine::timers::RelayTimer;
 
 /// How many filters a historic REQ may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -291,116 +290,41 @@ impl Actor {
         any
     }
 
-    /// Starts queued transient REQs while a slot is free and both gates allow.
+    /// Starts queued REQs while a slot is free and both gates allow
+    /// ([`RelayMachine::drive_history`](crate::machine::relay::RelayMachine)), fails the batches
+    /// it dropped, then drives the NIP-77 rounds.
     pub(super) fn drive_queue(&mut self, relay: &RelayUrl) {
         let now = self.now();
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let paused_until = runtime
-            .machine
-            .health
-            .sync_paused_until(now)
-            .filter(|until| *until > now);
-        let (Some(session), Some(ledger)) = (
-            runtime.machine.session.as_mut(),
-            runtime.machine.ledger.as_mut(),
-        ) else {
-            return;
-        };
-        session.timers.cancel(SessionTimer::GateWait);
-        super::runtime::drive_live(
-            session,
-            now,
-            relay,
-            &mut runtime.machine.stats,
-            self.metrics.as_ref(),
-        );
-        let mut rejected: Vec<BatchId> = Vec::new();
-        while let Some(front) = session.queue.front() {
-            let counts = ledger.counts();
-            let room = Room {
-                residual: ledger.residual(),
-                held: counts.transient_reqs(),
-                cap: ledger.budget().transient_req_cap(),
-            };
-            let (background, reactive) = (&mut session.background, &mut session.reactive);
-            match admission::admit(now, front.kind, paused_until, room, background, reactive) {
-                StartAdmission::Ready => {}
-                StartAdmission::WaitUntil(at) => {
-                    tracing::debug!(%relay, wait_ms = at.saturating_duration_since(now).as_millis() as u64, "queue waits for a health pause or a gate");
-                    session.timers.set_earliest(SessionTimer::GateWait, at);
-                    break;
-                }
-                StartAdmission::WaitForRelease => {
-                    tracing::debug!(%relay, residual = room.residual, held = ?counts, "queue waits for a slot");
-                    break; // a release wakes the queue
-                }
-                StartAdmission::Rejected(reason) => {
-                    tracing::debug!(%relay, ?reason, "queued start rejected; its batch will be re-derived");
-                    let batch = front.batch;
-                    session.queue.retain(|q| q.batch != batch);
-                    rejected.push(batch);
-                    continue;
-                }
-            }
-            let Some(start) = session.queue.pop_front() else {
-                break;
-            };
-            // A recovery probe is what may send paused coverage.
-            let probe = runtime.machine.refused.is_probe(start.batch);
-            if !probe
-                && runtime
-                    .machine
-                    .refused
-                    .blocks(now, &start.pagination.current_filters())
-            {
-                // A policy refusal paused its coverage while it waited: re-derive the batch.
-                tracing::debug!(%relay, "queued start holds coverage paused since; its batch will be re-derived");
-                let batch = start.batch;
-                session.queue.retain(|q| q.batch != batch);
-                rejected.push(batch);
-                continue;
-            }
-            let permit = match ledger.acquire(
-                now,
-                ledger.generation(),
-                start.class,
-                start.subscription_id.clone(),
-            ) {
-                Ok(permit) => permit,
-                Err(error) => {
-                    tracing::debug!(%relay, %error, "no transient slot; waiting for a release");
-                    session.queue.push_front(start);
-                    break;
-                }
-            };
-            let filters = start.pagination.current_filters();
-            let filter_count = filters.len();
-            session.transmit.push(Outbound::Req {
-                subscription_id: start.subscription_id.clone(),
-                filters,
-            });
-            runtime.machine.stats.req_starts_historic += 1;
-            tracing::debug!(%relay, subscription = %start.subscription_id, filters = filter_count, batch = ?start.batch, "historic REQ starts");
+        let drive = runtime.machine.drive_history(now);
+        super::runtime::log_live_driven(relay, drive.live, self.metrics.as_ref());
+        for started in &drive.started {
+            tracing::debug!(%relay, subscription = %started.subscription_id, filters = started.filters, batch = ?started.batch, "historic REQ starts");
             if let Some(metrics) = &self.metrics {
                 metrics.record_req("historic");
             }
-            let sent = session.next_sent(&start.subscription_id, filter_count);
-            session.transients.insert(
-                start.subscription_id,
-                Transient {
-                    batch: start.batch,
-                    permit: Some(permit),
-                    pagination: start.pagination,
-                    watchdog_closing: false,
-                    sent,
-                    exact: start.exact,
-                },
-            );
         }
-        runtime.machine.note_peak();
-        for batch in rejected {
+        match drive.stop {
+            QueueStop::Empty => {}
+            QueueStop::WaitUntil(at) => {
+                tracing::debug!(%relay, wait_ms = at.saturating_duration_since(now).as_millis() as u64, "queue waits for a health pause or a gate");
+            }
+            QueueStop::WaitForSlot { residual, held } => {
+                tracing::debug!(%relay, residual, ?held, "queue waits for a slot");
+            }
+            QueueStop::NoPermit(error) => {
+                tracing::debug!(%relay, %error, "no transient slot; waiting for a release");
+            }
+        }
+        for DroppedBatch { batch, why } in drive.dropped {
+            match why {
+                Dropped::Rejected => tracing::debug!(%relay, batch = batch.0,
+                    "queued start rejected; its batch will be re-derived"),
+                Dropped::PausedCoverage => tracing::debug!(%relay, batch = batch.0,
+                    "queued start holds coverage paused since; its batch will be re-derived"),
+            }
             self.fail_batch(
                 relay,
                 batch,

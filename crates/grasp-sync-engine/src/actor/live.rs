@@ -159,13 +159,8 @@ impl Actor {
                 );
             }
         }
-        super::runtime::drive_live(
-            session,
-            now,
-            relay,
-            &mut runtime.machine.stats,
-            self.metrics.as_ref(),
-        );
+        let driven = runtime.machine.drive_live(now);
+        super::runtime::log_live_driven(relay, driven, self.metrics.as_ref());
         runtime.machine.note_peak();
         outcome
     }

@@ -6,9 +6,8 @@ use grasp_sync_health::RelayHealth;
 
 use crate::machine::neg_rounds::NegRound;
 use crate::machine::relay::RelayMachine;
-pub(super) use crate::machine::relay::RelayStats;
 pub(super) use crate::machine::session::{
-    LiveGroup, QueuedStart, SessionState, Transient, UNSENT, held_groups,
+    LiveDriven, LiveGroup, QueuedStart, SessionState, UNSENT, held_groups,
 };
 use crate::session::SessionHandle;
 
@@ -101,15 +100,13 @@ impl RelayRuntime {
 /// The session's state as the actor drives it.
 pub(super) type Session = SessionState<NegRound, super::auth::ParkedWork>;
 
-/// Sends `session`'s queued live REQs while the reactive gate allows, counting them.
-pub(super) fn drive_live(
-    session: &mut Session,
-    now: std::time::Instant,
+/// Logs what a session's live queue did, and counts its starts in `metrics` (the relay's
+/// statistics counted them already).
+pub(super) fn log_live_driven(
     relay: &grasp_sync_model::RelayUrl,
-    stats: &mut RelayStats,
+    driven: LiveDriven,
     metrics: Option<&crate::metrics::SyncMetrics>,
 ) {
-    let driven = session.drive_live(now);
     if let Some(reason) = driven.rejected {
         tracing::warn!(%relay, ?reason, "live start rejected");
     } else if driven.waiting {
@@ -118,7 +115,6 @@ pub(super) fn drive_live(
     if driven.sent > 0 {
         tracing::debug!(%relay, sent = driven.sent, "live REQs start");
     }
-    stats.req_starts_live += driven.sent as u64;
     if let Some(metrics) = metrics {
         for _ in 0..driven.sent {
             metrics.record_req("live");
