@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use grasp_sync_filters::FilterBudget;
-use grasp_sync_ledger::{PermitClass, ReleaseReason, StartKind};
+use grasp_sync_ledger::{PermitClass, StartKind};
 use grasp_sync_model::{BatchId, PaginationState, PendingItems, RelayUrl, SyncMethod};
 use nostr::{EventId, Filter, SubscriptionId};
 
@@ -28,7 +28,7 @@ use crate::machine::jobs::{HaveSet, Job};
 use crate::machine::neg_batch::{
     Drained, HistoryRoute, NegBatch, RelayFacts, RoundsDone, first_sync_max_held,
 };
-use crate::machine::neg_rounds::{NegRound, NegStop, Preparation, prepare_ahead};
+use crate::machine::neg_rounds::{NegRound, NegStop, Preparation, RoundEnded, prepare_ahead};
 use crate::negentropy::FallbackReason;
 use crate::session::SessionKey;
 use crate::transport::{NegentropyError, RelaySession, RoundLimits};
@@ -126,16 +126,11 @@ impl Actor {
         }
     }
 
-    /// Starts queued negentropy rounds while the head's "have" set is read, a round permit and
-    /// a history slot are free, and both gates allow. The rounds keep their queue order: a head
-    /// still being read holds back the ones behind it (its report wakes the actor). The slot is
-    /// taken before the gates are asked, so a gate never counts a start that then waits; when
-    /// none is free the round waits for a running round's report, whose handling frees its
-    /// slot first, and the level-triggered drive after every input tries again. A round
-    /// decided here is queued as a [`Job::RunRound`] and started at the end of the step. While the
-    /// relay's NIP-77 support is unknown only one round runs, as the probe, and the others wait
-    /// for its report; once the relay is known not to speak NIP-77 every queued round falls
-    /// back.
+    /// Asks the relay's machine to start its queued rounds
+    /// ([`RelayMachine::drive_negentropy`](crate::machine::relay::RelayMachine)), each queued
+    /// as a [`Job::RunRound`] and started at the end of the step, then counts and logs them and
+    /// falls back the batches it names: all queued ones once the relay is known not to speak
+    /// NIP-77, the head's when the reactive gate refuses NIP-77.
     pub(super) fn drive_negentropy(&mut self, relay: &RelayUrl) {
         self.prepare_rounds(relay);
         let now = self.now();
@@ -330,29 +325,15 @@ impl Actor {
     ) {
         let relay = key.relay.clone();
         let now = self.now();
-        let Some(runtime) = self.runtimes.get_mut(&relay) else {
+        let Some(RoundEnded { batch, before_auth }) =
+            self.runtimes.get_mut(&relay).and_then(|runtime| {
+                runtime
+                    .machine
+                    .handle_round_ended(now, key, subscription_id, &result)
+            })
+        else {
             return;
         };
-        let (Some(session), Some(ledger)) = (
-            runtime.machine.session.as_mut(),
-            runtime.machine.ledger.as_mut(),
-        ) else {
-            return;
-        };
-        if session.key != *key {
-            return; // the session it belonged to is gone, and its permit with it
-        }
-        // What the round says about the relay counts even when its batch was abandoned since
-        // (a fresh start): a probe's end is what the rounds queued behind it wait for.
-        runtime
-            .machine
-            .nip77
-            .handle_round_ended(now, subscription_id, &result);
-        let before_auth = session.rounds_before_auth.remove(subscription_id);
-        let Some((batch, permit)) = session.neg_in_flight.remove(subscription_id) else {
-            return;
-        };
-        let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
         if let Err(NegentropyError::AuthRequired(text)) = &result {
             // Reconciled again by NIP-77 after the session's AUTH, or paused: never a REQ.
             self.handle_round_auth_refusal(&relay, batch, subscription_id, text, before_auth);
@@ -723,27 +704,14 @@ impl Actor {
     pub(super) fn abandon_negentropy(&mut self, relay: &RelayUrl) {
         let now = self.now();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.machine.neg_batches.clear();
-            if let (Some(session), Some(ledger)) = (
-                runtime.machine.session.as_mut(),
-                runtime.machine.ledger.as_mut(),
-            ) {
-                session.neg_queue.clear();
-                session.rounds_before_auth.clear();
-                for (_, (_, permit)) in std::mem::take(&mut session.neg_in_flight) {
-                    let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
-                }
-            }
+            runtime.machine.abandon_negentropy(now);
         }
     }
 
     /// Forgets the negentropy state of a failed batch.
     pub(super) fn forget_negentropy_batch(&mut self, relay: &RelayUrl, batch: BatchId) {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.machine.neg_batches.remove(&batch);
-            if let Some(session) = runtime.machine.session.as_mut() {
-                session.neg_queue.retain(|round| round.batch != batch);
-            }
+            runtime.machine.forget_negentropy_batch(batch);
         }
     }
 }

@@ -16,17 +16,18 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use grasp_sync_ledger::{LedgerError, NEGENTROPY_ROUND_CAP, PermitClass, StartKind};
+use grasp_sync_ledger::{LedgerError, NEGENTROPY_ROUND_CAP, PermitClass, ReleaseReason, StartKind};
 use grasp_sync_model::BatchId;
 use nostr::{Filter, SubscriptionId};
 
 use crate::machine::admission::{self, Room, StartAdmission};
 use crate::machine::jobs::{HaveSet, HistorySlots, Job, Jobs};
-use crate::machine::nip77::{NoNip77, RoundStart};
+use crate::machine::nip77::{NegentropyError, NoNip77, RoundStart};
 use crate::machine::relay::RelayMachine;
 use crate::machine::session::SessionState;
 use crate::machine::session_auth::AuthState;
 use crate::machine::timers::SessionTimer;
+use crate::machine::transmit::SessionKey;
 
 #[cfg(test)]
 mod tests;
@@ -103,6 +104,14 @@ pub(crate) struct NegDrive {
     /// Rounds started, in order.
     pub(crate) started: Vec<StartedRound>,
     pub(crate) stop: NegStop,
+}
+
+/// A round of the current session that ended ([`RelayMachine::handle_round_ended`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RoundEnded {
+    pub(crate) batch: BatchId,
+    /// It started before the session authenticated (its refusal may predate the AUTH).
+    pub(crate) before_auth: bool,
 }
 
 /// Asks for the store reads of the first [`PREPARED_AHEAD`] queued rounds that have none yet.
@@ -269,5 +278,51 @@ impl<Parked> RelayMachine<NegRound, Parked> {
         };
         self.note_peak();
         NegDrive { started, stop }
+    }
+
+    /// The round `subscription_id` of session `key` ended at `now` with `result`: NIP-77
+    /// support learns from it (even when its batch was abandoned since: a probe's end is what
+    /// the rounds behind it wait for), and its permit goes back to the ledger. `None` for a
+    /// round of an ended session, or one no longer in flight.
+    pub(crate) fn handle_round_ended<T>(
+        &mut self,
+        now: Instant,
+        key: &SessionKey,
+        subscription_id: &SubscriptionId,
+        result: &Result<T, NegentropyError>,
+    ) -> Option<RoundEnded> {
+        let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {
+            return None;
+        };
+        if session.key != *key {
+            return None; // the session it belonged to is gone, and its permit with it
+        }
+        self.nip77.handle_round_ended(now, subscription_id, result);
+        let before_auth = session.rounds_before_auth.remove(subscription_id);
+        let (batch, permit) = session.neg_in_flight.remove(subscription_id)?;
+        let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
+        Some(RoundEnded { batch, before_auth })
+    }
+
+    /// Drops the session's NIP-77 work at `now` (a fresh start or a teardown): every batch's
+    /// rounds, queued or in flight, whose permits go back to the ledger.
+    pub(crate) fn abandon_negentropy(&mut self, now: Instant) {
+        self.neg_batches.clear();
+        let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {
+            return;
+        };
+        session.neg_queue.clear();
+        session.rounds_before_auth.clear();
+        for (_, (_, permit)) in std::mem::take(&mut session.neg_in_flight) {
+            let _ = ledger.handle_release(now, &permit, ReleaseReason::Closed);
+        }
+    }
+
+    /// Forgets the NIP-77 side of `batch` (it failed): its state and its queued rounds.
+    pub(crate) fn forget_negentropy_batch(&mut self, batch: BatchId) {
+        self.neg_batches.remove(&batch);
+        if let Some(session) = self.session.as_mut() {
+            session.neg_queue.retain(|round| round.batch != batch);
+        }
     }
 }

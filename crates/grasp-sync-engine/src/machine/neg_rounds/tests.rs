@@ -218,3 +218,85 @@ fn background_rounds_are_a_second_apart_and_the_wait_is_armed() {
     let drive = machine.drive_negentropy(wait, &mut slots, &mut jobs);
     assert_eq!(ids(&drive), ["neg-2"]);
 }
+
+fn held_rounds(machine: &Machine) -> usize {
+    machine
+        .ledger
+        .as_ref()
+        .expect("connected")
+        .counts()
+        .negentropy_rounds()
+}
+
+#[test]
+fn an_ended_round_teaches_support_and_gives_its_permit_back_once() {
+    let now = Instant::now();
+    let mut machine = connected(now, NipListing::Unknown);
+    queue_read(&mut machine, [round(1, 4)]);
+    machine.drive_negentropy(now, &mut HistorySlots::new(4), &mut Jobs::default());
+    assert_eq!(held_rounds(&machine), 1);
+    let key = machine.session.as_ref().expect("connected").key.clone();
+    let stale = SessionKey {
+        generation: key.generation - 1,
+        ..key.clone()
+    };
+    let probe = SubscriptionId::new("neg-1");
+    let answered: Result<(), NegentropyError> = Ok(());
+
+    assert_eq!(
+        machine.handle_round_ended(now, &stale, &probe, &answered),
+        None,
+        "a report of an ended session"
+    );
+    assert_eq!(machine.nip77.poll_round(), RoundStart::AfterProbe);
+    assert_eq!(held_rounds(&machine), 1);
+
+    assert_eq!(
+        machine.handle_round_ended(now, &key, &probe, &answered),
+        Some(RoundEnded {
+            batch: BatchId(4),
+            before_auth: true,
+        })
+    );
+    assert_eq!(machine.nip77.poll_round(), RoundStart::Normal);
+    assert_eq!(held_rounds(&machine), 0);
+    assert_eq!(
+        machine.handle_round_ended(now, &key, &probe, &answered),
+        None,
+        "already ended"
+    );
+}
+
+#[test]
+fn abandoning_drops_every_round_and_gives_the_permits_back() {
+    let now = Instant::now();
+    let mut machine = connected(now, NipListing::Listed);
+    speaks(&mut machine);
+    queue_read(&mut machine, [round(1, 1), round(2, 2)]);
+    machine.drive_negentropy(now, &mut HistorySlots::new(4), &mut Jobs::default());
+    assert_eq!(held_rounds(&machine), 1);
+
+    machine.abandon_negentropy(now);
+    let session = machine.session.as_ref().expect("connected");
+    assert!(session.neg_queue.is_empty());
+    assert!(session.neg_in_flight.is_empty());
+    assert!(session.rounds_before_auth.is_empty());
+    assert_eq!(held_rounds(&machine), 0);
+}
+
+#[test]
+fn forgetting_a_batch_drops_only_its_queued_rounds() {
+    let now = Instant::now();
+    let mut machine = connected(now, NipListing::Listed);
+    queue_read(&mut machine, [round(1, 1), round(2, 2), round(3, 1)]);
+    machine.forget_negentropy_batch(BatchId(1));
+    let left: Vec<_> = machine
+        .session
+        .as_ref()
+        .expect("connected")
+        .neg_queue
+        .iter()
+        .map(|r| r.subscription_id.to_string())
+        .collect();
+    assert_eq!(left, ["neg-2"]);
+}
