@@ -39,6 +39,8 @@
 //! - [`dials`]: the dial attempts decided in a step, handed to the dial workers at its end.
 //! - [`lanes`]: a relay's extra live connections (lever 4): what each holds, when one more
 //!   is dialled, and what goes to the catch-up.
+//! - [`live_plan`]: a live plan applied to a session: retired groups closed, new ones opened,
+//!   atomically, or nothing changed.
 //! - [`live_split`]: which live coverage the session holds, which overflows to the extra
 //!   connections, and which goes to history or to the catch-up.
 //! - [`jobs`]: the store reads and NIP-77 rounds a session decided, as data, and the history
@@ -64,6 +66,7 @@ pub(crate) mod hydration;
 pub(crate) mod incomplete_batches;
 pub(crate) mod jobs;
 pub(crate) mod lanes;
+pub(crate) mod live_plan;
 pub(crate) mod live_split;
 pub(crate) mod neg_batch;
 pub(crate) mod neg_rounds;

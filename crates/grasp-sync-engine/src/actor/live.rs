@@ -1,15 +1,16 @@
 //! Live coverage (`limit: 0`): incoming filters are planned against the held groups by the
 //! ledger's live planner and admitted atomically; retired groups release their slots.
 
-use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
+use grasp_sync_filters::{CoverageTier, PackLimits, TieredFilter};
 use grasp_sync_ledger::{DeferReason, HeldGroup, LiveBudget, LivePlan};
 use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
 use super::Actor;
-use super::runtime::{LiveGroup, UNSENT, held_groups};
+use super::runtime::held_groups;
 use crate::machine::catch_up::catch_up_filters;
 use crate::machine::consolidation::is_fragmented;
+use crate::machine::live_plan::{PlanHeldBack, PlanOutcome};
 use crate::machine::live_split::split_live;
 use crate::machine::timers::SessionTimer;
 
@@ -73,11 +74,9 @@ impl Actor {
             .collect()
     }
 
-    /// Closes the plan's retired groups and opens its new ones atomically, restoring the
-    /// retired groups if admission fails. New groups are admitted at once and their REQs sent
-    /// through the reactive gate (at once unless a query-rate episode spaces starts). During a
-    /// query-rate cooldown nothing changes: live coverage is re-derived when it ends. Returns
-    /// what became of the plan (a no-op plan is applied).
+    /// Applies `plan` to the relay's session
+    /// ([`RelayMachine::apply_live_plan`](crate::machine::relay::RelayMachine)) with fresh
+    /// subscription IDs for its new groups, and logs what held it back.
     fn apply_live_plan(&mut self, relay: &RelayUrl, plan: LivePlan) -> PlanOutcome {
         for deferred in &plan.deferred {
             tracing::debug!(%relay, tier = ?deferred.tier, reason = ?deferred.reason,
@@ -95,74 +94,21 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return PlanOutcome::Deferred;
         };
-        let (Some(session), Some(ledger)) = (
-            runtime.machine.session.as_mut(),
-            runtime.machine.ledger.as_mut(),
-        ) else {
-            return PlanOutcome::Deferred;
-        };
-        if session.defer_for_cooldown(now) {
-            tracing::debug!(%relay, "live planning waits for the query-rate cooldown");
-            return PlanOutcome::Deferred;
-        }
-        // Asked before anything is closed: a refusal then leaves the groups held as they are,
-        // with no CLOSE and no REQ sent again.
-        let released = plan
-            .close
-            .iter()
-            .filter(|id| session.live.contains_key(*id))
-            .count();
-        if !plan.open.is_empty()
-            && let Err(error) = ledger.check_live_admission(released, plan.open.len())
-        {
-            tracing::debug!(%relay, %error, "live admission would be refused; the groups held stay");
-            return PlanOutcome::RolledBack;
-        }
-        for id in &plan.close {
-            session.close_live(ledger, id, now);
-        }
-        let admitted: Vec<(SubscriptionId, FilterGroup)> = ids.into_iter().zip(plan.open).collect();
-        let mut outcome = PlanOutcome::Applied;
-        let admitted = match ledger.admit_live(
-            now,
-            ledger.generation(),
-            admitted.iter().map(|(id, _)| id.clone()).collect(),
-        ) {
-            Ok(permits) => Some((admitted, permits)),
-            Err(error) => {
+        let applied = runtime.machine.apply_live_plan(now, plan, ids);
+        match &applied.held_back {
+            None => {}
+            Some(PlanHeldBack::Cooldown) => {
+                tracing::debug!(%relay, "live planning waits for the query-rate cooldown");
+            }
+            Some(PlanHeldBack::WouldBeRefused(error)) => {
+                tracing::debug!(%relay, %error, "live admission would be refused; the groups held stay");
+            }
+            Some(PlanHeldBack::Refused(error)) => {
                 tracing::warn!(%relay, %error, "live admission refused; restoring retired groups");
-                outcome = PlanOutcome::RolledBack;
-                let reopen: Vec<(SubscriptionId, FilterGroup)> = plan
-                    .rollback
-                    .reopen
-                    .into_iter()
-                    .map(|held| (held.subscription_id, held.group))
-                    .collect();
-                let reopen_ids: Vec<SubscriptionId> =
-                    reopen.iter().map(|(id, _)| id.clone()).collect();
-                ledger
-                    .admit_live(now, ledger.generation(), reopen_ids)
-                    .ok()
-                    .map(|permits| (reopen, permits))
-            }
-        };
-        if let Some((groups, permits)) = admitted {
-            for ((id, group), permit) in groups.into_iter().zip(permits) {
-                session.live_queue.push_back(id.clone());
-                session.live.insert(
-                    id,
-                    LiveGroup {
-                        group,
-                        permit,
-                        sent: UNSENT,
-                    },
-                );
             }
         }
-        let driven = runtime.machine.drive_live(now);
-        super::runtime::log_live_driven(relay, driven, self.metrics.as_ref());
-        runtime.machine.note_peak();
-        outcome
+        super::runtime::log_live_driven(relay, applied.driven, self.metrics.as_ref());
+        applied.outcome
     }
 
     /// The plan for `incoming` on the session, and the core coverage it cannot hold (for the
@@ -205,18 +151,6 @@ fn plan_with_overflow(
             None
         }
     }
-}
-
-/// What became of a live plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PlanOutcome {
-    /// Its groups are held (a no-op plan too).
-    Applied,
-    /// The ledger would refuse its new groups (transient subscriptions hold the slots): the
-    /// groups held stay as they are.
-    RolledBack,
-    /// Nothing changed: a query-rate cooldown, or no session.
-    Deferred,
 }
 
 /// How long a rebuild the ledger refused waits before it is tried again: about one background

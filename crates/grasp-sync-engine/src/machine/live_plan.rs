@@ -1,0 +1,146 @@
+//! Applying a live plan to a session ([`RelayMachine::apply_live_plan`]): the plan's retired
+//! groups are closed and its new ones opened atomically, and if admission fails the retired
+//! groups are restored. New groups are admitted at once and their REQs sent through the
+//! reactive gate (at once unless a query-rate episode spaces starts). During a query-rate
+//! cooldown nothing changes: live coverage is re-derived when it ends
+//! ([`SessionState::defer_for_cooldown`](crate::machine::session::SessionState)).
+
+use std::time::Instant;
+
+use grasp_sync_filters::FilterGroup;
+use grasp_sync_ledger::{LedgerError, LivePlan};
+use nostr::SubscriptionId;
+
+use crate::machine::relay::RelayMachine;
+use crate::machine::session::{LiveDriven, LiveGroup, UNSENT};
+
+#[cfg(test)]
+mod tests;
+
+/// What became of a live plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PlanOutcome {
+    /// Its groups are held (a no-op plan too).
+    Applied,
+    /// The ledger would refuse its new groups (transient subscriptions hold the slots): the
+    /// groups held stay as they are.
+    RolledBack,
+    /// Nothing changed: a query-rate cooldown, or no session.
+    Deferred,
+}
+
+/// Why a plan was not applied as it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PlanHeldBack {
+    /// A query-rate cooldown runs: planning waits for its end.
+    Cooldown,
+    /// Asked before anything was closed, the ledger would refuse the new groups: the groups
+    /// held stay, with no CLOSE and no REQ sent again.
+    WouldBeRefused(LedgerError),
+    /// The ledger refused the new groups after the retired ones were closed: those were
+    /// admitted again.
+    Refused(LedgerError),
+}
+
+/// What one [`RelayMachine::apply_live_plan`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PlanApplied {
+    pub(crate) outcome: PlanOutcome,
+    /// Why it was not applied as it was, if it was not.
+    pub(crate) held_back: Option<PlanHeldBack>,
+    /// What the live queue did after the plan's groups were queued.
+    pub(crate) driven: LiveDriven,
+}
+
+impl PlanApplied {
+    fn held_back(outcome: PlanOutcome, why: Option<PlanHeldBack>) -> Self {
+        Self {
+            outcome,
+            held_back: why,
+            driven: LiveDriven::default(),
+        }
+    }
+}
+
+impl<Round, Parked> RelayMachine<Round, Parked> {
+    /// Applies `plan` to the session at `now` (see the module); its new groups take the
+    /// subscription IDs `ids`, one per group, in order.
+    pub(crate) fn apply_live_plan(
+        &mut self,
+        now: Instant,
+        plan: LivePlan,
+        ids: Vec<SubscriptionId>,
+    ) -> PlanApplied {
+        if plan.is_noop() {
+            return PlanApplied::held_back(PlanOutcome::Applied, None);
+        }
+        let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {
+            return PlanApplied::held_back(PlanOutcome::Deferred, None);
+        };
+        if session.defer_for_cooldown(now) {
+            return PlanApplied::held_back(PlanOutcome::Deferred, Some(PlanHeldBack::Cooldown));
+        }
+        let released = plan
+            .close
+            .iter()
+            .filter(|id| session.live.contains_key(*id))
+            .count();
+        if !plan.open.is_empty()
+            && let Err(error) = ledger.check_live_admission(released, plan.open.len())
+        {
+            return PlanApplied::held_back(
+                PlanOutcome::RolledBack,
+                Some(PlanHeldBack::WouldBeRefused(error)),
+            );
+        }
+        for id in &plan.close {
+            session.close_live(ledger, id, now);
+        }
+        let opened: Vec<(SubscriptionId, FilterGroup)> = ids.into_iter().zip(plan.open).collect();
+        let mut outcome = PlanOutcome::Applied;
+        let mut held_back = None;
+        let admitted = match ledger.admit_live(
+            now,
+            ledger.generation(),
+            opened.iter().map(|(id, _)| id.clone()).collect(),
+        ) {
+            Ok(permits) => Some((opened, permits)),
+            Err(error) => {
+                outcome = PlanOutcome::RolledBack;
+                held_back = Some(PlanHeldBack::Refused(error));
+                let reopen: Vec<(SubscriptionId, FilterGroup)> = plan
+                    .rollback
+                    .reopen
+                    .into_iter()
+                    .map(|held| (held.subscription_id, held.group))
+                    .collect();
+                let reopen_ids: Vec<SubscriptionId> =
+                    reopen.iter().map(|(id, _)| id.clone()).collect();
+                ledger
+                    .admit_live(now, ledger.generation(), reopen_ids)
+                    .ok()
+                    .map(|permits| (reopen, permits))
+            }
+        };
+        if let Some((groups, permits)) = admitted {
+            for ((id, group), permit) in groups.into_iter().zip(permits) {
+                session.live_queue.push_back(id.clone());
+                session.live.insert(
+                    id,
+                    LiveGroup {
+                        group,
+                        permit,
+                        sent: UNSENT,
+                    },
+                );
+            }
+        }
+        let driven = self.drive_live(now);
+        self.note_peak();
+        PlanApplied {
+            outcome,
+            held_back,
+            driven,
+        }
+    }
+}
