@@ -50,9 +50,9 @@
 //!
 //! Still the actor's methods over this state: the decisions that read the indices and the
 //! store (which coverage a relay's batches ask for, which starts to queue and how pages are
-//! packed, what a live plan is given). The actor's runtime of a relay holds its machine beside
-//! the connection handles, the bytes they moved, and the relay's NIP-77 support (which reads
-//! the transport's types).
+//! packed, what a live plan is given), and the handling of relay messages that feed them.
+//! The actor's runtime of a relay holds its [`relay::RelayMachine`] beside the connection
+//! handles and the bytes they moved.
 
 pub(crate) mod admission;
 pub(crate) mod catch_up;
