@@ -420,17 +420,6 @@ impl Actor {
         }
     }
 
-    /// An exact-ID fetch delivered `id` for `batch`.
-    pub(super) fn handle_exact_delivery(&mut self, relay: &RelayUrl, batch: BatchId, id: EventId) {
-        if let Some(neg) = self
-            .runtimes
-            .get_mut(relay)
-            .and_then(|r| r.machine.neg_batches.get_mut(&batch))
-        {
-            neg.handle_exact_delivery(id);
-        }
-    }
-
     /// Every subscription of `batch` reached EOSE: confirm it, or decide its hydration.
     pub(super) fn batch_drained(&mut self, relay: &RelayUrl, batch: BatchId) {
         let now = self.now();

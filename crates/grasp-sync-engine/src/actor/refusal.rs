@@ -53,29 +53,10 @@ impl Actor {
                     self.handle_relay_list_event(&event);
                 }
                 self.note_direct_member(&event);
-                let exact_batch = self
-                    .runtimes
-                    .get(&relay)
-                    .and_then(|r| r.machine.session.as_ref())
-                    .and_then(|s| s.transients.get(&subscription_id))
-                    .filter(|t| t.exact)
-                    .map(|t| t.batch);
-                if let Some(batch) = exact_batch {
-                    self.handle_exact_delivery(&relay, batch, event.id);
-                }
                 if let Some(runtime) = self.runtimes.get_mut(&relay) {
-                    runtime.machine.stats.events_received += 1;
-                    if self.new_store {
-                        runtime.machine.delivered.record(event.id);
-                    }
-                    if let Some(transient) = runtime
+                    runtime
                         .machine
-                        .session
-                        .as_mut()
-                        .and_then(|s| s.transients.get_mut(&subscription_id))
-                    {
-                        transient.pagination.handle_event(&event);
-                    }
+                        .handle_event(&subscription_id, &event, self.new_store);
                 }
             }
             SessionEvent::Unsaved {

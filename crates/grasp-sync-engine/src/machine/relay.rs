@@ -18,6 +18,7 @@ use std::time::Instant;
 use grasp_sync_health::RelayHealth;
 use grasp_sync_ledger::{LearnedLimits, SessionBudget, SubscriptionLedger};
 use grasp_sync_model::BatchId;
+use nostr::{Event, SubscriptionId};
 
 use crate::machine::catch_up::CatchUp;
 use crate::machine::consolidation::Consolidation;
@@ -269,6 +270,34 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             ledger.handle_teardown(now);
         }
         self.stats.last_error = Some(reason.to_owned());
+    }
+
+    /// The session delivered `event` for `subscription_id`: counted; an exact-ID fetch's
+    /// delivery counts for its batch's hydration; a historic page's cursor moves; and, when the
+    /// store was new at the start (`new_store`), its ID is remembered as one this relay
+    /// delivered during its first sync.
+    pub(crate) fn handle_event(
+        &mut self,
+        subscription_id: &SubscriptionId,
+        event: &Event,
+        new_store: bool,
+    ) {
+        let transient = self
+            .session
+            .as_mut()
+            .and_then(|s| s.transients.get_mut(subscription_id));
+        if let Some(transient) = transient {
+            if transient.exact
+                && let Some(neg) = self.neg_batches.get_mut(&transient.batch)
+            {
+                neg.handle_exact_delivery(event.id);
+            }
+            transient.pagination.handle_event(event);
+        }
+        self.stats.events_received += 1;
+        if new_store {
+            self.delivered.record(event.id);
+        }
     }
 
     /// The session's next message for its connection, oldest first.

@@ -349,3 +349,57 @@ fn a_connected_relay_retries_its_coverage_when_a_pause_ends() {
     );
     assert!(machine.timers.is_due(RelayTimer::CoverageRetry, until));
 }
+
+#[test]
+fn an_event_counts_for_its_exact_fetchs_hydration_and_the_relays_first_sync() {
+    use grasp_sync_filters::RelayPageSession as Pages;
+    use nostr::{EventBuilder, Keys};
+
+    use crate::machine::neg_batch::NegBatch;
+    use crate::machine::session::Transient;
+
+    let now = Instant::now();
+    let mut machine = machine(now);
+    connected(&mut machine, now, 1);
+    let event = EventBuilder::text_note("patch")
+        .sign_with_keys(&Keys::generate())
+        .expect("signed");
+    let mut hydrating = NegBatch::rounds(Vec::new(), false, 100);
+    hydrating.handle_round_diff([event.id]);
+    hydrating.handle_rounds_done();
+    machine.neg_batches.insert(BatchId(2), hydrating);
+    let session = machine.session.as_mut().expect("connected");
+    for (name, exact) in [("x1", true), ("h1", false)] {
+        session.transients.insert(
+            SubscriptionId::new(name),
+            Transient {
+                batch: BatchId(2),
+                permit: None,
+                pagination: GroupedPagination::new(
+                    vec![Filter::new()],
+                    &Pages::new(PageHints::default()),
+                ),
+                watchdog_closing: false,
+                sent: 1,
+                exact,
+            },
+        );
+    }
+    let progress = |machine: &Machine| {
+        machine.neg_batches[&BatchId(2)]
+            .hydration_progress()
+            .map(|(_, delivered, _)| delivered)
+    };
+
+    machine.handle_event(&SubscriptionId::new("h1"), &event, false);
+    assert_eq!(progress(&machine), Some(0), "not an exact fetch");
+    assert!(machine.delivered.delivered_none_of(&[event.id]));
+
+    machine.handle_event(&SubscriptionId::new("x1"), &event, true);
+    assert_eq!(progress(&machine), Some(1));
+    assert!(
+        !machine.delivered.delivered_none_of(&[event.id]),
+        "remembered during a new store's first sync"
+    );
+    assert_eq!(machine.stats.events_received, 2);
+}
