@@ -35,6 +35,8 @@ use crate::machine::timers::{RelayTimer, SessionTimer, Timers};
 use crate::machine::transmit::{Outbound, SessionKey};
 
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;
 
 /// Everything the engine knows about one relay, as state.

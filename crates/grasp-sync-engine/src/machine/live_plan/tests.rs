@@ -3,47 +3,22 @@
 
 use std::time::Instant;
 
-use grasp_sync_filters::{
-    CoverageTier, GroupedPagination, PageHints, RelayPageSession, TieredFilter,
-};
-use grasp_sync_health::{HealthConfig, RelayHealth};
+use grasp_sync_filters::{CoverageTier, GroupedPagination, TieredFilter};
 use grasp_sync_ledger::{HeldGroup, PermitClass, Rollback};
-use grasp_sync_model::{BatchId, RelayUrl};
+use grasp_sync_model::BatchId;
 use nostr::{Filter, Kind};
 
 use super::*;
 use crate::machine::nip77::NipListing;
-use crate::machine::relay::Advertised;
-use crate::machine::session::{SessionState, Transient};
+use crate::machine::relay::testing;
+use crate::machine::session::Transient;
 use crate::machine::timers::SessionTimer;
-use crate::machine::transmit::{Outbound, SessionKey};
+use crate::machine::transmit::Outbound;
 
 type Machine = RelayMachine<(), ()>;
 
 fn connected(now: Instant, slots: u32) -> Machine {
-    let config = HealthConfig {
-        jitter_percent: 0,
-        ..HealthConfig::default()
-    };
-    let mut machine = RelayMachine::new(RelayHealth::new(config, false, 1, now).expect("health"));
-    machine.health.handle_connect_started(now);
-    let advertised = Advertised {
-        max_subscriptions: Some(slots),
-        max_filters: None,
-        nip77: NipListing::Unknown,
-    };
-    machine.handle_connected(now, advertised);
-    let key = SessionKey {
-        relay: RelayUrl::parse("wss://relay.example.com").expect("valid url"),
-        generation: 1,
-    };
-    machine.handle_session_started(SessionState::new(
-        key,
-        now,
-        RelayPageSession::new(PageHints::default()),
-        false,
-    ));
-    machine
+    testing::connected(now, slots, NipListing::Unknown)
 }
 
 fn group(n: u64) -> FilterGroup {

@@ -3,14 +3,12 @@
 
 use std::time::{Duration, Instant};
 
-use grasp_sync_filters::{PageHints, RelayPageSession};
-use grasp_sync_health::{HealthConfig, RelayHealth};
-use grasp_sync_model::{BatchId, RelayUrl};
+use grasp_sync_model::BatchId;
 use nostr::{EventId, Filter, Kind, SubscriptionId, Timestamp};
 
 use super::*;
 use crate::machine::nip77::{NegentropyError, NipListing};
-use crate::machine::relay::Advertised;
+use crate::machine::relay::testing;
 use crate::machine::transmit::SessionKey;
 
 type Machine = RelayMachine<NegRound, ()>;
@@ -21,29 +19,7 @@ fn secs(n: u64) -> Duration {
 
 /// A relay connected at `now`, whose document says `nip77` of NIP-77.
 fn connected(now: Instant, nip77: NipListing) -> Machine {
-    let config = HealthConfig {
-        jitter_percent: 0,
-        ..HealthConfig::default()
-    };
-    let mut machine = RelayMachine::new(RelayHealth::new(config, false, 1, now).expect("health"));
-    machine.health.handle_connect_started(now);
-    let advertised = Advertised {
-        max_subscriptions: Some(20),
-        max_filters: None,
-        nip77,
-    };
-    machine.handle_connected(now, advertised);
-    let key = SessionKey {
-        relay: RelayUrl::parse("wss://relay.example.com").expect("valid url"),
-        generation: 1,
-    };
-    machine.handle_session_started(SessionState::new(
-        key,
-        now,
-        RelayPageSession::new(PageHints::default()),
-        false,
-    ));
-    machine
+    testing::connected(now, 20, nip77)
 }
 
 fn round(n: u64, batch: u64) -> NegRound {

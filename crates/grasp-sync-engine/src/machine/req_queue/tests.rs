@@ -3,19 +3,15 @@
 
 use std::time::{Duration, Instant};
 
-use grasp_sync_filters::{
-    CoverageTier, FilterGroup, GroupedPagination, PageHints, RelayPageSession, TieredFilter,
-};
-use grasp_sync_health::{HealthConfig, RelayHealth};
+use grasp_sync_filters::{CoverageTier, FilterGroup, GroupedPagination, TieredFilter};
 use grasp_sync_ledger::{PermitClass, StartKind};
-use grasp_sync_model::{BatchId, RelayUrl};
+use grasp_sync_model::BatchId;
 use nostr::{Alphabet, EventId, Filter, SingleLetterTag, SubscriptionId};
 
 use super::*;
 use crate::machine::nip77::NipListing;
-use crate::machine::relay::Advertised;
-use crate::machine::session::{LiveGroup, QueuedStart, SessionState, UNSENT};
-use crate::machine::transmit::SessionKey;
+use crate::machine::relay::testing;
+use crate::machine::session::{LiveGroup, QueuedStart, UNSENT};
 
 type Machine = RelayMachine<(), ()>;
 
@@ -25,29 +21,7 @@ fn secs(n: u64) -> Duration {
 
 /// A relay connected at `now` with a budget of `slots` subscriptions.
 fn connected(now: Instant, slots: u32) -> Machine {
-    let config = HealthConfig {
-        jitter_percent: 0,
-        ..HealthConfig::default()
-    };
-    let mut machine = RelayMachine::new(RelayHealth::new(config, false, 1, now).expect("health"));
-    machine.health.handle_connect_started(now);
-    let advertised = Advertised {
-        max_subscriptions: Some(slots),
-        max_filters: None,
-        nip77: NipListing::Unknown,
-    };
-    machine.handle_connected(now, advertised);
-    let key = SessionKey {
-        relay: RelayUrl::parse("wss://relay.example.com").expect("valid url"),
-        generation: 1,
-    };
-    machine.handle_session_started(SessionState::new(
-        key,
-        now,
-        RelayPageSession::new(PageHints::default()),
-        false,
-    ));
-    machine
+    testing::connected(now, slots, NipListing::Unknown)
 }
 
 /// A filter for the replies to root `n`.

@@ -1,0 +1,45 @@
+//! Test support for the machine's rules: a relay machine connected on injected time, as the
+//! driver would leave it after a dial, a NIP-11 document and a session's start.
+
+use std::time::Instant;
+
+use grasp_sync_filters::{PageHints, RelayPageSession};
+use grasp_sync_health::{HealthConfig, RelayHealth};
+use grasp_sync_model::RelayUrl;
+
+use crate::machine::nip77::NipListing;
+use crate::machine::relay::{Advertised, RelayMachine};
+use crate::machine::session::SessionState;
+use crate::machine::transmit::SessionKey;
+
+/// A relay machine connected at `now` (session generation 1), whose document advertises
+/// `max_subscriptions` and says `nip77` of NIP-77. Health has no jitter.
+pub(crate) fn connected<Round, Parked>(
+    now: Instant,
+    max_subscriptions: u32,
+    nip77: NipListing,
+) -> RelayMachine<Round, Parked> {
+    let config = HealthConfig {
+        jitter_percent: 0,
+        ..HealthConfig::default()
+    };
+    let mut machine = RelayMachine::new(RelayHealth::new(config, false, 1, now).expect("health"));
+    machine.health.handle_connect_started(now);
+    let advertised = Advertised {
+        max_subscriptions: Some(max_subscriptions),
+        max_filters: None,
+        nip77,
+    };
+    machine.handle_connected(now, advertised);
+    let key = SessionKey {
+        relay: RelayUrl::parse("wss://relay.example.com").expect("valid url"),
+        generation: 1,
+    };
+    machine.handle_session_started(SessionState::new(
+        key,
+        now,
+        RelayPageSession::new(PageHints::default()),
+        false,
+    ));
+    machine
+}
