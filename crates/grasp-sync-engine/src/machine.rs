@@ -12,6 +12,9 @@
 //! - [`consolidation`]: when fragmented core live groups are rebuilt from scratch.
 //! - [`admission`]: the one admission rule of a queued background start, REQ or NIP-77 round.
 //! - [`closed_route`]: the refusal routing of a CLOSED, and which REQ a NOTICE answers.
+//! - [`refusals`]: a CLOSED, a NOTICE and a NEG-ERR for the query rate as the relay machine's
+//!   inputs: classified, counted, parked for the AUTH, taught to the budget, or judged by
+//!   health, with what each asks of other work returned as data.
 //! - [`neg_batch`]: one batch reconciled by NIP-77, from its rounds through hydration to its
 //!   end, and when a batch is still a first sync.
 //! - [`req_queue`]: the rule that starts a session's queued live and historic REQs.
@@ -50,7 +53,8 @@
 //!
 //! Still the actor's methods over this state: the decisions that read the indices and the
 //! store (which coverage a relay's batches ask for, which starts to queue and how pages are
-//! packed, what a live plan is given), and the handling of relay messages that feed them.
+//! packed, what a live plan is given, what a refusal asks of other relays' work), and the
+//! handling of the EOSE and AUTH messages that feed them.
 //! The actor's runtime of a relay holds its [`relay::RelayMachine`] beside the connection
 //! handles and the bytes they moved.
 
@@ -71,6 +75,7 @@ pub(crate) mod live_split;
 pub(crate) mod neg_batch;
 pub(crate) mod neg_rounds;
 pub(crate) mod nip77;
+pub(crate) mod refusals;
 pub(crate) mod refused;
 pub(crate) mod relay;
 pub(crate) mod req_queue;

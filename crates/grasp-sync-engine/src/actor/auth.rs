@@ -11,96 +11,19 @@
 //! (sent again in its batch; a failed AUTH costs that relay's discovery of that kind only).
 
 use grasp_sync_health::{RefusalAction, RefusalScope, classify};
-use grasp_sync_ledger::ReleaseReason;
 use grasp_sync_model::{BatchId, RelayUrl};
 use nostr::{Filter, SubscriptionId};
 
 use super::Actor;
 use super::history::FilterCeiling;
+pub(super) use crate::machine::refusals::ParkedWork;
 use crate::machine::session_auth::AuthVerdict;
 use crate::machine::timers::RelayTimer;
 
 /// The text a failed or unanswered AUTH is refused with (it classifies as `auth-required`).
 const AUTH_FAILED: &str = "auth-required: authentication failed";
 
-/// Work a relay refused with `auth-required:` while the session's AUTH may still succeed.
-#[derive(Debug)]
-pub(super) enum ParkedWork {
-    /// Repository coverage refused by REQ (a historic batch, now abandoned, or a live group,
-    /// now retired): derived again after AUTH; paused by policy if the AUTH fails.
-    Coverage(Vec<Filter>),
-    /// The filter of a refused NIP-77 round, whose batch was abandoned: derived again after
-    /// AUTH and reconciled by NIP-77; if the AUTH fails only this filter is paused.
-    Round(Filter),
-    /// One REQ of a participant-discovery batch (an identity query or a mailbox probe). The
-    /// batch stays pending with the REQ outstanding, so no other discovery starts on the relay
-    /// meanwhile; after AUTH the REQ is sent again in that batch; if the AUTH fails the batch
-    /// fails into the relay's discovery pause of its kind.
-    Discovery {
-        /// The discovery batch.
-        batch: BatchId,
-        /// The refused subscription, still outstanding in the batch.
-        subscription_id: SubscriptionId,
-        /// What it asked for.
-        filters: Vec<Filter>,
-    },
-}
-
 impl Actor {
-    /// An `auth-required:` CLOSED of owned work: parks it while the session's AUTH may still
-    /// succeed (releasing the work without a pause) and returns true; false when it is a
-    /// policy refusal for the caller to handle.
-    pub(super) fn park_for_auth(
-        &mut self,
-        relay: &RelayUrl,
-        subscription_id: &SubscriptionId,
-        filters: Vec<Filter>,
-        message: &str,
-    ) -> bool {
-        let now = self.now();
-        let Some(session) = self
-            .runtimes
-            .get_mut(relay)
-            .and_then(|r| r.machine.session.as_mut())
-        else {
-            return false;
-        };
-        let batch = session.transients.get(subscription_id).map(|t| t.batch);
-        let discovery = batch.filter(|b| self.outbox.refusal_scope(relay, *b).is_some());
-        let work = match discovery {
-            Some(batch) => ParkedWork::Discovery {
-                batch,
-                subscription_id: subscription_id.clone(),
-                filters,
-            },
-            None => ParkedWork::Coverage(filters),
-        };
-        if session.auth.handle_refusal(now, work) != AuthVerdict::Park {
-            return false;
-        }
-        let auxiliary = session
-            .live
-            .get(subscription_id)
-            .is_some_and(|g| g.is_auxiliary());
-        if discovery.is_some() {
-            tracing::info!(%relay, "a participant discovery request needs NIP-42 authentication; it is sent again once the relay accepts ours");
-            // Its batch stays pending: the request is sent again in it.
-            self.release_transient(relay, subscription_id, ReleaseReason::Closed);
-            return true;
-        }
-        tracing::info!(%relay, "a request needs NIP-42 authentication; it is sent again once the relay accepts ours");
-        if let Some(batch) = batch {
-            self.release_transient(relay, subscription_id, ReleaseReason::Closed);
-            self.fail_batch(relay, batch, message);
-        } else {
-            self.retire_live_group(relay, subscription_id);
-            if auxiliary {
-                self.retire_auxiliary(relay);
-            }
-        }
-        true
-    }
-
     /// A NIP-77 round of `batch` refused with `auth-required:` (its NEG-ERR or CLOSED; its
     /// permit is already released): while the session's AUTH may still succeed the batch is
     /// released and derived again after it, by NIP-77; otherwise only the round's filter is
