@@ -12,6 +12,8 @@
 //! - [`consolidation`]: when fragmented core live groups are rebuilt from scratch.
 //! - [`admission`]: the one admission rule of a queued background start, REQ or NIP-77 round.
 //! - [`closed_route`]: the refusal routing of a CLOSED, and which REQ a NOTICE answers.
+//! - [`eose`]: an EOSE as the relay machine's input: the learned limits told, a page closed,
+//!   its next pages queued and its truncated parts returned.
 //! - [`refusals`]: a CLOSED, a NOTICE and a NEG-ERR for the query rate as the relay machine's
 //!   inputs: classified, counted, parked for the AUTH, taught to the budget, or judged by
 //!   health, with what each asks of other work returned as data.
@@ -66,6 +68,7 @@ pub(crate) mod delivered;
 pub(crate) mod descendant_coverage;
 pub(crate) mod descendant_sweep;
 pub(crate) mod dials;
+pub(crate) mod eose;
 pub(crate) mod hydration;
 pub(crate) mod incomplete_batches;
 pub(crate) mod jobs;

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use grasp_sync_filters::{
-    Coverage, CoverageTier, FilterBudget, GroupedPagination, PackLimits, PageStep, TieredFilter,
+    Coverage, CoverageTier, FilterBudget, GroupedPagination, PackLimits, TieredFilter,
     pack_requests,
 };
 use grasp_sync_ledger::{PermitClass, StartKind};
@@ -20,10 +20,10 @@ use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 
 use super::Actor;
 use super::runtime::{Machine, QueuedStart, RelayRuntime};
+use crate::machine::eose::EoseAnswer;
 use crate::machine::incomplete_batches::{Finish, Incompleteness};
 use crate::machine::refused::Admission;
 use crate::machine::req_queue::{Dropped, DroppedBatch, QueueStop};
-use crate::machine::session::Eose;
 use crate::machine::timers::RelayTimer;
 
 /// How many filters a historic REQ may carry.
@@ -40,12 +40,10 @@ pub(super) enum FilterCeiling {
 /// Shortest wait before failed coverage is derived again.
 const RETRY_FLOOR: Duration = Duration::from_secs(1);
 
-/// A REQ of `filters` filters was accepted: the relay takes that many in this session.
-fn note_accepted(relay: &RelayUrl, learned: &mut grasp_sync_ledger::LearnedLimits, filters: usize) {
-    let proven = learned.proven_filters();
-    learned.handle_accepted_req(filters);
-    if learned.proven_filters() > proven {
-        tracing::debug!(%relay, filters, known = learned.ceiling_known(),
+/// Logs a filter count an accepted REQ proved (`known`: whether the relay's ceiling is known).
+fn log_proved(relay: &RelayUrl, proved: Option<usize>, known: bool) {
+    if let Some(filters) = proved {
+        tracing::debug!(%relay, filters, known,
             "an accepted REQ proved the relay takes this many filters per REQ");
     }
 }
@@ -341,79 +339,49 @@ impl Actor {
     /// proves nothing.
     pub(super) fn handle_eose(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId) {
         let now = self.now();
+        let counter = &mut self.next_subscription;
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let (Some(session), Some(ledger)) = (
-            runtime.machine.session.as_mut(),
-            runtime.machine.ledger.as_mut(),
-        ) else {
+        let Some(answer) = runtime.machine.handle_eose(now, subscription_id, || {
+            super::new_subscription_id(counter, "page")
+        }) else {
             return;
         };
-        let page = match session.handle_eose(ledger, subscription_id, now) {
-            None => return,
-            Some(Eose::Live { filters }) => {
-                note_accepted(relay, &mut runtime.machine.learned, filters);
+        let known = runtime.machine.learned.ceiling_known();
+        let page = match answer {
+            EoseAnswer::Live { proved } => {
+                log_proved(relay, proved, known);
                 return; // live subscriptions stay open
             }
-            Some(Eose::Page(page)) => page,
+            EoseAnswer::Page(page) => page,
         };
-        note_accepted(relay, &mut runtime.machine.learned, page.filters.len());
-        let settled = !runtime.machine.refused.is_empty()
-            && runtime.machine.refused.handle_success(&page.filters);
-        if !page.learned_quirks.is_empty() {
-            for quirk in &page.learned_quirks {
-                tracing::info!(%relay, quirk, "learned how the relay pages; paging adapts for the session");
-                if let Some(metrics) = &self.metrics {
-                    metrics.record_quirk(quirk);
-                }
+        log_proved(relay, page.proved, known);
+        for quirk in &page.learned_quirks {
+            tracing::info!(%relay, quirk, "learned how the relay pages; paging adapts for the session");
+            if let Some(metrics) = &self.metrics {
+                metrics.record_quirk(quirk);
             }
-            runtime.machine.stats.quirks = session.pages.quirks().labels();
         }
-        let (batch, step) = (page.batch, page.step);
-        match step {
-            PageStep::Next(plans) => {
-                // Register every next page before the finished one resolves, so the batch
-                // cannot confirm in between.
-                let mut starts = Vec::with_capacity(plans.len());
-                for pagination in plans {
-                    let next_id = self.next_subscription_id("page");
-                    let _ = self.pending.register_subscription(
-                        relay,
-                        batch,
-                        next_id.clone(),
-                        PaginationState::new(pagination.current_filters()),
-                    );
-                    starts.push(QueuedStart {
-                        subscription_id: next_id,
-                        batch,
-                        class: PermitClass::PaginationPage,
-                        kind: StartKind::Pagination,
-                        pagination,
-                        exact: false,
-                    });
-                }
-                if let Some(session) = self
-                    .runtimes
-                    .get_mut(relay)
-                    .and_then(|r| r.machine.session.as_mut())
-                {
-                    for start in starts.into_iter().rev() {
-                        session.queue.push_front(start);
-                    }
-                }
-            }
-            PageStep::Complete { truncated } if !truncated.is_empty() => {
-                self.handle_truncation(relay, batch, &truncated);
-            }
-            PageStep::Complete { .. } => {}
+        // Every next page is registered before the finished one resolves, so the batch cannot
+        // confirm in between.
+        for (next_id, filters) in page.next {
+            let _ = self.pending.register_subscription(
+                relay,
+                page.batch,
+                next_id,
+                PaginationState::new(filters),
+            );
+        }
+        if !page.truncated.is_empty() {
+            self.handle_truncation(relay, page.batch, &page.truncated);
         }
         if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id) {
             if resolved.batch_complete {
                 self.batch_drained(relay, resolved.batch_id);
             }
         }
-        if settled {
+        if page.settled {
             // Suspect coverage proved innocent: it may be live again.
             self.repair_live(relay);
         }

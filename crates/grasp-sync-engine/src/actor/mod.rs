@@ -383,7 +383,7 @@ impl Actor {
 
 /// The next subscription ID of `kind` (`gs-<kind>-<n>`), numbered by `counter`, which is
 /// unique over the actor's lifetime.
-fn new_subscription_id(counter: &mut u64, kind: &str) -> nostr::SubscriptionId {
+pub(super) fn new_subscription_id(counter: &mut u64, kind: &str) -> nostr::SubscriptionId {
     *counter += 1;
     nostr::SubscriptionId::new(format!("gs-{kind}-{counter}"))
 }
