@@ -34,6 +34,9 @@
 //!   the rules that end its subscriptions (an EOSE, the watchdog, a CLOSE sent, a retired
 //!   group, a failed batch), each giving the ledger its slot back.
 //! - [`session_auth`]: one session's NIP-42 state and the work parked for its AUTH.
+//! - [`auth_outcome`]: the AUTH's outcome as the relay machine's input: parked work sent again
+//!   after an accepted AUTH, refused by policy after a failed one, and a NIP-77 round's
+//!   `auth-required:` refusal.
 //! - [`unanswered`]: a connection's REQs the relay has not answered, and which one a refusal
 //!   NOTICE answers.
 //! - [`descendant_coverage`]: the direct members remembered, which of them each relay covers,
@@ -61,6 +64,7 @@
 //! handles and the bytes they moved.
 
 pub(crate) mod admission;
+pub(crate) mod auth_outcome;
 pub(crate) mod catch_up;
 pub(crate) mod closed_route;
 pub(crate) mod consolidation;

@@ -252,7 +252,7 @@ impl Actor {
     /// before the refusal would send refused coverage by NIP-77, where a refusal does not name
     /// its filter, so their batches go to REQs, which are admitted; queued history is
     /// admitted again.
-    fn after_coverage_refused(
+    pub(super) fn after_coverage_refused(
         &mut self,
         relay: &RelayUrl,
         refused: CoverageRefused,
@@ -386,7 +386,7 @@ impl Actor {
     }
 
     /// A refusal the relay's machine counted: in the metrics and the log.
-    fn report_refusal(&self, relay: &RelayUrl, refusal: &Refusal, text: &str) {
+    pub(super) fn report_refusal(&self, relay: &RelayUrl, refusal: &Refusal, text: &str) {
         let label = refusal.category.metric_label();
         if let Some(metrics) = &self.metrics {
             metrics.record_refusal(label);
