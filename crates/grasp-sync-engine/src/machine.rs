@@ -4,8 +4,9 @@
 //! under `machine/` that does, so the rules here are tested as plain functions of their inputs.
 //!
 //! - [`relay`]: one relay's machine: every value below that the engine keeps about a relay,
-//!   its session (with its generation) included, read through `poll_transmit` and
-//!   `poll_timeout` and told of its dials, connections and sessions and of its due timers.
+//!   its session (with its generation) included, read through `poll_transmit`, `poll_job`,
+//!   `poll_dial` and `poll_timeout` and told of its dials, connections and sessions, of the
+//!   relay's messages and of its due timers.
 //! - [`timers`]: the named timer tables of a relay and of a session.
 //! - [`session_start`]: how a session starts (the 15-minute rule, the reconnect overlap), the
 //!   daily reconciliation's window, and a session's opening budget.
@@ -44,7 +45,8 @@
 //! - [`descendant_sweep`]: the descendant fallback's sweep, one group of members at a time.
 //! - [`delivered`]: the event IDs a relay delivered during its first sync.
 //! - [`catch_up`]: the paced catch-up of coverage no live connection holds, and its cursor.
-//! - [`dials`]: the dial attempts decided in a step, handed to the dial workers at its end.
+//! - [`dials`]: a relay's dial attempts decided in a step, handed to the dial workers at its
+//!   end.
 //! - [`lanes`]: a relay's extra live connections (lever 4): what each holds, when one more
 //!   is dialled, and what goes to the catch-up.
 //! - [`live_plan`]: a live plan applied to a session: retired groups closed, new ones opened,
@@ -58,8 +60,8 @@
 //!
 //! Still the actor's methods over this state: the decisions that read the indices and the
 //! store (which coverage a relay's batches ask for, which starts to queue and how pages are
-//! packed, what a live plan is given, what a refusal asks of other relays' work), and the
-//! handling of the EOSE and AUTH messages that feed them.
+//! packed, what a live plan is given), and performing what a relay message's answer asks of
+//! the other work (a batch failed or confirmed, live coverage rebuilt, queued work readmitted).
 //! The actor's runtime of a relay holds its [`relay::RelayMachine`] beside the connection
 //! handles and the bytes they moved.
 

@@ -126,10 +126,9 @@ impl Actor {
             LaneStep::Dial => {
                 self.next_attempt += 1;
                 let attempt = self.next_attempt;
-                let (connection, waiting) = runtime.machine.lanes.handle_dial_started(attempt);
+                let (connection, waiting) = runtime.machine.handle_lane_dial_queued(attempt);
                 tracing::info!(%relay, connection, waiting,
                     "live coverage does not fit one connection; opening another");
-                self.dials.push(relay.clone(), attempt);
             }
         }
     }

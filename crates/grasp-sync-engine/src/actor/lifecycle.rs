@@ -47,7 +47,6 @@ impl Actor {
                 let attempt = self.next_attempt;
                 runtime.machine.handle_dial_queued(attempt);
                 self.relays.register(&relay).mark_connecting();
-                self.dials.push(relay.clone(), attempt);
             }
         }
         self.keep_learned();

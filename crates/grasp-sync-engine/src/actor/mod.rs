@@ -2,9 +2,9 @@
 //!
 //! It is a driver loop in the style of a sans-IO core's shell: it feeds inputs (self-feed
 //! events, dial reports, session messages, job reports, commands) into its state, then performs
-//! what the step decided as data (`machine::dials`, `machine::jobs`, each session's
-//! `machine::transmit` queue: dial attempts to the dial workers, store reads and NIP-77 rounds
-//! as background jobs, REQs, CLOSEs and disconnects to each session's sender task) and sleeps
+//! what each relay's machine decided as data (its `poll_dial`, `poll_job` and `poll_transmit`:
+//! dial attempts to the dial workers, store reads and NIP-77 rounds as background jobs, REQs,
+//! CLOSEs and disconnects to each session's sender task) and sleeps
 //! until the earliest deadline, deciding expiry by reading the clock rather than trusting the
 //! timer. It never waits on the network or on a pacing gate: gates answer with an instant to
 //! come back at.
@@ -43,8 +43,7 @@ use crate::clock::Clock;
 use crate::config::EngineConfig;
 use crate::dial::{DialReport, Dialer};
 use crate::ingest::Ingestor;
-use crate::machine::dials::Dials;
-use crate::machine::jobs::{HistorySlots, Jobs};
+use crate::machine::jobs::HistorySlots;
 use crate::metrics::SyncMetrics;
 use crate::session::{SessionEvent, SessionKey};
 use crate::status::EngineStatus;
@@ -96,10 +95,6 @@ pub(crate) struct Actor {
     jobs_tx: mpsc::Sender<JobReport>,
     /// NIP-77 rounds running at once across every relay ([`HISTORY_JOBS`] at most).
     history_slots: HistorySlots,
-    /// Store reads and NIP-77 rounds decided this step, started at its end.
-    jobs: Jobs,
-    /// Dial attempts decided this step, handed to the dial workers at its end.
-    dials: Dials,
     recovery: MissingEventRecovery,
     fallbacks: NegentropyFallbacks,
     next_recovery_at: Instant,
@@ -189,8 +184,6 @@ impl Actor {
             metrics,
             jobs_tx,
             history_slots: HistorySlots::new(HISTORY_JOBS),
-            jobs: Jobs::default(),
-            dials: Dials::default(),
             recovery,
             fallbacks: NegentropyFallbacks::new(),
             next_recovery_at: now,
@@ -264,10 +257,12 @@ impl Actor {
         }
     }
 
-    /// Hands the dial attempts this step decided to the dial workers, in order.
+    /// Hands the dial attempts this step decided to the dial workers, each relay's in order.
     fn perform_dials(&mut self) {
-        while let Some(dial) = self.dials.poll_dial() {
-            self.dialer.dial(dial.relay, dial.attempt);
+        for (relay, runtime) in &mut self.runtimes {
+            while let Some(attempt) = runtime.machine.poll_dial() {
+                self.dialer.dial(relay.clone(), attempt);
+            }
         }
     }
 

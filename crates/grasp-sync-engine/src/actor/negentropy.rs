@@ -30,7 +30,7 @@ use crate::machine::neg_batch::{
 };
 use crate::machine::neg_rounds::{NegRound, NegStop, Preparation, RoundEnded, prepare_ahead};
 use crate::negentropy::FallbackReason;
-use crate::session::SessionKey;
+use crate::session::{SessionHandle, SessionKey};
 use crate::transport::{NegentropyError, RelaySession, RoundLimits};
 
 /// What a background job reports to the actor.
@@ -97,7 +97,7 @@ impl Actor {
         let runtime = self.runtimes.get_mut(relay)?;
         let session = runtime.machine.session.as_mut()?;
         if check {
-            self.jobs.push(
+            runtime.machine.jobs.push(
                 session.key.clone(),
                 Job::ReadHeld {
                     batch,
@@ -117,12 +117,10 @@ impl Actor {
 
     /// Asks for the store reads of the rounds at the head of the queue that have none yet.
     fn prepare_rounds(&mut self, relay: &RelayUrl) {
-        if let Some(session) = self
-            .runtimes
-            .get_mut(relay)
-            .and_then(|r| r.machine.session.as_mut())
+        if let Some(machine) = self.runtimes.get_mut(relay).map(|r| &mut r.machine)
+            && let Some(session) = machine.session.as_mut()
         {
-            prepare_ahead(session, &mut self.jobs);
+            prepare_ahead(session, &mut machine.jobs);
         }
     }
 
@@ -139,7 +137,7 @@ impl Actor {
         };
         let drive = runtime
             .machine
-            .drive_negentropy(now, &mut self.history_slots, &mut self.jobs);
+            .drive_negentropy(now, &mut self.history_slots);
         for round in &drive.started {
             self.fallbacks.handle_round_started();
             if round.probe {
@@ -706,61 +704,71 @@ impl Actor {
 }
 
 impl Actor {
-    /// Starts the background jobs this step decided, in order, as tasks that report back on
-    /// the jobs channel. A job whose session has ended since is dropped (its report would be
-    /// ignored), and a dropped round gives its history slot back.
+    /// Starts the background jobs this step decided, each relay's in order, as tasks that
+    /// report back on the jobs channel. A job whose session has ended since is dropped (its
+    /// report would be ignored), and a dropped round gives its history slot back.
     pub(super) fn perform_jobs(&mut self) {
-        while let Some((key, job)) = self.jobs.poll_job() {
-            let Some(handle) = self
-                .runtimes
-                .get(&key.relay)
-                .and_then(|r| r.connection_of(&key))
-            else {
-                if matches!(job, Job::RunRound { .. }) {
-                    self.history_slots.release();
-                }
-                continue;
-            };
-            let store = self.ingestor.store();
-            let jobs = self.jobs_tx.clone();
-            match job {
-                Job::ReadHeld {
-                    batch,
-                    filters,
-                    max_held,
-                } => {
-                    tokio::spawn(read_held(key, batch, filters, max_held, store, jobs));
-                }
-                Job::ReadHaveSet {
-                    subscription_id,
-                    filter,
-                } => {
-                    tokio::spawn(read_have_set(key, subscription_id, filter, store, jobs));
-                }
-                Job::RunRound {
-                    subscription_id,
-                    filter,
-                    have,
-                    probe,
-                } => {
-                    let limits = if probe {
-                        RoundLimits::PROBE
-                    } else {
-                        RoundLimits::NORMAL
-                    };
-                    let session = handle.session();
-                    tokio::spawn(run_round(
-                        key,
-                        subscription_id,
-                        filter,
-                        have,
-                        limits,
-                        store,
-                        session,
-                        jobs,
-                    ));
-                }
+        for runtime in self.runtimes.values_mut() {
+            while let Some((key, job)) = runtime.machine.poll_job() {
+                let Some(handle) = runtime.connection_of(&key) else {
+                    if matches!(job, Job::RunRound { .. }) {
+                        self.history_slots.release();
+                    }
+                    continue;
+                };
+                let store = self.ingestor.store();
+                let jobs = self.jobs_tx.clone();
+                perform_job(key, job, handle, store, jobs);
             }
+        }
+    }
+}
+
+/// Starts `job` of the session `key` (whose connection is `handle`) as a task that reports
+/// back on `jobs`.
+fn perform_job(
+    key: SessionKey,
+    job: Job,
+    handle: &SessionHandle,
+    store: Arc<dyn EventStore>,
+    jobs: tokio::sync::mpsc::Sender<JobReport>,
+) {
+    match job {
+        Job::ReadHeld {
+            batch,
+            filters,
+            max_held,
+        } => {
+            tokio::spawn(read_held(key, batch, filters, max_held, store, jobs));
+        }
+        Job::ReadHaveSet {
+            subscription_id,
+            filter,
+        } => {
+            tokio::spawn(read_have_set(key, subscription_id, filter, store, jobs));
+        }
+        Job::RunRound {
+            subscription_id,
+            filter,
+            have,
+            probe,
+        } => {
+            let limits = if probe {
+                RoundLimits::PROBE
+            } else {
+                RoundLimits::NORMAL
+            };
+            let session = handle.session();
+            tokio::spawn(run_round(
+                key,
+                subscription_id,
+                filter,
+                have,
+                limits,
+                store,
+                session,
+                jobs,
+            ));
         }
     }
 }

@@ -133,14 +133,10 @@ pub(crate) fn prepare_ahead<Parked>(session: &mut SessionState<NegRound, Parked>
 
 impl<Parked> RelayMachine<NegRound, Parked> {
     /// Starts the session's queued rounds at `now` while the rules allow (see the module),
-    /// taking a slot of `slots` and queueing a [`Job::RunRound`] in `jobs` for each. Nothing
-    /// is started without a session and a ledger.
-    pub(crate) fn drive_negentropy(
-        &mut self,
-        now: Instant,
-        slots: &mut HistorySlots,
-        jobs: &mut Jobs,
-    ) -> NegDrive {
+    /// taking a slot of `slots` and queueing a [`Job::RunRound`] for each, read through
+    /// [`RelayMachine::poll_job`]. Nothing is started without a session and a ledger.
+    pub(crate) fn drive_negentropy(&mut self, now: Instant, slots: &mut HistorySlots) -> NegDrive {
+        let jobs = &mut self.jobs;
         let mut started = Vec::new();
         let paused_until = self.health.sync_paused_until(now);
         let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {

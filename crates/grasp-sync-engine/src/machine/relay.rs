@@ -6,7 +6,9 @@
 //!
 //! The driver (the actor) owns one per relay, beside the handles of its connections. It reads
 //! the machine through [`RelayMachine::poll_transmit`] (what the session decided to send, in
-//! order) and [`RelayMachine::poll_timeout`] (when the machine next wants the clock), and tells
+//! order), [`RelayMachine::poll_job`] (the store reads and NIP-77 rounds decided),
+//! [`RelayMachine::poll_dial`] (the connections to open) and [`RelayMachine::poll_timeout`]
+//! (when the machine next wants the clock), and tells
 //! it about connections and timeouts through the `handle_*` methods, with the time passed in.
 //!
 //! The machine is generic over what the driver queues for NIP-77 (`Round`) and parks for the
@@ -24,7 +26,9 @@ use crate::machine::catch_up::CatchUp;
 use crate::machine::consolidation::Consolidation;
 use crate::machine::delivered::DeliveredIds;
 use crate::machine::descendant_coverage::DescendantCoverage;
+use crate::machine::dials::Dials;
 use crate::machine::incomplete_batches::IncompleteBatches;
+use crate::machine::jobs::{Job, Jobs};
 use crate::machine::lanes::LiveLanes;
 use crate::machine::neg_batch::NegBatch;
 use crate::machine::nip77::{Nip77Support, NipListing};
@@ -77,6 +81,11 @@ pub(crate) struct RelayMachine<Round, Parked> {
     pub(crate) incomplete: IncompleteBatches,
     /// Extra connections holding the essential live coverage the session's budget cannot.
     pub(crate) lanes: LiveLanes,
+    /// Store reads and NIP-77 rounds decided and not yet performed, each with the session
+    /// that asked ([`Self::poll_job`]).
+    pub(crate) jobs: Jobs,
+    /// Dial attempts decided and not yet handed to the dial workers ([`Self::poll_dial`]).
+    pub(crate) dials: Dials,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
@@ -157,6 +166,8 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             delivered: DeliveredIds::default(),
             incomplete: IncompleteBatches::default(),
             lanes: LiveLanes::default(),
+            jobs: Jobs::default(),
+            dials: Dials::default(),
         }
     }
 
@@ -178,9 +189,19 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         }
     }
 
-    /// The driver queued dial attempt `attempt`: reports of any other attempt are stale.
+    /// The driver numbered dial attempt `attempt` for the session: it is queued for the dial
+    /// workers ([`Self::poll_dial`]), and reports of any other attempt are stale.
     pub(crate) fn handle_dial_queued(&mut self, attempt: u64) {
         self.dialing = Some(attempt);
+        self.dials.push(attempt);
+    }
+
+    /// The driver numbered dial attempt `attempt` for one more extra connection: it is queued
+    /// for the dial workers. Returns the connections there will then be, the session's
+    /// included, and the groups waiting for one.
+    pub(crate) fn handle_lane_dial_queued(&mut self, attempt: u64) -> (usize, usize) {
+        self.dials.push(attempt);
+        self.lanes.handle_dial_started(attempt)
     }
 
     /// The dial worker began attempt `attempt` at `now` (the handshake starts).
@@ -305,6 +326,17 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// The session's next message for its connection, oldest first.
     pub(crate) fn poll_transmit(&mut self) -> Option<Outbound> {
         self.session.as_mut()?.transmit.poll_transmit()
+    }
+
+    /// The next store read or NIP-77 round to perform, oldest first, with the session that
+    /// asked: its report is stale once that session has ended.
+    pub(crate) fn poll_job(&mut self) -> Option<(SessionKey, Job)> {
+        self.jobs.poll_job()
+    }
+
+    /// The next dial attempt to hand to the dial workers, oldest first.
+    pub(crate) fn poll_dial(&mut self) -> Option<u64> {
+        self.dials.poll_dial()
     }
 
     /// The earliest instant this relay's machine wants the clock: its own timers, the

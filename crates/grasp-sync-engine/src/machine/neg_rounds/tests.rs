@@ -57,6 +57,11 @@ fn all_jobs(jobs: &mut Jobs) -> Vec<Job> {
     std::iter::from_fn(|| jobs.poll_job().map(|(_, job)| job)).collect()
 }
 
+/// The jobs `machine` decided, oldest first.
+fn machine_jobs(machine: &mut Machine) -> Vec<Job> {
+    std::iter::from_fn(|| machine.poll_job().map(|(_, job)| job)).collect()
+}
+
 /// `machine`'s NIP-77 support learns the relay speaks it, through an answered probe.
 fn speaks(machine: &mut Machine) {
     let probe = SubscriptionId::new("probe");
@@ -90,7 +95,7 @@ fn reads_are_asked_for_the_two_rounds_at_the_head_only() {
         .collect();
     assert_eq!(asked, ["neg-1", "neg-2"], "each asked once");
 
-    let drive = machine.drive_negentropy(now, &mut HistorySlots::new(4), &mut jobs);
+    let drive = machine.drive_negentropy(now, &mut HistorySlots::new(4));
     assert_eq!(drive.stop, NegStop::Waiting, "the head is still being read");
     assert!(drive.started.is_empty());
 }
@@ -101,18 +106,17 @@ fn while_support_is_unknown_one_round_probes_and_the_rest_wait_for_it() {
     let mut machine = connected(now, NipListing::Unknown);
     queue_read(&mut machine, [round(1, 1), round(2, 1)]);
     let mut slots = HistorySlots::new(4);
-    let mut jobs = Jobs::default();
 
-    let drive = machine.drive_negentropy(now, &mut slots, &mut jobs);
+    let drive = machine.drive_negentropy(now, &mut slots);
     assert_eq!(ids(&drive), ["neg-1"]);
     assert!(drive.started[0].probe);
     assert!(matches!(
-        all_jobs(&mut jobs).last(),
+        machine_jobs(&mut machine).last(),
         Some(Job::RunRound { probe: true, .. })
     ));
 
     let later = now + secs(5);
-    let drive = machine.drive_negentropy(later, &mut slots, &mut jobs);
+    let drive = machine.drive_negentropy(later, &mut slots);
     assert!(
         drive.started.is_empty(),
         "the gate allows, the probe does not"
@@ -122,7 +126,7 @@ fn while_support_is_unknown_one_round_probes_and_the_rest_wait_for_it() {
     machine
         .nip77
         .handle_round_ended(later, &SubscriptionId::new("neg-1"), &answered);
-    let drive = machine.drive_negentropy(later, &mut slots, &mut jobs);
+    let drive = machine.drive_negentropy(later, &mut slots);
     assert_eq!(ids(&drive), ["neg-2"]);
     assert!(!drive.started[0].probe);
 }
@@ -132,7 +136,7 @@ fn a_relay_known_not_to_speak_nip77_falls_back_every_queued_batch() {
     let now = Instant::now();
     let mut machine = connected(now, NipListing::NotListed);
     queue_read(&mut machine, [round(1, 1), round(2, 2), round(3, 2)]);
-    let drive = machine.drive_negentropy(now, &mut HistorySlots::new(4), &mut Jobs::default());
+    let drive = machine.drive_negentropy(now, &mut HistorySlots::new(4));
     assert!(drive.started.is_empty());
     assert_eq!(
         drive.stop,
@@ -151,14 +155,13 @@ fn rounds_wait_for_a_history_slot_before_the_gates_count_them() {
     queue_read(&mut machine, [round(1, 1)]);
     let mut slots = HistorySlots::new(1);
     assert!(slots.try_take(), "another relay's round runs");
-    let mut jobs = Jobs::default();
 
-    let drive = machine.drive_negentropy(now, &mut slots, &mut jobs);
+    let drive = machine.drive_negentropy(now, &mut slots);
     assert_eq!(drive.stop, NegStop::NoHistorySlot);
-    assert!(all_jobs(&mut jobs).is_empty());
+    assert!(machine_jobs(&mut machine).is_empty());
 
     slots.release();
-    let drive = machine.drive_negentropy(now, &mut slots, &mut jobs);
+    let drive = machine.drive_negentropy(now, &mut slots);
     assert_eq!(
         ids(&drive),
         ["neg-1"],
@@ -174,9 +177,8 @@ fn background_rounds_are_a_second_apart_and_the_wait_is_armed() {
     speaks(&mut machine);
     queue_read(&mut machine, [round(1, 1), round(2, 1)]);
     let mut slots = HistorySlots::new(4);
-    let mut jobs = Jobs::default();
 
-    let drive = machine.drive_negentropy(now, &mut slots, &mut jobs);
+    let drive = machine.drive_negentropy(now, &mut slots);
     assert_eq!(ids(&drive), ["neg-1"]);
     assert_eq!(drive.stop, NegStop::Waiting);
     let session = machine.session.as_ref().expect("connected");
@@ -191,7 +193,7 @@ fn background_rounds_are_a_second_apart_and_the_wait_is_armed() {
         .expect("the gate's wait is armed");
     assert!(wait >= now + secs(1), "at least a second after the first");
 
-    let drive = machine.drive_negentropy(wait, &mut slots, &mut jobs);
+    let drive = machine.drive_negentropy(wait, &mut slots);
     assert_eq!(ids(&drive), ["neg-2"]);
 }
 
@@ -209,7 +211,7 @@ fn an_ended_round_teaches_support_and_gives_its_permit_back_once() {
     let now = Instant::now();
     let mut machine = connected(now, NipListing::Unknown);
     queue_read(&mut machine, [round(1, 4)]);
-    machine.drive_negentropy(now, &mut HistorySlots::new(4), &mut Jobs::default());
+    machine.drive_negentropy(now, &mut HistorySlots::new(4));
     assert_eq!(held_rounds(&machine), 1);
     let key = machine.session.as_ref().expect("connected").key.clone();
     let stale = SessionKey {
@@ -249,7 +251,7 @@ fn abandoning_drops_every_round_and_gives_the_permits_back() {
     let mut machine = connected(now, NipListing::Listed);
     speaks(&mut machine);
     queue_read(&mut machine, [round(1, 1), round(2, 2)]);
-    machine.drive_negentropy(now, &mut HistorySlots::new(4), &mut Jobs::default());
+    machine.drive_negentropy(now, &mut HistorySlots::new(4));
     assert_eq!(held_rounds(&machine), 1);
 
     machine.abandon_negentropy(now);

@@ -256,6 +256,8 @@ fn a_relay_is_dialled_once_at_a_time_and_only_the_attempt_in_flight_counts() {
     let mut machine = machine(now);
     assert_eq!(machine.handle_tick(now), Tick::MayDial);
     machine.handle_dial_queued(7);
+    assert_eq!(machine.poll_dial(), Some(7), "handed to the dial workers");
+    assert_eq!(machine.poll_dial(), None, "once");
     assert_eq!(
         machine.handle_tick(now),
         Tick::Waiting,
@@ -266,6 +268,30 @@ fn a_relay_is_dialled_once_at_a_time_and_only_the_attempt_in_flight_counts() {
     assert_eq!(machine.dialing, Some(7));
     assert!(machine.handle_dial_finished(7));
     assert_eq!(machine.dialing, None);
+}
+
+#[test]
+fn dials_and_jobs_come_out_in_the_order_decided_with_the_session_that_asked() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    connected(&mut machine, now, 3);
+    machine.handle_dial_queued(1);
+    machine.handle_lane_dial_queued(4);
+    assert_eq!(
+        std::iter::from_fn(|| machine.poll_dial()).collect::<Vec<_>>(),
+        [1, 4]
+    );
+
+    let read = |n: u64| crate::machine::jobs::Job::ReadHeld {
+        batch: BatchId(n),
+        filters: vec![Filter::new()],
+        max_held: 10,
+    };
+    machine.jobs.push(key(3), read(1));
+    machine.jobs.push(key(3), read(2));
+    let jobs: Vec<_> = std::iter::from_fn(|| machine.poll_job()).collect();
+    assert_eq!(jobs, [(key(3), read(1)), (key(3), read(2))]);
+    assert_eq!(machine.poll_job(), None);
 }
 
 #[test]
