@@ -55,6 +55,8 @@
 //!   connections, and which goes to history or to the catch-up.
 //! - [`jobs`]: the store reads and NIP-77 rounds a session decided, as data, and the history
 //!   slots that bound the rounds running at once.
+//! - [`job_reports`]: a job's report as the relay machine's input: a round's have-set read,
+//!   and how much of a new batch's coverage the store holds.
 //! - [`transmit`]: a session's REQs, CLOSEs and disconnect, queued as data in the order
 //!   decided and performed by the actor once per step.
 //!
@@ -77,6 +79,7 @@ pub(crate) mod dials;
 pub(crate) mod eose;
 pub(crate) mod hydration;
 pub(crate) mod incomplete_batches;
+pub(crate) mod job_reports;
 pub(crate) mod jobs;
 pub(crate) mod lanes;
 pub(crate) mod live_plan;

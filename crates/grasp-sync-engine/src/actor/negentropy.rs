@@ -24,11 +24,12 @@ use super::history::FilterCeiling;
 use super::runtime::QueuedStart;
 use crate::boundary::EventStore;
 use crate::error::StoreError;
+use crate::machine::job_reports::{HaveSetRead, HeldRoute};
 use crate::machine::jobs::{HaveSet, Job};
 use crate::machine::neg_batch::{
     Drained, HistoryRoute, NegBatch, RelayFacts, RoundsDone, first_sync_max_held,
 };
-use crate::machine::neg_rounds::{NegRound, NegStop, Preparation, RoundEnded, prepare_ahead};
+use crate::machine::neg_rounds::{NegRound, NegStop, RoundEnded, prepare_ahead};
 use crate::negentropy::FallbackReason;
 use crate::session::{SessionHandle, SessionKey};
 use crate::transport::{NegentropyError, RelaySession, RoundLimits};
@@ -229,43 +230,39 @@ impl Actor {
                 .relays
                 .get(&relay)
                 .is_some_and(|state| state.historic_sync_completed_at.is_some());
-        let Some(runtime) = self.runtimes.get_mut(&relay) else {
-            return;
-        };
-        let Some(session) = runtime.machine.session.as_mut().filter(|s| s.key == *key) else {
-            return;
-        };
-        let Some(neg) = runtime.machine.neg_batches.get_mut(&batch) else {
-            return;
-        };
         let facts = RelayFacts {
             several_per_req,
             reconciling,
         };
-        let route = neg.handle_held(held.as_deref().ok(), facts, &runtime.machine.delivered);
-        let first_sync = route == HistoryRoute::ReqEose;
-        if !first_sync {
-            tracing::debug!(%relay, %batch, filters = neg.filters.len(), reconciling, several_per_req,
-                held = held.as_ref().map(|ids| ids.len()).unwrap_or_default(),
-                delivered_here = held.as_ref().is_ok_and(|ids| !runtime.machine.delivered.delivered_none_of(ids)),
-                "the batch is reconciled by NIP-77");
+        let Some(runtime) = self.runtimes.get_mut(&relay) else {
+            return;
+        };
+        let Some(HeldRoute { route, dropped }) =
+            runtime
+                .machine
+                .handle_held(key, batch, held.as_deref().ok(), facts)
+        else {
+            return;
+        };
+        let held_count = held.as_ref().map(|ids| ids.len()).unwrap_or_default();
+        if route == HistoryRoute::Nip77 {
+            let filters = runtime
+                .machine
+                .neg_batches
+                .get(&batch)
+                .map_or(0, |neg| neg.filters.len());
+            let delivered_here = held
+                .as_ref()
+                .is_ok_and(|ids| !runtime.machine.delivered.delivered_none_of(ids));
+            tracing::debug!(%relay, %batch, filters, reconciling, several_per_req,
+                held = held_count, delivered_here, "the batch is reconciled by NIP-77");
             self.drive_queue(&relay);
             return;
         }
-        let mut dropped = Vec::new();
-        session.neg_queue.retain(|round| {
-            if round.batch == batch {
-                dropped.push(round.subscription_id.clone());
-                false
-            } else {
-                true
-            }
-        });
         for id in &dropped {
             let _ = self.pending.resolve_subscription(&relay, id);
         }
-        tracing::debug!(%relay, %batch, filters = dropped.len(),
-            held = held.map(|ids| ids.len()).unwrap_or_default(),
+        tracing::debug!(%relay, %batch, filters = dropped.len(), held = held_count,
             "the store barely holds this coverage: first sync by REQ+EOSE");
         self.fall_back_to_req(&relay, batch, FilterCeiling::Trusted);
     }
@@ -280,35 +277,15 @@ impl Actor {
         have: Result<HaveSet, StoreError>,
     ) {
         let relay = key.relay.clone();
-        let Some(session) = self
-            .runtimes
-            .get_mut(&relay)
-            .and_then(|r| r.machine.session_of_mut(key))
-        else {
+        let have = have.map_err(|error| NegentropyError::Protocol(format!("store: {error}")));
+        let Some(runtime) = self.runtimes.get_mut(&relay) else {
             return;
         };
-        let Some(index) = session
-            .neg_queue
-            .iter()
-            .position(|round| round.subscription_id == *subscription_id)
-        else {
-            return;
-        };
-        match have {
-            Ok(items) => {
-                if let Some(round) = session.neg_queue.get_mut(index) {
-                    if matches!(round.have, Preparation::Reading) {
-                        round.have = Preparation::Read(items);
-                    }
-                }
-                self.drive_queue(&relay);
-            }
-            Err(error) => {
-                let Some(round) = session.neg_queue.remove(index) else {
-                    return;
-                };
-                let error = NegentropyError::Protocol(format!("store: {error}"));
-                self.round_ended(&relay, round.batch, subscription_id, Err(error));
+        match runtime.machine.handle_have_set(key, subscription_id, have) {
+            HaveSetRead::Stale => {}
+            HaveSetRead::Read => self.drive_queue(&relay),
+            HaveSetRead::Failed { batch, error } => {
+                self.round_ended(&relay, batch, subscription_id, Err(error));
             }
         }
     }
