@@ -596,16 +596,11 @@ impl Actor {
     /// The watchdog's CLOSE was sent: now its slot may be released.
     pub(super) fn handle_close_sent(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId) {
         let now = self.now();
-        let Some(runtime) = self.runtimes.get_mut(relay) else {
-            return;
-        };
-        let (Some(session), Some(ledger)) = (
-            runtime.machine.session.as_mut(),
-            runtime.machine.ledger.as_mut(),
-        ) else {
-            return;
-        };
-        if session.handle_close_sent(ledger, subscription_id, now) {
+        let released = self
+            .runtimes
+            .get_mut(relay)
+            .is_some_and(|r| r.machine.handle_close_sent(now, subscription_id));
+        if released {
             self.drive_queue(relay);
         }
     }

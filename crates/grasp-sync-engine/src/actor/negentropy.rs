@@ -327,35 +327,33 @@ impl Actor {
         subscription_id: &SubscriptionId,
         result: Result<Vec<EventId>, NegentropyError>,
     ) {
-        let Some(runtime) = self.runtimes.get_mut(relay) else {
+        if !self.runtimes.contains_key(relay) {
             return;
-        };
-        let mut rate_refusal = None;
-        match result {
-            Ok(missing) => {
-                self.fallbacks.handle_round_completed();
-                if let Some(neg) = runtime.machine.neg_batches.get_mut(&batch) {
-                    neg.handle_round_diff(missing);
-                }
-            }
+        }
+        let now = self.now();
+        let mut rate_text = None;
+        match &result {
+            Ok(_) => self.fallbacks.handle_round_completed(),
             Err(error) => {
-                if let NegentropyError::RateLimited(text) = &error {
-                    rate_refusal = Some(text.clone());
+                if let NegentropyError::RateLimited(text) = error {
+                    rate_text = Some(text.clone());
                     self.fallbacks.handle_query_rate_refusal(relay);
                 }
-                if let Some(reason) = FallbackReason::from_error(&error) {
+                if let Some(reason) = FallbackReason::from_error(error) {
                     if self.fallbacks.handle_fallback(relay, reason) {
                         tracing::warn!(%relay, %error, "negentropy unavailable; falling back to REQ+EOSE");
                     }
                 }
-                if let Some(neg) = runtime.machine.neg_batches.get_mut(&batch) {
-                    neg.handle_round_failed();
-                }
             }
         }
-        if let Some(text) = rate_refusal {
+        let rate_refused = self
+            .runtimes
+            .get_mut(relay)
+            .and_then(|runtime| runtime.machine.handle_round_result(now, batch, result));
+        if let (Some((refusal, learned)), Some(text)) = (rate_refused, rate_text) {
             // Counted, a rate-limit pause and the reactive cooldown, as for a refused REQ.
-            self.handle_rate_refusal(relay, &text);
+            self.report_refusal(relay, &refusal, &text);
+            super::refusal::log_learned(relay, learned);
         }
         if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id) {
             if resolved.batch_complete {

@@ -364,18 +364,6 @@ impl Actor {
         }
     }
 
-    /// A query-rate refusal of a negentropy round (NEG-ERR): counted, a rate-limit pause,
-    /// and the reactive gate's cooldown, as for a refused REQ.
-    pub(super) fn handle_rate_refusal(&mut self, relay: &RelayUrl, text: &str) {
-        let now = self.now();
-        let Some(runtime) = self.runtimes.get_mut(relay) else {
-            return;
-        };
-        let (refusal, learned) = runtime.machine.handle_rate_refusal(now, text);
-        self.report_refusal(relay, &refusal, text);
-        log_learned(relay, learned);
-    }
-
     /// Counts a refusal the relay's machine did not count itself: in the relay's statistics
     /// and the metrics.
     pub(super) fn count_refusal(&mut self, relay: &RelayUrl, refusal: &Refusal, text: &str) {
@@ -425,7 +413,7 @@ impl Actor {
 }
 
 /// Logs what a refusal taught the relay's learned limits.
-fn log_learned(relay: &RelayUrl, learned: LimitsLearned) {
+pub(super) fn log_learned(relay: &RelayUrl, learned: LimitsLearned) {
     if let Some(ceiling) = learned.ceiling {
         tracing::info!(%relay, ceiling, "lowered the filters-per-REQ ceiling");
     }

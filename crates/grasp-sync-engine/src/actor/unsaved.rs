@@ -9,6 +9,7 @@ use nostr::{EventId, SubscriptionId};
 
 use super::Actor;
 use crate::error::StoreError;
+use crate::machine::relay::Unsaved;
 
 impl Actor {
     /// The store failed to save `id`, delivered for `subscription_id`: mark its pending
@@ -21,28 +22,20 @@ impl Actor {
         error: &StoreError,
     ) {
         let now = self.now();
+        let pending = &self.pending;
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let batch = runtime
+        let unsaved = runtime
             .machine
-            .session
-            .as_ref()
-            .and_then(|s| s.transients.get(subscription_id))
-            .map(|t| t.batch)
-            .filter(|batch| {
-                self.pending
-                    .batches(relay)
-                    .iter()
-                    .any(|b| b.batch_id == *batch)
+            .handle_unsaved(subscription_id, id, |batch| {
+                pending.batches(relay).iter().any(|b| b.batch_id == batch)
             });
-        runtime.machine.stats.unsaved_events += 1;
-        match batch {
-            Some(batch) => {
-                runtime.machine.incomplete.handle_unsaved(batch, id);
+        match unsaved {
+            Unsaved::Batch(batch) => {
                 tracing::debug!(%relay, batch = batch.0, %id, %error, "a synced event was not saved; its batch stays incomplete");
             }
-            None => {
+            Unsaved::Recover => {
                 tracing::debug!(%relay, %id, %error, "a live event was not saved; it is fetched again by id");
                 self.recovery.handle_failed_batch(relay, [id], now);
             }

@@ -1,9 +1,13 @@
 //! A background job's report as an input of the relay's machine: a queued round's have-set
-//! read ([`RelayMachine::handle_have_set`]) and how much of a new batch's coverage the store
-//! holds ([`RelayMachine::handle_held`]). A report of a session that has ended since, or of a
-//! round or batch that is gone, changes nothing. (A round's own report is
-//! [`RelayMachine::handle_round_ended`].)
+//! read ([`RelayMachine::handle_have_set`]), how much of a new batch's coverage the store
+//! holds ([`RelayMachine::handle_held`]), and a round's result for its batch
+//! ([`RelayMachine::handle_round_result`], after [`RelayMachine::handle_round_ended`] has
+//! released the round). A report of a session that has ended since, or of a round or batch
+//! that is gone, changes nothing.
 
+use std::time::Instant;
+
+use grasp_sync_health::Refusal;
 use grasp_sync_model::BatchId;
 use nostr::{EventId, SubscriptionId};
 
@@ -11,6 +15,7 @@ use crate::machine::jobs::HaveSet;
 use crate::machine::neg_batch::{HistoryRoute, RelayFacts};
 use crate::machine::neg_rounds::{NegRound, Preparation};
 use crate::machine::nip77::NegentropyError;
+use crate::machine::refusals::LimitsLearned;
 use crate::machine::relay::RelayMachine;
 use crate::machine::transmit::SessionKey;
 
@@ -109,5 +114,36 @@ impl<Parked> RelayMachine<NegRound, Parked> {
             });
         }
         Some(HeldRoute { route, dropped })
+    }
+
+    /// A round of `batch` ended at `now` with `result`: its diff is kept for the batch's
+    /// hydration, or the batch is marked for the REQ+EOSE fallback. A query-rate refusal is
+    /// also counted, pauses the relay for its rate and starts the reactive cooldown, as for a
+    /// refused REQ; it is returned, with what it taught, for the driver's metrics and log.
+    pub(crate) fn handle_round_result(
+        &mut self,
+        now: Instant,
+        batch: BatchId,
+        result: Result<Vec<EventId>, NegentropyError>,
+    ) -> Option<(Refusal, LimitsLearned)> {
+        match result {
+            Ok(missing) => {
+                if let Some(neg) = self.neg_batches.get_mut(&batch) {
+                    neg.handle_round_diff(missing);
+                }
+                None
+            }
+            Err(error) => {
+                if let Some(neg) = self.neg_batches.get_mut(&batch) {
+                    neg.handle_round_failed();
+                }
+                match error {
+                    NegentropyError::RateLimited(text) => {
+                        Some(self.handle_rate_refusal(now, &text))
+                    }
+                    _ => None,
+                }
+            }
+        }
     }
 }

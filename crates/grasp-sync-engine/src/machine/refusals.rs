@@ -388,22 +388,6 @@ impl<Round> RelayMachine<Round, ParkedWork> {
         NoticeAnswer::Relay { refusal, outcome }
     }
 
-    /// A query-rate refusal of a NIP-77 round (its NEG-ERR) with `text` at `now`: counted, a
-    /// rate-limit pause, and the reactive gate's cooldown, as for a refused REQ.
-    pub(crate) fn handle_rate_refusal(
-        &mut self,
-        now: Instant,
-        text: &str,
-    ) -> (Refusal, LimitsLearned) {
-        let refusal = classify(text);
-        self.count_refusal(&refusal, text);
-        let action =
-            self.health
-                .handle_refusal(now, &refusal, RefusalScope::Request { filters: 1 });
-        let learned = self.learn_limits(now, &refusal, action);
-        (refusal, learned)
-    }
-
     /// An `auth-required:` refusal of `subscription_id` (with `filters`; `discovery` when its
     /// batch is a participant discovery): parked while the session's AUTH may still succeed,
     /// the page released or the live group retired. `None` when it is a policy refusal.
@@ -445,6 +429,24 @@ impl<Round> RelayMachine<Round, ParkedWork> {
             }
         }
         Some(parked)
+    }
+}
+
+impl<Round, Parked> RelayMachine<Round, Parked> {
+    /// A query-rate refusal of a NIP-77 round (its NEG-ERR) with `text` at `now`: counted, a
+    /// rate-limit pause, and the reactive gate's cooldown, as for a refused REQ.
+    pub(crate) fn handle_rate_refusal(
+        &mut self,
+        now: Instant,
+        text: &str,
+    ) -> (Refusal, LimitsLearned) {
+        let refusal = classify(text);
+        self.count_refusal(&refusal, text);
+        let action =
+            self.health
+                .handle_refusal(now, &refusal, RefusalScope::Request { filters: 1 });
+        let learned = self.learn_limits(now, &refusal, action);
+        (refusal, learned)
     }
 
     /// A "too many subscriptions" refusal: the relay holds fewer than we believed. The budget
@@ -506,9 +508,7 @@ impl<Round> RelayMachine<Round, ParkedWork> {
         }
         learned
     }
-}
 
-impl<Round, Parked> RelayMachine<Round, Parked> {
     /// Counts `refusal` (with its `text`) in the relay's statistics.
     pub(crate) fn count_refusal(&mut self, refusal: &Refusal, text: &str) {
         *self

@@ -20,7 +20,7 @@ use std::time::Instant;
 use grasp_sync_health::RelayHealth;
 use grasp_sync_ledger::{LearnedLimits, SessionBudget, SubscriptionLedger};
 use grasp_sync_model::BatchId;
-use nostr::{Event, SubscriptionId};
+use nostr::{Event, EventId, SubscriptionId};
 
 use crate::machine::catch_up::CatchUp;
 use crate::machine::consolidation::Consolidation;
@@ -133,6 +133,15 @@ pub(crate) enum Tick {
     MayDial,
     /// Not connected, and no dial may start now.
     Waiting,
+}
+
+/// Where an event the store failed to save belongs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unsaved {
+    /// A page of this pending batch: it stays incomplete.
+    Batch(BatchId),
+    /// Nothing pending: the driver's missing-event recovery fetches it again by ID.
+    Recover,
 }
 
 /// What a due live-repair timer asks for.
@@ -321,6 +330,45 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         if new_store {
             self.delivered.record(event.id);
         }
+    }
+
+    /// The store failed to save event `id`, delivered for `subscription_id`. A page of a batch
+    /// still pending (`pending` says which are) marks its batch, which is then never confirmed;
+    /// anything else (live coverage, a retired subscription) is returned, for the driver's
+    /// missing-event recovery to fetch again by ID.
+    pub(crate) fn handle_unsaved(
+        &mut self,
+        subscription_id: &SubscriptionId,
+        id: EventId,
+        pending: impl FnOnce(BatchId) -> bool,
+    ) -> Unsaved {
+        self.stats.unsaved_events += 1;
+        let batch = self
+            .session
+            .as_ref()
+            .and_then(|s| s.transients.get(subscription_id))
+            .map(|t| t.batch)
+            .filter(|batch| pending(*batch));
+        match batch {
+            Some(batch) => {
+                self.incomplete.handle_unsaved(batch, id);
+                Unsaved::Batch(batch)
+            }
+            None => Unsaved::Recover,
+        }
+    }
+
+    /// The connection sent the CLOSE of `subscription_id` at `now`: a page the watchdog gave
+    /// up gives its slot back only now. Returns whether it did, so queued starts may go.
+    pub(crate) fn handle_close_sent(
+        &mut self,
+        now: Instant,
+        subscription_id: &SubscriptionId,
+    ) -> bool {
+        let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {
+            return false;
+        };
+        session.handle_close_sent(ledger, subscription_id, now)
     }
 
     /// The session's next message for its connection, oldest first.

@@ -161,3 +161,45 @@ fn a_failed_read_or_a_relay_taking_one_filter_per_req_keeps_nip77() {
     let failed = machine.handle_held(&key, BatchId(7), None, facts(true));
     assert_eq!(failed.map(|h| h.route), Some(HistoryRoute::Nip77));
 }
+
+#[test]
+fn a_rounds_result_is_kept_for_its_batch_and_a_rate_refusal_cools_the_relay_down() {
+    let (mut machine, _) = with_rounds([]);
+    machine.neg_batches.insert(
+        BatchId(7),
+        NegBatch::rounds(vec![filter(1), filter(2)], false, 100),
+    );
+    let now = Instant::now();
+
+    let missing = EventId::all_zeros();
+    assert_eq!(
+        machine.handle_round_result(now, BatchId(7), Ok(vec![missing])),
+        None
+    );
+    let refused = NegentropyError::RateLimited("rate-limited: slow down".to_owned());
+    let (refusal, _) = machine
+        .handle_round_result(now, BatchId(7), Err(refused))
+        .expect("a rate refusal");
+
+    assert_eq!(
+        refusal.category,
+        grasp_sync_health::RefusalCategory::RateLimited
+    );
+    assert_eq!(machine.stats.refusals.get("rate_limited"), Some(&1));
+    assert!(machine.health.sync_paused_until(now).is_some());
+    let neg = machine.neg_batches.get_mut(&BatchId(7)).expect("the batch");
+    assert_eq!(
+        neg.handle_rounds_done(),
+        crate::machine::neg_batch::RoundsDone::FallBack,
+        "a failed round falls its batch back"
+    );
+    assert_eq!(
+        machine.handle_round_result(
+            now,
+            BatchId(7),
+            Err(NegentropyError::Protocol("closed".to_owned()))
+        ),
+        None,
+        "only a rate refusal is a refusal"
+    );
+}

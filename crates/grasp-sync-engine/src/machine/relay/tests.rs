@@ -429,3 +429,73 @@ fn an_event_counts_for_its_exact_fetchs_hydration_and_the_relays_first_sync() {
     );
     assert_eq!(machine.stats.events_received, 2);
 }
+
+#[test]
+fn an_unsaved_event_of_a_pending_page_keeps_its_batch_incomplete_and_any_other_is_recovered() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    connected(&mut machine, now, 1);
+    machine.handle_connected(now, Advertised::default());
+    let session = machine.session.as_mut().expect("connected");
+    session.queue.push_back(queued_start());
+    assert_eq!(machine.drive_history(now).started.len(), 1);
+    let page = SubscriptionId::new("h1");
+    let id = nostr::EventId::all_zeros();
+
+    assert_eq!(
+        machine.handle_unsaved(&page, id, |batch| batch == BatchId(1)),
+        Unsaved::Batch(BatchId(1))
+    );
+    assert_eq!(
+        machine
+            .incomplete
+            .unsaved_ids(BatchId(1))
+            .map(|ids| ids.len()),
+        Some(1)
+    );
+    assert_eq!(
+        machine.handle_unsaved(&page, id, |_| false),
+        Unsaved::Recover,
+        "its batch is no longer pending"
+    );
+    assert_eq!(
+        machine.handle_unsaved(&SubscriptionId::new("live"), id, |_| true),
+        Unsaved::Recover,
+        "not a page"
+    );
+    assert_eq!(machine.stats.unsaved_events, 3);
+}
+
+#[test]
+fn a_page_the_watchdog_gave_up_frees_its_slot_once_its_close_was_sent() {
+    let now = Instant::now();
+    let mut machine = machine(now);
+    connected(&mut machine, now, 1);
+    machine.handle_connected(now, Advertised::default());
+    machine
+        .session
+        .as_mut()
+        .expect("connected")
+        .queue
+        .push_back(queued_start());
+    assert_eq!(machine.drive_history(now).started.len(), 1);
+    let page = SubscriptionId::new("h1");
+    assert!(
+        !machine.handle_close_sent(now, &page),
+        "a CLOSE the watchdog did not send frees nothing"
+    );
+
+    let due = now + grasp_sync_ledger::WATCHDOG_TIMEOUT;
+    let (session, ledger) = (
+        machine.session.as_mut().expect("connected"),
+        machine.ledger.as_mut().expect("a ledger"),
+    );
+    assert_eq!(session.handle_watchdog(ledger, due), [BatchId(1)]);
+    assert_eq!(
+        machine.held_subscriptions(),
+        1,
+        "held until the CLOSE is sent"
+    );
+    assert!(machine.handle_close_sent(due, &page));
+    assert_eq!(machine.held_subscriptions(), 0);
+}
