@@ -4,9 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use grasp_sync_filters::{
-    CoverageTier, FilterGroup, GroupedPagination, PageHints, RelayPageSession, TieredFilter,
-};
+use grasp_sync_filters::{CoverageTier, FilterGroup, PageHints, RelayPageSession, TieredFilter};
 use grasp_sync_ledger::LivePlan;
 use nostr::{EventBuilder, Keys, Kind, Tag, Timestamp};
 
@@ -14,7 +12,6 @@ use super::*;
 use crate::machine::live_plan::PlanOutcome;
 use crate::machine::nip77::NipListing;
 use crate::machine::relay::testing;
-use crate::machine::transmit::Outbound;
 
 type Machine = RelayMachine<(), ()>;
 
@@ -38,19 +35,6 @@ fn connected(now: Instant, max_limit: usize) -> Machine {
     machine
 }
 
-fn queue_page(machine: &mut Machine, name: &str, batch: u64, filters: Vec<Filter>) {
-    let session = machine.session.as_mut().expect("connected");
-    let pagination = GroupedPagination::new(filters, &session.pages);
-    session.queue.push_back(QueuedStart {
-        subscription_id: id(name),
-        batch: BatchId(batch),
-        class: PermitClass::HistoricPage,
-        kind: StartKind::Historic,
-        pagination,
-        exact: false,
-    });
-}
-
 fn queued(machine: &Machine) -> Vec<String> {
     machine
         .session
@@ -59,18 +43,6 @@ fn queued(machine: &Machine) -> Vec<String> {
         .queue
         .iter()
         .map(|start| start.subscription_id.to_string())
-        .collect()
-}
-
-fn drain(machine: &mut Machine) -> Vec<String> {
-    std::iter::from_fn(|| machine.poll_transmit())
-        .map(|message| match message {
-            Outbound::Req {
-                subscription_id, ..
-            } => format!("REQ {subscription_id}"),
-            Outbound::Close(subscription_id) => format!("CLOSE {subscription_id}"),
-            Outbound::Disconnect => "disconnect".to_owned(),
-        })
         .collect()
 }
 
@@ -101,7 +73,7 @@ fn a_live_groups_eose_proves_its_filter_count_and_keeps_it_open() {
     };
     let applied = machine.apply_live_plan(now, plan, vec![id("l1")]);
     assert_eq!(applied.outcome, PlanOutcome::Applied);
-    assert_eq!(drain(&mut machine), ["REQ l1"]);
+    assert_eq!(testing::transmitted(&mut machine), ["REQ l1"]);
     let before = machine.learned.proven_filters();
     assert!(before < 3);
 
@@ -110,17 +82,17 @@ fn a_live_groups_eose_proves_its_filter_count_and_keeps_it_open() {
     assert!(matches!(answer, Some(EoseAnswer::Live { proved: Some(3) })));
     assert_eq!(machine.learned.proven_filters(), 3);
     assert_eq!(machine.held_subscriptions(), 1, "a live group stays open");
-    assert!(drain(&mut machine).is_empty(), "no CLOSE");
+    assert!(testing::transmitted(&mut machine).is_empty(), "no CLOSE");
 }
 
 #[test]
 fn a_full_page_queues_its_next_pages_first_under_the_drivers_ids() {
     let now = Instant::now();
     let mut machine = connected(now, 2);
-    queue_page(&mut machine, "h1", 7, vec![filter(1)]);
+    testing::queue_page(&mut machine, "h1", 7, vec![filter(1)]);
     assert_eq!(machine.drive_history(now).started.len(), 1);
-    queue_page(&mut machine, "h2", 8, vec![filter(2)]);
-    assert_eq!(drain(&mut machine), ["REQ h1"]);
+    testing::queue_page(&mut machine, "h2", 8, vec![filter(2)]);
+    assert_eq!(testing::transmitted(&mut machine), ["REQ h1"]);
     let keys = Keys::generate();
     for at in [200, 100] {
         let event = EventBuilder::new(Kind::from(1617), "patch")
@@ -155,10 +127,13 @@ fn a_full_page_queues_its_next_pages_first_under_the_drivers_ids() {
     );
     assert!(page.truncated.is_empty());
     assert_eq!(machine.held_subscriptions(), 0, "the page's slot is free");
-    assert_eq!(drain(&mut machine), ["CLOSE h1"]);
+    assert_eq!(testing::transmitted(&mut machine), ["CLOSE h1"]);
     let next = machine.drive_history(now + Duration::from_secs(1));
     assert_eq!(next.started.len(), 1, "one background start a second");
-    assert_eq!(drain(&mut machine), [format!("REQ {}", names[0])]);
+    assert_eq!(
+        testing::transmitted(&mut machine),
+        [format!("REQ {}", names[0])]
+    );
 }
 
 #[test]
@@ -172,7 +147,7 @@ fn an_empty_page_ends_its_walk_and_settles_refused_suspects() {
             .handle_refusal(&[filter(1), filter(2)], until),
         "two filters refused together become suspects"
     );
-    queue_page(&mut machine, "h1", 7, vec![filter(1)]);
+    testing::queue_page(&mut machine, "h1", 7, vec![filter(1)]);
     assert_eq!(machine.drive_history(now).started.len(), 1);
 
     let page = page(machine.handle_eose(now, &id("h1"), unnamed));

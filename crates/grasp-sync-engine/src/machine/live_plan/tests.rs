@@ -13,7 +13,6 @@ use crate::machine::nip77::NipListing;
 use crate::machine::relay::testing;
 use crate::machine::session::Transient;
 use crate::machine::timers::SessionTimer;
-use crate::machine::transmit::Outbound;
 
 type Machine = RelayMachine<(), ()>;
 
@@ -44,18 +43,6 @@ fn opening(groups: Vec<FilterGroup>) -> LivePlan {
     }
 }
 
-fn transmitted(machine: &mut Machine) -> Vec<String> {
-    std::iter::from_fn(|| machine.poll_transmit())
-        .map(|message| match message {
-            Outbound::Req {
-                subscription_id, ..
-            } => format!("REQ {subscription_id}"),
-            Outbound::Close(subscription_id) => format!("CLOSE {subscription_id}"),
-            Outbound::Disconnect => "disconnect".to_owned(),
-        })
-        .collect()
-}
-
 #[test]
 fn a_plan_retires_and_opens_groups_at_once() {
     let now = Instant::now();
@@ -63,7 +50,7 @@ fn a_plan_retires_and_opens_groups_at_once() {
     let applied = machine.apply_live_plan(now, opening(vec![group(1)]), vec![id("l1")]);
     assert_eq!(applied.outcome, PlanOutcome::Applied);
     assert_eq!(applied.driven.sent, 1);
-    assert_eq!(transmitted(&mut machine), ["REQ l1"]);
+    assert_eq!(testing::transmitted(&mut machine), ["REQ l1"]);
 
     let replace = LivePlan {
         open: vec![group(2), group(3)],
@@ -78,7 +65,10 @@ fn a_plan_retires_and_opens_groups_at_once() {
     };
     let applied = machine.apply_live_plan(now, replace, vec![id("l2"), id("l3")]);
     assert_eq!(applied.outcome, PlanOutcome::Applied);
-    assert_eq!(transmitted(&mut machine), ["CLOSE l1", "REQ l2", "REQ l3"]);
+    assert_eq!(
+        testing::transmitted(&mut machine),
+        ["CLOSE l1", "REQ l2", "REQ l3"]
+    );
     assert_eq!(machine.held_subscriptions(), 2);
     assert_eq!(machine.stats.req_starts_live, 3);
 }
@@ -93,7 +83,7 @@ fn nothing_changes_during_a_query_rate_cooldown() {
     let applied = machine.apply_live_plan(now, opening(vec![group(1)]), vec![id("l1")]);
     assert_eq!(applied.outcome, PlanOutcome::Deferred);
     assert_eq!(applied.held_back, Some(PlanHeldBack::Cooldown));
-    assert!(transmitted(&mut machine).is_empty());
+    assert!(testing::transmitted(&mut machine).is_empty());
     let session = machine.session.as_ref().expect("connected");
     assert!(session.live.is_empty());
     assert!(
@@ -108,7 +98,7 @@ fn a_plan_the_ledger_would_refuse_keeps_the_groups_held() {
     let now = Instant::now();
     let mut machine = connected(now, 4);
     machine.apply_live_plan(now, opening(vec![group(1)]), vec![id("l1")]);
-    transmitted(&mut machine);
+    testing::transmitted(&mut machine);
     // A historic page holds a slot.
     let ledger = machine.ledger.as_mut().expect("connected");
     let permit = ledger
@@ -145,7 +135,10 @@ fn a_plan_the_ledger_would_refuse_keeps_the_groups_held() {
         applied.held_back,
         Some(PlanHeldBack::WouldBeRefused(_))
     ));
-    assert!(transmitted(&mut machine).is_empty(), "no CLOSE, no REQ");
+    assert!(
+        testing::transmitted(&mut machine).is_empty(),
+        "no CLOSE, no REQ"
+    );
     let session = machine.session.as_ref().expect("connected");
     assert!(session.live.contains_key(&id("l1")));
 }

@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
-use grasp_sync_filters::{CoverageTier, FilterGroup, GroupedPagination, TieredFilter};
-use grasp_sync_ledger::{LivePlan, PermitClass, StartKind};
+use grasp_sync_filters::{CoverageTier, FilterGroup, TieredFilter};
+use grasp_sync_ledger::LivePlan;
 use nostr::{Kind, SubscriptionId};
 
 use super::*;
@@ -13,7 +13,6 @@ use crate::machine::live_plan::PlanOutcome;
 use crate::machine::nip77::NipListing;
 use crate::machine::refused::without_bounds;
 use crate::machine::relay::testing;
-use crate::machine::session::QueuedStart;
 use crate::machine::session_auth::SessionAuth;
 
 type Machine = RelayMachine<(), ParkedWork>;
@@ -41,19 +40,10 @@ fn filter(n: u64) -> Filter {
 
 /// Starts history page `name` of `batch` over `filters` at `now`.
 fn start_page(machine: &mut Machine, now: Instant, name: &str, batch: u64, filters: Vec<Filter>) {
-    let session = machine.session.as_mut().expect("connected");
-    let pagination = GroupedPagination::new(filters, &session.pages);
-    session.queue.push_back(QueuedStart {
-        subscription_id: id(name),
-        batch: BatchId(batch),
-        class: PermitClass::HistoricPage,
-        kind: StartKind::Historic,
-        pagination,
-        exact: false,
-    });
+    testing::queue_page(machine, name, batch, filters);
     let drive = machine.drive_history(now);
     assert_eq!(drive.started.len(), 1, "the page starts");
-    drain(machine);
+    testing::transmitted(machine);
 }
 
 /// Opens one live group of `filters` per name at `now`.
@@ -77,19 +67,7 @@ fn open_live(machine: &mut Machine, now: Instant, groups: Vec<(&str, Vec<Filter>
     };
     let applied = machine.apply_live_plan(now, plan, ids);
     assert_eq!(applied.outcome, PlanOutcome::Applied);
-    drain(machine);
-}
-
-fn drain(machine: &mut Machine) -> Vec<String> {
-    std::iter::from_fn(|| machine.poll_transmit())
-        .map(|message| match message {
-            Outbound::Req {
-                subscription_id, ..
-            } => format!("REQ {subscription_id}"),
-            Outbound::Close(subscription_id) => format!("CLOSE {subscription_id}"),
-            Outbound::Disconnect => "disconnect".to_owned(),
-        })
-        .collect()
+    testing::transmitted(machine);
 }
 
 /// `filters` without the page's limit and bounds.
@@ -426,7 +404,7 @@ fn a_refusal_notice_answers_the_newest_unanswered_req_and_closes_it() {
     assert_eq!(subscription_id, id("l2"));
     assert!(answer.counted);
     assert_eq!(
-        drain(&mut machine),
+        testing::transmitted(&mut machine),
         ["CLOSE l2"],
         "its slot is freed at the relay"
     );
@@ -449,7 +427,7 @@ fn an_auth_required_notice_with_nothing_unanswered_refuses_nothing() {
     ));
     assert_eq!(machine.stats.refusals.get("auth_required"), Some(&1));
     assert_eq!(machine.health.sync_paused_until(now), None);
-    assert!(drain(&mut machine).is_empty());
+    assert!(testing::transmitted(&mut machine).is_empty());
 }
 
 #[test]

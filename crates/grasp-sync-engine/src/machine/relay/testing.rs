@@ -3,14 +3,16 @@
 
 use std::time::Instant;
 
-use grasp_sync_filters::{PageHints, RelayPageSession};
+use grasp_sync_filters::{GroupedPagination, PageHints, RelayPageSession};
 use grasp_sync_health::{HealthConfig, RelayHealth};
-use grasp_sync_model::RelayUrl;
+use grasp_sync_ledger::{PermitClass, StartKind};
+use grasp_sync_model::{BatchId, RelayUrl};
+use nostr::{Filter, SubscriptionId};
 
 use crate::machine::nip77::NipListing;
 use crate::machine::relay::{Advertised, RelayMachine};
-use crate::machine::session::SessionState;
-use crate::machine::transmit::SessionKey;
+use crate::machine::session::{QueuedStart, SessionState};
+use crate::machine::transmit::{Outbound, SessionKey};
 
 /// A relay machine connected at `now` (session generation 1), whose document advertises
 /// `max_subscriptions` and says `nip77` of NIP-77. Health has no jitter.
@@ -42,4 +44,36 @@ pub(crate) fn connected<Round, Parked>(
         false,
     ));
     machine
+}
+
+/// What `machine` transmits now, in order: `REQ id`, `CLOSE id` or `disconnect`.
+pub(crate) fn transmitted<Round, Parked>(machine: &mut RelayMachine<Round, Parked>) -> Vec<String> {
+    std::iter::from_fn(|| machine.poll_transmit())
+        .map(|message| match message {
+            Outbound::Req {
+                subscription_id, ..
+            } => format!("REQ {subscription_id}"),
+            Outbound::Close(subscription_id) => format!("CLOSE {subscription_id}"),
+            Outbound::Disconnect => "disconnect".to_owned(),
+        })
+        .collect()
+}
+
+/// Queues the first history page `name` of `batch` over `filters` in `machine`'s session.
+pub(crate) fn queue_page<Round, Parked>(
+    machine: &mut RelayMachine<Round, Parked>,
+    name: &str,
+    batch: u64,
+    filters: Vec<Filter>,
+) {
+    let session = machine.session.as_mut().expect("connected");
+    let pagination = GroupedPagination::new(filters, &session.pages);
+    session.queue.push_back(QueuedStart {
+        subscription_id: SubscriptionId::new(name),
+        batch: BatchId(batch),
+        class: PermitClass::HistoricPage,
+        kind: StartKind::Historic,
+        pagination,
+        exact: false,
+    });
 }
