@@ -3,8 +3,9 @@
 //!
 //! The transport answers challenges (when it holds a key). What the AUTH's outcome does to the
 //! parked work is decided by the relay's machine (`machine/auth_outcome.rs`); the actor sends
-//! discovery requests again, fails batches, readmits queued work and repairs live coverage. Parked work was released when it was refused (its permits freed; repository
-//! coverage's batch abandoned or its live group retired), so sending it again after AUTH goes
+//! discovery requests again, fails batches, readmits queued work and repairs live coverage.
+//! Parked work was released when it was refused (its permits freed; repository coverage's
+//! batch abandoned or its live group retired), so sending it again after AUTH goes
 //! through the ledger and the pacing gates like any new work: nothing is replayed behind the
 //! ledger's back. Three kinds are parked ([`ParkedWork`]): repository coverage refused by REQ,
 //! the coverage of a NIP-77 round (derived again and reconciled by NIP-77, never turned into a

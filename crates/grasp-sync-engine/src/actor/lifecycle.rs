@@ -98,6 +98,10 @@ impl Actor {
                 session.transmit.push(Outbound::Disconnect);
             }
             runtime.end_session(None);
+            // Rounds decided and never performed give their history slots back.
+            for _ in 0..runtime.machine.abandon_jobs() {
+                self.history_slots.release();
+            }
         }
         self.forget_pending(relay);
         self.relays.remove(relay);

@@ -1,6 +1,8 @@
-//! Events the store failed to save: a historic batch with one is never confirmed (the rule and
-//! its backoff: [`crate::machine::incomplete_batches`]). A failed event outside any pending batch (live coverage, a retired subscription)
-//! goes to missing-event recovery, which fetches it again by ID.
+//! Events the store failed to save. The relay's machine decides where one belongs
+//! (`RelayMachine::handle_unsaved`): a page of a pending batch keeps its batch from being
+//! confirmed (the rule and its backoff: [`crate::machine::incomplete_batches`]); a failed event
+//! outside any pending batch (live coverage, a retired subscription) goes to missing-event
+//! recovery here, which fetches it again by ID.
 
 use std::collections::BTreeSet;
 

@@ -1,6 +1,7 @@
 //! Whether a relay speaks NIP-77, as state. [`Nip77Support`]: what the engine knows about
-//! whether one relay speaks NIP-77, and so how the next negentropy round of its session may start: normally, as the session's one probe,
-//! after the probe in flight, or not at all (every batch then goes REQ+EOSE).
+//! whether one relay speaks NIP-77, and so how the next negentropy round of its session may
+//! start: normally, as the session's one probe, after the probe in flight, or not at all
+//! (every batch then goes REQ+EOSE).
 //!
 //! A session starts from the relay's NIP-11 document and from what earlier sessions learned. A
 //! document whose `supported_nips` lacks 77 means no NIP-77 for that session. Otherwise a relay

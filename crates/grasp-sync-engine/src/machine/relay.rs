@@ -382,6 +382,14 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         self.jobs.poll_job()
     }
 
+    /// Drops every job not yet performed (the relay is retired). Returns how many were NIP-77
+    /// rounds, whose history slots the driver gives back.
+    pub(crate) fn abandon_jobs(&mut self) -> usize {
+        std::iter::from_fn(|| self.jobs.poll_job())
+            .filter(|(_, job)| matches!(job, Job::RunRound { .. }))
+            .count()
+    }
+
     /// The next dial attempt to hand to the dial workers, oldest first.
     pub(crate) fn poll_dial(&mut self) -> Option<u64> {
         self.dials.poll_dial()

@@ -292,6 +292,22 @@ fn dials_and_jobs_come_out_in_the_order_decided_with_the_session_that_asked() {
     let jobs: Vec<_> = std::iter::from_fn(|| machine.poll_job()).collect();
     assert_eq!(jobs, [(key(3), read(1)), (key(3), read(2))]);
     assert_eq!(machine.poll_job(), None);
+
+    let round = crate::machine::jobs::Job::RunRound {
+        subscription_id: SubscriptionId::new("neg-1"),
+        filter: Filter::new(),
+        have: Vec::new(),
+        probe: false,
+    };
+    machine.jobs.push(key(3), read(3));
+    machine.jobs.push(key(3), round.clone());
+    machine.jobs.push(key(3), round);
+    assert_eq!(
+        machine.abandon_jobs(),
+        2,
+        "a retired relay's unperformed rounds give their history slots back"
+    );
+    assert_eq!(machine.poll_job(), None, "nothing is performed after");
 }
 
 #[test]
