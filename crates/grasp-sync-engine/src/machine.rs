@@ -49,6 +49,9 @@
 //!   end.
 //! - [`lanes`]: a relay's extra live connections (lever 4): what each holds, when one more
 //!   is dialled, and what goes to the catch-up.
+//! - [`lane_refusals`]: a CLOSED or a NOTICE on an extra connection as the relay machine's
+//!   input: classified, counted, parked for that connection's AUTH, a refused group's
+//!   coverage paused, or the connection closed.
 //! - [`live_plan`]: a live plan applied to a session: retired groups closed, new ones opened,
 //!   atomically, or nothing changed.
 //! - [`live_split`]: which live coverage the session holds, which overflows to the extra
@@ -81,6 +84,7 @@ pub(crate) mod hydration;
 pub(crate) mod incomplete_batches;
 pub(crate) mod job_reports;
 pub(crate) mod jobs;
+pub(crate) mod lane_refusals;
 pub(crate) mod lanes;
 pub(crate) mod live_plan;
 pub(crate) mod live_split;

@@ -4,15 +4,12 @@
 //! queued for each, and routes what they say back to it. See `machine/lanes.rs` for the rules.
 
 use grasp_sync_filters::TieredFilter;
-use grasp_sync_health::{RefusalAction, RefusalCategory, RefusalScope, classify};
 use grasp_sync_model::RelayUrl;
 
 use super::Actor;
 use super::runtime::RelayRuntime;
-use crate::machine::lanes::{
-    AuthNotice, ClosedLane, Dialled, LaneSession, LaneStep, refusal_spares_connection,
-};
-use crate::machine::refused::without_bounds;
+use crate::machine::lane_refusals::{LaneRefusal, LaneRefusalOutcome};
+use crate::machine::lanes::{ClosedLane, Dialled, LaneSession, LaneStep};
 use crate::session::{SessionEvent, SessionHandle, SessionKey, spawn_session};
 use crate::transport::{RelayConnection, WireBytes};
 
@@ -234,53 +231,27 @@ impl Actor {
                 message,
             } => {
                 let now = self.now();
-                let held = self
-                    .runtimes
-                    .get(relay)
-                    .is_some_and(|r| r.machine.lanes.holds(key, &subscription_id));
-                if !held {
-                    return;
-                }
-                let refusal = classify(&message);
-                self.count_refusal(relay, &refusal, &message);
-                let parked = refusal.category == RefusalCategory::AuthRequired
-                    && self.runtimes.get_mut(relay).is_some_and(|r| {
-                        r.machine
-                            .lanes
-                            .handle_auth_refusal(now, key, &subscription_id)
-                    });
-                if parked {
-                    tracing::info!(%relay, "a live subscription of an extra connection needs NIP-42 authentication; it is sent again once the relay accepts ours");
-                } else if refusal_spares_connection(refusal.category) {
-                    self.handle_lane_refused_group(key, &subscription_id, &refusal, &message);
-                } else {
-                    self.close_lane(key, "a live subscription was closed");
+                let refused = self.runtimes.get_mut(relay).and_then(|r| {
+                    r.machine
+                        .handle_lane_closed(now, key, &subscription_id, &message)
+                });
+                if let Some(refused) = refused {
+                    self.perform_lane_refusal(
+                        key,
+                        refused,
+                        &message,
+                        "a live subscription was closed",
+                    );
                 }
             }
             SessionEvent::Notice(text) => {
-                let refusal = classify(&text);
-                if refusal.category == RefusalCategory::Unknown {
-                    return;
-                }
-                self.count_refusal(relay, &refusal, &text);
                 let now = self.now();
-                let notice = if refusal.category == RefusalCategory::AuthRequired {
-                    self.runtimes
-                        .get_mut(relay)
-                        .map_or(AuthNotice::Unmatched, |r| {
-                            r.machine.lanes.handle_auth_notice(now, key)
-                        })
-                } else {
-                    AuthNotice::Refused
-                };
-                match notice {
-                    AuthNotice::Parked => {
-                        tracing::info!(%relay, "the relay asked an extra connection for NIP-42 authentication in a NOTICE; its oldest unanswered live subscription is sent again once the relay accepts ours")
-                    }
-                    AuthNotice::Unmatched => {
-                        tracing::debug!(%relay, "an authentication NOTICE on an extra connection answers no live subscription it still waits on")
-                    }
-                    AuthNotice::Refused => self.close_lane(key, "the relay refused on it"),
+                let refused = self
+                    .runtimes
+                    .get_mut(relay)
+                    .and_then(|r| r.machine.handle_lane_notice(now, key, &text));
+                if let Some(refused) = refused {
+                    self.perform_lane_refusal(key, refused, &text, "the relay refused on it");
                 }
             }
             SessionEvent::SendFailed { .. } => self.close_lane(key, "a request could not be sent"),
@@ -289,44 +260,38 @@ impl Actor {
         }
     }
 
-    /// The relay refused one live group of an extra connection for what it asks: its coverage
-    /// is paused by policy, as the session's would be, and what the pause does not hold (the
-    /// suspects of a refused group of several filters, one per filter) is offered to the extra
-    /// connections again. The connection keeps its other groups.
-    fn handle_lane_refused_group(
+    /// Reports a refusal the relay's machine counted on extra connection `key`
+    /// ([`RelayMachine::handle_lane_closed`](crate::machine::relay::RelayMachine)) and performs
+    /// what it decided; a connection it closes is closed for `close_reason`.
+    fn perform_lane_refusal(
         &mut self,
         key: &SessionKey,
-        subscription: &nostr::SubscriptionId,
-        refusal: &grasp_sync_health::Refusal,
+        refused: LaneRefusal,
         message: &str,
+        close_reason: &str,
     ) {
-        let now = self.now();
         let relay = &key.relay;
-        let Some(runtime) = self.runtimes.get_mut(relay) else {
-            return;
-        };
-        let Some(group) = runtime
-            .machine
-            .lanes
-            .handle_refused_group(now, key, subscription)
-        else {
-            return;
-        };
-        let filters: Vec<nostr::Filter> = group.iter().map(|f| f.filter.clone()).collect();
-        let scope = RefusalScope::Coverage {
-            filters: u32::try_from(filters.len()).unwrap_or(u32::MAX),
-        };
-        match runtime.machine.health.handle_refusal(now, refusal, scope) {
-            RefusalAction::CoveragePaused { until } => {
-                self.pause_refused_coverage(relay, &filters, until, message);
+        self.report_refusal(relay, &refused.refusal, message);
+        match refused.outcome {
+            LaneRefusalOutcome::Parked => {
+                tracing::info!(%relay, "a live subscription of an extra connection needs NIP-42 authentication; it is sent again once the relay accepts ours");
+            }
+            LaneRefusalOutcome::Unmatched => {
+                tracing::debug!(%relay, "an authentication NOTICE on an extra connection answers no live subscription it still waits on");
+            }
+            LaneRefusalOutcome::GroupGone => {}
+            LaneRefusalOutcome::GroupPaused { refused, group } => {
+                // The connection keeps its other groups; what the pause does not hold (the
+                // suspects of a refused group of several filters) is offered again.
+                self.after_coverage_refused(relay, refused, message);
                 let rest = self.without_refused(relay, group);
                 self.place_on_lanes(relay, rest);
             }
-            _ => {
-                let filters = filters.iter().map(without_bounds).collect();
-                self.hand_to_catch_up(relay, filters);
+            LaneRefusalOutcome::GroupToCatchUp { catch_up } => {
+                self.hand_to_catch_up(relay, catch_up);
                 self.close_lane(key, "a live subscription was closed");
             }
+            LaneRefusalOutcome::Close => self.close_lane(key, close_reason),
         }
     }
 

@@ -226,28 +226,6 @@ impl Actor {
         }
     }
 
-    /// A policy refusal of `filters`: one filter is paused until `until`; several become
-    /// suspects that later work sends one per REQ.
-    pub(super) fn pause_refused_coverage(
-        &mut self,
-        relay: &RelayUrl,
-        filters: &[nostr::Filter],
-        until: std::time::Instant,
-        message: &str,
-    ) {
-        let Some(runtime) = self.runtimes.get_mut(relay) else {
-            return;
-        };
-        let refused = if runtime.machine.refused.handle_refusal(filters, until) {
-            CoverageRefused::Paused
-        } else {
-            CoverageRefused::Suspects {
-                filters: filters.len(),
-            }
-        };
-        self.after_coverage_refused(relay, refused, message);
-    }
-
     /// After refused coverage was paused (or its filters became suspects): rounds queued
     /// before the refusal would send refused coverage by NIP-77, where a refusal does not name
     /// its filter, so their batches go to REQs, which are admitted; queued history is
@@ -362,15 +340,6 @@ impl Actor {
                 }
             }
         }
-    }
-
-    /// Counts a refusal the relay's machine did not count itself: in the relay's statistics
-    /// and the metrics.
-    pub(super) fn count_refusal(&mut self, relay: &RelayUrl, refusal: &Refusal, text: &str) {
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.machine.count_refusal(refusal, text);
-        }
-        self.report_refusal(relay, refusal, text);
     }
 
     /// A refusal the relay's machine counted: in the metrics and the log.
