@@ -20,6 +20,8 @@
 //!   health, with what each asks of other work returned as data.
 //! - [`neg_batch`]: one batch reconciled by NIP-77, from its rounds through hydration to its
 //!   end, and when a batch is still a first sync.
+//! - [`history_pages`]: how historic REQs are admitted, packed up to a filter ceiling and
+//!   queued as the first pages of their batch.
 //! - [`req_queue`]: the rule that starts a session's queued live and historic REQs.
 //! - [`neg_rounds`]: a session's queued NIP-77 rounds and the rule that starts them.
 //! - [`nip77`]: whether a relay speaks NIP-77 (its document, one probe, a verdict kept), and
@@ -80,6 +82,7 @@ pub(crate) mod descendant_coverage;
 pub(crate) mod descendant_sweep;
 pub(crate) mod dials;
 pub(crate) mod eose;
+pub(crate) mod history_pages;
 pub(crate) mod hydration;
 pub(crate) mod incomplete_batches;
 pub(crate) mod job_reports;

@@ -8,34 +8,20 @@
 
 use std::time::{Duration, Instant};
 
-use grasp_sync_filters::{
-    Coverage, CoverageTier, FilterBudget, GroupedPagination, PackLimits, TieredFilter,
-    pack_requests,
-};
-use grasp_sync_ledger::{PermitClass, StartKind};
+use grasp_sync_filters::{Coverage, FilterBudget};
 use grasp_sync_model::{
     BatchId, PaginationState, PendingItems, RelaySyncNeeds, RelayUrl, RepoCoordinate, SyncMethod,
 };
 use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 
 use super::Actor;
-use super::runtime::{Machine, QueuedStart, RelayRuntime};
+use super::runtime::{Machine, RelayRuntime};
 use crate::machine::eose::EoseAnswer;
+pub(super) use crate::machine::history_pages::FilterCeiling;
+use crate::machine::history_pages::QueuedHistory;
 use crate::machine::incomplete_batches::{Finish, Incompleteness};
-use crate::machine::refused::Admission;
 use crate::machine::req_queue::{Dropped, DroppedBatch, QueueStop};
 use crate::machine::timers::RelayTimer;
-
-/// How many filters a historic REQ may carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum FilterCeiling {
-    /// The session's learned ceiling, known or a guess: a REQ above the relay's hidden cap is
-    /// refused and regrouped, the cost of finding the cap.
-    Learned,
-    /// What the relay stated or accepted (`LearnedLimits::trusted_filter_ceiling`): for a batch
-    /// sent by REQ+EOSE only to save starts, which must not cost a refusal.
-    Trusted,
-}
 
 /// Shortest wait before failed coverage is derived again.
 const RETRY_FLOOR: Duration = Duration::from_secs(1);
@@ -162,8 +148,10 @@ impl Actor {
         }
     }
 
-    /// Packs `filters` into REQ groups of at most `ceiling` filters and queues them in `batch`,
-    /// registering every subscription first. Returns whether anything was queued.
+    /// Queues `filters` as historic pages of `batch`, as far as the relay's refused coverage
+    /// admits them, packed into REQs of at most `ceiling` filters
+    /// ([`RelayMachine::queue_history`](crate::machine::relay::RelayMachine)), and registers
+    /// every page in the batch. Returns whether anything was queued.
     pub(super) fn queue_req_groups(
         &mut self,
         relay: &RelayUrl,
@@ -175,43 +163,19 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return false;
         };
-        // Coverage refused by policy is left out; suspects go one filter per REQ.
-        let mut together = Vec::new();
-        let mut alone = Vec::new();
-        for admission in runtime.machine.refused.admit(now, filters) {
-            match admission {
-                Admission::Send(filter) => together.push(filter),
-                Admission::Alone(filter) => alone.push(filter),
-            }
-        }
-        self.queue_packed(relay, batch, together, alone, ceiling)
+        let counter = &mut self.next_subscription;
+        let queued = runtime
+            .machine
+            .queue_history(now, batch, filters, ceiling, || {
+                super::new_subscription_id(counter, "hist")
+            });
+        self.register_pages(relay, batch, queued)
     }
 
-    /// How this session packs historic REQs: at most `ceiling` filters per REQ, one on a relay
-    /// that caps whole REQs. `None` without a session.
-    pub(super) fn history_pack_limits(
-        &self,
-        relay: &RelayUrl,
-        ceiling: FilterCeiling,
-    ) -> Option<PackLimits> {
-        let runtime = self.runtimes.get(relay)?;
-        let pages = &runtime.machine.session.as_ref()?.pages;
-        let mut limits = match ceiling {
-            FilterCeiling::Learned => runtime.machine.learned.pack_limits(PackLimits::default()),
-            FilterCeiling::Trusted => runtime
-                .machine
-                .learned
-                .trusted_pack_limits(PackLimits::default()),
-        };
-        if let Some(most) = pages.filters_per_request() {
-            limits.max_filters_per_req = limits.max_filters_per_req.min(most);
-        }
-        Some(limits)
-    }
-
-    /// Queues `together` packed into REQ groups of at most `ceiling` filters and each of
-    /// `alone` in a REQ of its own, in `batch`, registering every subscription first. Returns
-    /// whether anything was queued.
+    /// Queues `together` packed into REQs of at most `ceiling` filters and each of `alone` in
+    /// a REQ of its own, as historic pages of `batch`
+    /// ([`RelayMachine::queue_packed`](crate::machine::relay::RelayMachine)), and registers
+    /// every page in the batch. Returns whether anything was queued.
     fn queue_packed(
         &mut self,
         relay: &RelayUrl,
@@ -220,70 +184,44 @@ impl Actor {
         alone: Vec<Filter>,
         ceiling: FilterCeiling,
     ) -> bool {
-        let Some(limits) = self.history_pack_limits(relay, ceiling) else {
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
             return false;
         };
-        // History ignores live tiers: one tier lets every family share REQs.
-        let tiered = |filters: Vec<Filter>| {
-            filters
-                .into_iter()
-                .map(|f| TieredFilter::new(f, CoverageTier::HistoricOnly))
-                .collect::<Vec<_>>()
+        let counter = &mut self.next_subscription;
+        let queued = runtime
+            .machine
+            .queue_packed(batch, together, alone, ceiling, || {
+                super::new_subscription_id(counter, "hist")
+            });
+        self.register_pages(relay, batch, queued)
+    }
+
+    /// Registers the pages the relay's machine queued in `batch`; logs what it could not
+    /// pack. Returns whether any page was queued.
+    fn register_pages(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        queued: Option<QueuedHistory>,
+    ) -> bool {
+        let Some(queued) = queued else {
+            return false;
         };
-        let mut groups = match pack_requests(tiered(together), &limits) {
-            Ok(groups) => groups,
-            Err(error) => {
-                tracing::warn!(%relay, %error, "historic filters could not be packed");
-                return false;
-            }
-        };
-        for filter in alone {
-            match pack_requests(tiered(vec![filter]), &limits) {
-                Ok(single) => groups.extend(single),
-                Err(error) => {
-                    tracing::warn!(%relay, %error, "a suspect filter could not be packed")
-                }
-            }
+        if let Some(error) = &queued.failed {
+            tracing::warn!(%relay, %error, "historic filters could not be packed");
         }
-        let Some(pages) = self
-            .runtimes
-            .get(relay)
-            .and_then(|r| r.machine.session.as_ref())
-            .map(|s| &s.pages)
-        else {
-            return false;
-        };
-        let plans: Vec<GroupedPagination> = groups
-            .iter()
-            .map(|group| GroupedPagination::new(group.to_filters(), pages))
-            .collect();
-        let mut queued = Vec::with_capacity(plans.len());
-        for pagination in plans {
-            let subscription_id = self.next_subscription_id("hist");
-            let filters = pagination.current_filters();
+        for error in &queued.suspects_failed {
+            tracing::warn!(%relay, %error, "a suspect filter could not be packed");
+        }
+        let any = !queued.pages.is_empty();
+        for (subscription_id, filters) in queued.pages {
             // Registering in a batch that is pending cannot fail.
             let _ = self.pending.register_subscription(
                 relay,
                 batch,
-                subscription_id.clone(),
-                PaginationState::new(filters.clone()),
-            );
-            queued.push(QueuedStart {
                 subscription_id,
-                batch,
-                class: PermitClass::HistoricPage,
-                kind: StartKind::Historic,
-                pagination,
-                exact: false,
-            });
-        }
-        let any = !queued.is_empty();
-        if let Some(session) = self
-            .runtimes
-            .get_mut(relay)
-            .and_then(|r| r.machine.session.as_mut())
-        {
-            session.queue.extend(queued);
+                PaginationState::new(filters),
+            );
         }
         any
     }

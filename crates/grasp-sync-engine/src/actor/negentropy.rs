@@ -223,7 +223,9 @@ impl Actor {
         // REQ+EOSE saves starts only where one REQ carries several filters; it packs no more
         // than the relay is known to take, so it risks no refusal.
         let several_per_req = self
-            .history_pack_limits(&relay, FilterCeiling::Trusted)
+            .runtimes
+            .get(&relay)
+            .and_then(|r| r.machine.history_pack_limits(FilterCeiling::Trusted))
             .is_some_and(|limits| limits.max_filters_per_req > 1);
         let reconciling = !self.new_store
             || self

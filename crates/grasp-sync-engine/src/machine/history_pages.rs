@@ -1,0 +1,143 @@
+//! How a relay's historic REQs are packed and queued, in its machine
+//! ([`RelayMachine::queue_history`]).
+//!
+//! - **Admission first.** Coverage the relay refused by policy is left out while its pause
+//!   runs; a suspect filter (from a refused group of several) goes in a REQ of its own
+//!   ([`RefusedCoverage::admit`](crate::machine::refused::RefusedCoverage::admit)).
+//! - **Packing.** The admitted filters share REQs up to a filter ceiling
+//!   ([`RelayMachine::history_pack_limits`]): the learned one ([`FilterCeiling::Learned`], a
+//!   guess until the relay states or proves it) or the one the relay is known to take
+//!   ([`FilterCeiling::Trusted`]), and one filter per REQ on a relay whose pages cap whole
+//!   REQs. History ignores the live tiers: every family shares REQs.
+//! - **Pages.** Each REQ becomes the first page of a per-filter pagination, queued in the
+//!   session behind what already waits, under a subscription ID the driver gives. The driver
+//!   registers each page in its batch before anything is sent.
+
+use std::time::Instant;
+
+use grasp_sync_filters::{
+    CoverageTier, FilterError, GroupedPagination, PackLimits, TieredFilter, pack_requests,
+};
+use grasp_sync_ledger::{PermitClass, StartKind};
+use grasp_sync_model::BatchId;
+use nostr::{Filter, SubscriptionId};
+
+use crate::machine::refused::Admission;
+use crate::machine::relay::RelayMachine;
+use crate::machine::session::QueuedStart;
+
+#[cfg(test)]
+mod tests;
+
+/// How many filters a historic REQ may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FilterCeiling {
+    /// The session's learned ceiling, known or a guess: a REQ above the relay's hidden cap is
+    /// refused and regrouped, the cost of finding the cap.
+    Learned,
+    /// What the relay stated or accepted (`LearnedLimits::trusted_filter_ceiling`): for a batch
+    /// sent by REQ+EOSE only to save starts, which must not cost a refusal.
+    Trusted,
+}
+
+/// What [`RelayMachine::queue_history`] queued.
+#[derive(Debug, Default)]
+pub(crate) struct QueuedHistory {
+    /// Each queued page's subscription ID and filters, in queue order, for the driver to
+    /// register in the batch.
+    pub(crate) pages: Vec<(SubscriptionId, Vec<Filter>)>,
+    /// Why the filters admitted together could not be packed; then nothing was queued.
+    pub(crate) failed: Option<FilterError>,
+    /// Why a suspect filter could not be packed in a REQ of its own; the others were queued.
+    pub(crate) suspects_failed: Vec<FilterError>,
+}
+
+impl<Round, Parked> RelayMachine<Round, Parked> {
+    /// How this session packs historic REQs: at most `ceiling` filters per REQ, one on a relay
+    /// whose pages cap whole REQs. `None` without a session.
+    pub(crate) fn history_pack_limits(&self, ceiling: FilterCeiling) -> Option<PackLimits> {
+        let pages = &self.session.as_ref()?.pages;
+        let mut limits = match ceiling {
+            FilterCeiling::Learned => self.learned.pack_limits(PackLimits::default()),
+            FilterCeiling::Trusted => self.learned.trusted_pack_limits(PackLimits::default()),
+        };
+        if let Some(most) = pages.filters_per_request() {
+            limits.max_filters_per_req = limits.max_filters_per_req.min(most);
+        }
+        Some(limits)
+    }
+
+    /// Queues `filters` as historic pages of `batch` at `now`, as far as the refused coverage
+    /// admits them (see the module). `None` without a session.
+    pub(crate) fn queue_history(
+        &mut self,
+        now: Instant,
+        batch: BatchId,
+        filters: Vec<Filter>,
+        ceiling: FilterCeiling,
+        next_id: impl FnMut() -> SubscriptionId,
+    ) -> Option<QueuedHistory> {
+        let mut together = Vec::new();
+        let mut alone = Vec::new();
+        for admission in self.refused.admit(now, filters) {
+            match admission {
+                Admission::Send(filter) => together.push(filter),
+                Admission::Alone(filter) => alone.push(filter),
+            }
+        }
+        self.queue_packed(batch, together, alone, ceiling, next_id)
+    }
+
+    /// Queues `together` packed into REQs of at most `ceiling` filters and each of `alone` in
+    /// a REQ of its own, as historic pages of `batch`, without asking the refused coverage (a
+    /// recovery probe is what may send refused coverage). `None` without a session.
+    pub(crate) fn queue_packed(
+        &mut self,
+        batch: BatchId,
+        together: Vec<Filter>,
+        alone: Vec<Filter>,
+        ceiling: FilterCeiling,
+        mut next_id: impl FnMut() -> SubscriptionId,
+    ) -> Option<QueuedHistory> {
+        let limits = self.history_pack_limits(ceiling)?;
+        let session = self.session.as_mut()?;
+        let mut queued = QueuedHistory::default();
+        let mut groups = match pack_requests(historic(together), &limits) {
+            Ok(groups) => groups,
+            Err(error) => {
+                queued.failed = Some(error);
+                return Some(queued);
+            }
+        };
+        for filter in alone {
+            match pack_requests(historic(vec![filter]), &limits) {
+                Ok(single) => groups.extend(single),
+                Err(error) => queued.suspects_failed.push(error),
+            }
+        }
+        for group in groups {
+            let pagination = GroupedPagination::new(group.to_filters(), &session.pages);
+            let subscription_id = next_id();
+            queued
+                .pages
+                .push((subscription_id.clone(), pagination.current_filters()));
+            session.queue.push_back(QueuedStart {
+                subscription_id,
+                batch,
+                class: PermitClass::HistoricPage,
+                kind: StartKind::Historic,
+                pagination,
+                exact: false,
+            });
+        }
+        Some(queued)
+    }
+}
+
+/// `filters` in the one tier history packs them in.
+fn historic(filters: Vec<Filter>) -> Vec<TieredFilter> {
+    filters
+        .into_iter()
+        .map(|f| TieredFilter::new(f, CoverageTier::HistoricOnly))
+        .collect()
+}
