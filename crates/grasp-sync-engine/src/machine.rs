@@ -54,6 +54,9 @@
 //! - [`lane_refusals`]: a CLOSED or a NOTICE on an extra connection as the relay machine's
 //!   input: classified, counted, parked for that connection's AUTH, a refused group's
 //!   coverage paused, or the connection closed.
+//! - [`live_coverage`]: how live coverage is planned: refused coverage left out, planned
+//!   next to the groups held or rebuilt from scratch, the consolidation check, a rebuild that
+//!   waits, and auxiliary groups retired.
 //! - [`live_plan`]: a live plan applied to a session: retired groups closed, new ones opened,
 //!   atomically, or nothing changed.
 //! - [`live_split`]: which live coverage the session holds, which overflows to the extra
@@ -89,6 +92,7 @@ pub(crate) mod job_reports;
 pub(crate) mod jobs;
 pub(crate) mod lane_refusals;
 pub(crate) mod lanes;
+pub(crate) mod live_coverage;
 pub(crate) mod live_plan;
 pub(crate) mod live_split;
 pub(crate) mod neg_batch;

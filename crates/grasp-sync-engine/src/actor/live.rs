@@ -1,18 +1,19 @@
-//! Live coverage (`limit: 0`): incoming filters are planned against the held groups by the
-//! ledger's live planner and admitted atomically; retired groups release their slots.
+//! Live coverage (`limit: 0`): the driver derives the coverage a relay should hold live from
+//! the index, and the relay's machine plans it against the held groups
+//! ([`crate::machine::live_coverage`]) and applies the plan atomically
+//! ([`crate::machine::live_plan`]); this module logs what held a plan back and performs
+//! what it hands elsewhere (the extra connections, the catch-up).
 
-use grasp_sync_filters::{CoverageTier, PackLimits, TieredFilter};
-use grasp_sync_ledger::{DeferReason, HeldGroup, LiveBudget, LivePlan};
+use grasp_sync_filters::{CoverageTier, TieredFilter};
+use grasp_sync_ledger::{DeferReason, LivePlan, PlanRefusal};
 use grasp_sync_model::RelayUrl;
 use nostr::SubscriptionId;
 
 use super::Actor;
-use super::runtime::held_groups;
 use crate::machine::catch_up::catch_up_filters;
-use crate::machine::consolidation::is_fragmented;
+use crate::machine::live_coverage::Fragmented;
 use crate::machine::live_plan::{PlanHeldBack, PlanOutcome};
-use crate::machine::live_split::split_live;
-use crate::machine::timers::SessionTimer;
+use crate::machine::live_split::LiveSplit;
 
 impl Actor {
     /// Makes `incoming` live on `relay` as far as its budget allows; returns the tiers left out
@@ -48,30 +49,17 @@ impl Actor {
         deferred
     }
 
-    /// `incoming` without coverage the relay refused by policy (paused or still suspect).
+    /// `incoming` without coverage the relay refused by policy
+    /// ([`RelayMachine::live_admitted`](crate::machine::relay::RelayMachine)).
     pub(super) fn without_refused(
         &self,
         relay: &RelayUrl,
         incoming: Vec<TieredFilter>,
     ) -> Vec<TieredFilter> {
-        let Some(runtime) = self.runtimes.get(relay) else {
-            return incoming;
-        };
-        if runtime.machine.refused.is_empty() {
-            return incoming;
+        match self.runtimes.get(relay) {
+            Some(runtime) => runtime.machine.live_admitted(incoming),
+            None => incoming,
         }
-        incoming
-            .into_iter()
-            .flat_map(|f| {
-                let tier = f.tier;
-                runtime
-                    .machine
-                    .refused
-                    .live(vec![f.filter])
-                    .into_iter()
-                    .map(move |filter| TieredFilter::new(filter, tier))
-            })
-            .collect()
     }
 
     /// Applies `plan` to the relay's session
@@ -118,28 +106,18 @@ impl Actor {
         relay: &RelayUrl,
         incoming: Vec<TieredFilter>,
     ) -> Option<(LivePlan, Vec<TieredFilter>)> {
-        let runtime = self.runtimes.get(relay)?;
-        let session = runtime.machine.session.as_ref()?;
-        let ledger = runtime.machine.ledger.as_ref()?;
-        let held = held_groups(&session.live);
-        let budget = LiveBudget::new(
-            &ledger.budget(),
-            &runtime.machine.learned,
-            PackLimits::default(),
-        );
-        plan_with_overflow(relay, &held, incoming, &budget)
+        let planned = self.runtimes.get(relay)?.machine.plan_live(incoming)?;
+        split_or_log(relay, planned)
     }
 }
 
-/// The plan for `incoming` next to `held`, and the core coverage the session cannot hold,
-/// for the extra connections (the rule: [`crate::machine::live_split`]).
-fn plan_with_overflow(
+/// The plan and overflow of a split, logging why essential coverage was split; `None`,
+/// logged, when the coverage could not be planned.
+fn split_or_log(
     relay: &RelayUrl,
-    held: &[HeldGroup],
-    incoming: Vec<TieredFilter>,
-    budget: &LiveBudget,
+    planned: Result<LiveSplit, PlanRefusal>,
 ) -> Option<(LivePlan, Vec<TieredFilter>)> {
-    match split_live(held, incoming, budget) {
+    match planned {
         Ok(split) => {
             if let Some(refusal) = &split.split_for {
                 tracing::debug!(%relay, %refusal, "essential live coverage does not fit one connection");
@@ -152,10 +130,6 @@ fn plan_with_overflow(
         }
     }
 }
-
-/// How long a rebuild the ledger refused waits before it is tried again: about one background
-/// start, after which the transient subscriptions holding its slots may have ended.
-const REBUILD_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Actor {
     /// Re-derives complete live coverage for the relay's confirmed and pending items plus
@@ -222,62 +196,21 @@ impl Actor {
     /// until the next session re-derives the mode.
     pub(super) fn retire_auxiliary(&mut self, relay: &RelayUrl) {
         let now = self.now();
-        let Some(runtime) = self.runtimes.get_mut(relay) else {
-            return;
-        };
-        let (Some(session), Some(ledger)) = (
-            runtime.machine.session.as_mut(),
-            runtime.machine.ledger.as_mut(),
-        ) else {
-            return;
-        };
-        let closed = session.close_auxiliary(ledger, now);
-        if closed > 0 || !runtime.machine.descendants.is_constrained() {
+        let closed = self
+            .runtimes
+            .get_mut(relay)
+            .and_then(|r| r.machine.retire_auxiliary(now));
+        if let Some(closed) = closed {
             tracing::debug!(%relay, closed, "descendant coverage moves to paced history");
         }
-        runtime.machine.descendants.set_constrained();
     }
 
-    /// Consolidation is due when core live groups exceed the irreducible baseline of the
-    /// complete live set by more than the margin. It is queued and runs once no batch is
-    /// pending, when the baseline covers everything the relay syncs.
+    /// Queues a consolidation check when the core live groups passed the margin.
     fn check_consolidation(&mut self, relay: &RelayUrl) {
         let margin = self.config.consolidation_margin;
-        let Some(runtime) = self.runtimes.get_mut(relay) else {
-            return;
-        };
-        let Some(session) = runtime.machine.session.as_ref() else {
-            return;
-        };
-        runtime
-            .machine
-            .consolidation
-            .handle_live_changed(session.core_live(), margin);
-    }
-
-    /// Groups the complete live set needs when packed from scratch.
-    fn live_baseline(&self, relay: &RelayUrl) -> Option<usize> {
-        let filters = self.complete_live_filters(relay);
-        let filters = self.without_refused(relay, filters);
-        let (plan, _) = self.plan_from_scratch(relay, filters)?;
-        Some(plan.open.len())
-    }
-
-    /// The complete live set packed from scratch: the session's plan, and the core coverage
-    /// it cannot hold, for the extra connections.
-    fn plan_from_scratch(
-        &self,
-        relay: &RelayUrl,
-        incoming: Vec<TieredFilter>,
-    ) -> Option<(LivePlan, Vec<TieredFilter>)> {
-        let runtime = self.runtimes.get(relay)?;
-        let ledger = runtime.machine.ledger.as_ref()?;
-        let budget = LiveBudget::new(
-            &ledger.budget(),
-            &runtime.machine.learned,
-            PackLimits::default(),
-        );
-        plan_with_overflow(relay, &[], incoming, &budget)
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.machine.handle_live_changed(margin);
+        }
     }
 
     /// Runs a queued consolidation once the relay has no pending batch, if core live groups
@@ -291,16 +224,13 @@ impl Actor {
         if !due {
             return;
         }
-        let core = self
+        let complete = self.complete_live_filters(relay);
+        let margin = self.config.consolidation_margin;
+        let fragmented = self
             .runtimes
             .get(relay)
-            .and_then(|r| r.machine.session.as_ref())
-            .map_or(0, |s| s.core_live());
-        let Some(baseline) = self.live_baseline(relay) else {
-            return;
-        };
-        let margin = self.config.consolidation_margin;
-        if is_fragmented(core, baseline, margin) {
+            .and_then(|r| r.machine.live_fragmented(complete, margin));
+        if let Some(Fragmented { core, baseline }) = fragmented {
             tracing::info!(%relay, core, baseline, margin, "live coverage is fragmented; consolidating");
             self.consolidate(relay);
         }
@@ -327,32 +257,25 @@ impl Actor {
         let deferred = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.machine.session.as_mut())
-            .is_some_and(|s| {
-                let deferred = s.defer_for_cooldown(now);
-                s.rebuild_pending |= deferred;
-                deferred
-            });
+            .is_some_and(|r| r.machine.defer_rebuild(now));
         if deferred {
             tracing::debug!(%relay, "the live rebuild waits for the query-rate cooldown");
             return;
         }
         self.retire_auxiliary(relay);
-        let filters = self.complete_live_filters(relay);
-        let filters = self.without_refused(relay, filters);
-        let Some((mut plan, overflow)) = self.plan_from_scratch(relay, filters) else {
+        let complete = self.complete_live_filters(relay);
+        let complete = self.without_refused(relay, complete);
+        let Some(planned) = self
+            .runtimes
+            .get(relay)
+            .and_then(|r| r.machine.plan_live_rebuild(complete))
+        else {
+            return;
+        };
+        let Some((plan, overflow)) = split_or_log(relay, planned) else {
             tracing::warn!(%relay, "live coverage could not be planned; keeping the groups held");
             return;
         };
-        let Some(runtime) = self.runtimes.get_mut(relay) else {
-            return;
-        };
-        let Some(session) = runtime.machine.session.as_ref() else {
-            return;
-        };
-        let held = held_groups(&session.live);
-        plan.close = held.iter().map(|h| h.subscription_id.clone()).collect();
-        plan.rollback.reopen = held;
         let catch_up = catch_up_filters(&plan);
         match self.apply_live_plan(relay, plan) {
             PlanOutcome::Applied => {
@@ -373,15 +296,8 @@ impl Actor {
                 // The ledger kept the slots transient subscriptions hold: the groups held stay
                 // (and the extra connections and the catch-up with them), and the rebuild is
                 // tried again once they may have been released.
-                if let Some(session) = self
-                    .runtimes
-                    .get_mut(relay)
-                    .and_then(|r| r.machine.session.as_mut())
-                {
-                    session.rebuild_pending = true;
-                    session
-                        .timers
-                        .set_earliest(SessionTimer::LiveRepair, now + REBUILD_RETRY);
+                if let Some(runtime) = self.runtimes.get_mut(relay) {
+                    runtime.machine.handle_rebuild_rolled_back(now);
                 }
             }
             PlanOutcome::Deferred => {}
