@@ -21,9 +21,10 @@
 //! - [`neg_batch`]: one batch reconciled by NIP-77, from its rounds through hydration to its
 //!   end, and when a batch is still a first sync.
 //! - [`history_pages`]: how historic REQs are admitted, packed up to a filter ceiling and
-//!   queued as the first pages of their batch.
+//!   queued as the first pages of their batch, and exact-ID fetches queued.
 //! - [`req_queue`]: the rule that starts a session's queued live and historic REQs.
-//! - [`neg_rounds`]: a session's queued NIP-77 rounds and the rule that starts them.
+//! - [`neg_rounds`]: a batch's NIP-77 rounds queued in the session, dropped when they will
+//!   not start, and the rule that starts them.
 //! - [`nip77`]: whether a relay speaks NIP-77 (its document, one probe, a verdict kept), and
 //!   the data that rule reads.
 //! - [`hydration`]: the decision after one exact-ID pass over the IDs a diff advertised.

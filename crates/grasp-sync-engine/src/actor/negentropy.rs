@@ -14,14 +14,12 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use grasp_sync_filters::FilterBudget;
 use grasp_sync_ledger::{PermitClass, StartKind};
 use grasp_sync_model::{BatchId, PaginationState, PendingItems, RelayUrl, SyncMethod};
 use nostr::{EventId, Filter, SubscriptionId};
 
 use super::Actor;
 use super::history::FilterCeiling;
-use super::runtime::QueuedStart;
 use crate::boundary::EventStore;
 use crate::error::StoreError;
 use crate::machine::job_reports::{HaveSetRead, HeldRoute};
@@ -29,7 +27,7 @@ use crate::machine::jobs::{HaveSet, Job};
 use crate::machine::neg_batch::{
     Drained, HistoryRoute, NegBatch, RelayFacts, RoundsDone, first_sync_max_held,
 };
-use crate::machine::neg_rounds::{NegRound, NegStop, RoundEnded, prepare_ahead};
+use crate::machine::neg_rounds::{NegStop, RoundEnded, prepare_ahead};
 use crate::negentropy::FallbackReason;
 use crate::session::{SessionHandle, SessionKey};
 use crate::transport::{NegentropyError, RelaySession, RoundLimits};
@@ -69,13 +67,10 @@ impl Actor {
         filters: Vec<Filter>,
     ) -> Option<BatchId> {
         let allowed = self.fallbacks.nip77_enabled(relay)
-            && self.runtimes.get(relay).is_some_and(|r| {
-                r.machine.nip77.allows_rounds()
-                    && r.machine
-                        .session
-                        .as_ref()
-                        .is_some_and(|s| s.reactive.nip77_allowed())
-            });
+            && self
+                .runtimes
+                .get(relay)
+                .is_some_and(|r| r.machine.nip77_rounds_allowed());
         if !allowed || filters.is_empty() {
             return None;
         }
@@ -83,36 +78,23 @@ impl Actor {
         let batch = self
             .pending
             .open_batch(relay, items, SyncMethod::Negentropy);
-        let mut rounds = Vec::with_capacity(filters.len());
-        for filter in &filters {
-            let subscription_id = self.next_subscription_id("neg");
+        let check_held = self.config.first_sync_by_req;
+        let counter = &mut self.next_subscription;
+        let queued = self
+            .runtimes
+            .get_mut(relay)?
+            .machine
+            .queue_negentropy_batch(batch, filters, check_held, max_held, || {
+                super::new_subscription_id(counter, "neg")
+            })?;
+        for (subscription_id, filter) in queued {
             let _ = self.pending.register_subscription(
                 relay,
                 batch,
-                subscription_id.clone(),
-                PaginationState::new([filter.clone()]),
-            );
-            rounds.push(NegRound::new(subscription_id, batch, filter.clone()));
-        }
-        let check = self.config.first_sync_by_req;
-        let runtime = self.runtimes.get_mut(relay)?;
-        let session = runtime.machine.session.as_mut()?;
-        if check {
-            runtime.machine.jobs.push(
-                session.key.clone(),
-                Job::ReadHeld {
-                    batch,
-                    filters: filters.clone(),
-                    max_held,
-                },
+                subscription_id,
+                PaginationState::new([filter]),
             );
         }
-        session.neg_queue.extend(rounds);
-        runtime
-            .machine
-            .neg_batches
-            .insert(batch, NegBatch::rounds(filters, check, max_held));
-        self.prepare_rounds(relay);
         Some(batch)
     }
 
@@ -507,28 +489,11 @@ impl Actor {
         if self.fallbacks.handle_fallback(relay, reason) {
             tracing::warn!(%relay, "negentropy disabled for this session; falling back to REQ+EOSE");
         }
-        let mut dropped = Vec::new();
-        if let Some(session) = self
+        let dropped = self
             .runtimes
             .get_mut(relay)
-            .and_then(|r| r.machine.session.as_mut())
-        {
-            session.neg_queue.retain(|round| {
-                if round.batch == batch {
-                    dropped.push(round.subscription_id.clone());
-                    false
-                } else {
-                    true
-                }
-            });
-        }
-        if let Some(neg) = self
-            .runtimes
-            .get_mut(relay)
-            .and_then(|r| r.machine.neg_batches.get_mut(&batch))
-        {
-            neg.handle_round_failed();
-        }
+            .map(|r| r.machine.drop_queued_rounds(batch))
+            .unwrap_or_default();
         let mut complete = false;
         for id in dropped {
             if let Some(resolved) = self.pending.resolve_subscription(relay, &id) {
@@ -540,7 +505,9 @@ impl Actor {
         }
     }
 
-    /// Queues exact-ID REQs for `ids` in `batch` (registered before anything is sent).
+    /// Queues exact-ID REQs for `ids` in `batch`
+    /// ([`RelayMachine::queue_exact_fetch`](crate::machine::relay::RelayMachine)) and registers
+    /// them in it before anything is sent.
     fn queue_exact_fetch(
         &mut self,
         relay: &RelayUrl,
@@ -549,46 +516,30 @@ impl Actor {
         class: PermitClass,
         kind: StartKind,
     ) {
-        let filters = match grasp_sync_filters::exact_id_filters(ids, &FilterBudget::default()) {
-            Ok(filters) => filters,
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        let counter = &mut self.next_subscription;
+        let queued = runtime
+            .machine
+            .queue_exact_fetch(batch, ids, class, kind, || {
+                super::new_subscription_id(counter, "ids")
+            });
+        let queued = match queued {
+            Ok(queued) => queued,
             Err(error) => {
                 tracing::warn!(%relay, %error, "exact-id filters could not be built");
                 return;
             }
         };
-        let Some(pages) = self
-            .runtimes
-            .get(relay)
-            .and_then(|r| r.machine.session.as_ref())
-            .map(|s| s.pages.clone())
-        else {
-            return;
-        };
-        let mut queued = Vec::new();
-        for filter in filters {
-            let subscription_id = self.next_subscription_id("ids");
-            let filters = vec![filter.filter];
+        for (subscription_id, filters) in queued {
+            // Registering in a batch that is pending cannot fail.
             let _ = self.pending.register_subscription(
                 relay,
                 batch,
-                subscription_id.clone(),
-                PaginationState::new(filters.clone()),
-            );
-            queued.push(QueuedStart {
                 subscription_id,
-                batch,
-                class,
-                kind,
-                pagination: grasp_sync_filters::GroupedPagination::new(filters, &pages),
-                exact: true,
-            });
-        }
-        if let Some(session) = self
-            .runtimes
-            .get_mut(relay)
-            .and_then(|r| r.machine.session.as_mut())
-        {
-            session.queue.extend(queued);
+                PaginationState::new(filters),
+            );
         }
     }
 

@@ -6,7 +6,7 @@ use grasp_sync_health::RelayHealth;
 
 use crate::machine::neg_rounds::NegRound;
 use crate::machine::relay::RelayMachine;
-pub(super) use crate::machine::session::{LiveDriven, QueuedStart, SessionState};
+pub(super) use crate::machine::session::{LiveDriven, SessionState};
 use crate::session::SessionHandle;
 
 /// The machine of one relay as the actor drives it: what it queues for NIP-77 and parks for

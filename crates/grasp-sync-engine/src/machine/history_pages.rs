@@ -12,15 +12,19 @@
 //! - **Pages.** Each REQ becomes the first page of a per-filter pagination, queued in the
 //!   session behind what already waits, under a subscription ID the driver gives. The driver
 //!   registers each page in its batch before anything is sent.
+//! - **Exact IDs.** Events known by ID (a NIP-77 diff's hydration, its retry, a recovery
+//!   attempt, a dependency the store asked for) are fetched by exact-ID REQs, queued the same
+//!   way ([`RelayMachine::queue_exact_fetch`]).
 
 use std::time::Instant;
 
 use grasp_sync_filters::{
-    CoverageTier, FilterError, GroupedPagination, PackLimits, TieredFilter, pack_requests,
+    CoverageTier, FilterBudget, FilterError, GroupedPagination, PackLimits, TieredFilter,
+    exact_id_filters, pack_requests,
 };
 use grasp_sync_ledger::{PermitClass, StartKind};
 use grasp_sync_model::BatchId;
-use nostr::{Filter, SubscriptionId};
+use nostr::{EventId, Filter, SubscriptionId};
 
 use crate::machine::refused::Admission;
 use crate::machine::relay::RelayMachine;
@@ -131,6 +135,42 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             });
         }
         Some(queued)
+    }
+}
+
+impl<Round, Parked> RelayMachine<Round, Parked> {
+    /// Queues exact-ID REQs for `ids` in `batch` (a hydration pass, a retry, a recovery
+    /// attempt or a dependency the store asked for), one page each, under the IDs `next_id`
+    /// gives and as `class` and `kind` of start. Returns each page's subscription and filters,
+    /// for the driver to register in the batch (none without a session), or why the filters
+    /// could not be built.
+    pub(crate) fn queue_exact_fetch(
+        &mut self,
+        batch: BatchId,
+        ids: &[EventId],
+        class: PermitClass,
+        kind: StartKind,
+        mut next_id: impl FnMut() -> SubscriptionId,
+    ) -> Result<Vec<(SubscriptionId, Vec<Filter>)>, FilterError> {
+        let filters = exact_id_filters(ids, &FilterBudget::default())?;
+        let Some(session) = self.session.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let mut queued = Vec::with_capacity(filters.len());
+        for filter in filters {
+            let subscription_id = next_id();
+            let filters = vec![filter.filter];
+            queued.push((subscription_id.clone(), filters.clone()));
+            session.queue.push_back(QueuedStart {
+                subscription_id,
+                batch,
+                class,
+                kind,
+                pagination: GroupedPagination::new(filters, &session.pages),
+                exact: true,
+            });
+        }
+        Ok(queued)
     }
 }
 

@@ -22,6 +22,7 @@ use nostr::{Filter, SubscriptionId};
 
 use crate::machine::admission::{self, Room, StartAdmission};
 use crate::machine::jobs::{HaveSet, HistorySlots, Job, Jobs};
+use crate::machine::neg_batch::NegBatch;
 use crate::machine::nip77::{NegentropyError, NoNip77, RoundStart};
 use crate::machine::relay::RelayMachine;
 use crate::machine::session::SessionState;
@@ -132,6 +133,78 @@ pub(crate) fn prepare_ahead<Parked>(session: &mut SessionState<NegRound, Parked>
 }
 
 impl<Parked> RelayMachine<NegRound, Parked> {
+    /// Whether the session may reconcile by NIP-77: the relay is not known not to speak it,
+    /// and the reactive gate allows NIP-77 (no query-rate episode turned it off). False
+    /// without a session.
+    pub(crate) fn nip77_rounds_allowed(&self) -> bool {
+        self.nip77.allows_rounds()
+            && self
+                .session
+                .as_ref()
+                .is_some_and(|s| s.reactive.nip77_allowed())
+    }
+
+    /// Queues one round per filter of `batch` at the back of the session's queue, under the
+    /// IDs `next_id` gives, with the batch's NIP-77 side. With `check_held`, a read of how much
+    /// of the batch the store holds is asked first (at most `max_held` events read; see
+    /// [`super::job_reports`]). The rounds now at the head have their "have" sets asked for.
+    /// Returns each round's subscription and filter, for the driver to register in the batch;
+    /// `None` without a session.
+    pub(crate) fn queue_negentropy_batch(
+        &mut self,
+        batch: BatchId,
+        filters: Vec<Filter>,
+        check_held: bool,
+        max_held: usize,
+        mut next_id: impl FnMut() -> SubscriptionId,
+    ) -> Option<Vec<(SubscriptionId, Filter)>> {
+        let session = self.session.as_mut()?;
+        let rounds: Vec<NegRound> = filters
+            .iter()
+            .map(|filter| NegRound::new(next_id(), batch, filter.clone()))
+            .collect();
+        let queued = rounds
+            .iter()
+            .map(|round| (round.subscription_id.clone(), round.filter.clone()))
+            .collect();
+        if check_held {
+            self.jobs.push(
+                session.key.clone(),
+                Job::ReadHeld {
+                    batch,
+                    filters: filters.clone(),
+                    max_held,
+                },
+            );
+        }
+        session.neg_queue.extend(rounds);
+        self.neg_batches
+            .insert(batch, NegBatch::rounds(filters, check_held, max_held));
+        prepare_ahead(session, &mut self.jobs);
+        Some(queued)
+    }
+
+    /// The rounds of `batch` still queued will not start (a gate refused NIP-77, or the relay
+    /// does not speak it): they leave the queue, and the batch falls back to REQ+EOSE once
+    /// every round ended. Returns their subscriptions, for the driver to resolve in the batch.
+    pub(crate) fn drop_queued_rounds(&mut self, batch: BatchId) -> Vec<SubscriptionId> {
+        let mut dropped = Vec::new();
+        if let Some(session) = self.session.as_mut() {
+            session.neg_queue.retain(|round| {
+                if round.batch == batch {
+                    dropped.push(round.subscription_id.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        if let Some(neg) = self.neg_batches.get_mut(&batch) {
+            neg.handle_round_failed();
+        }
+        dropped
+    }
+
     /// Starts the session's queued rounds at `now` while the rules allow (see the module),
     /// taking a slot of `slots` and queueing a [`Job::RunRound`] for each, read through
     /// [`RelayMachine::poll_job`]. Nothing is started without a session and a ledger.

@@ -1,6 +1,6 @@
 //! Historic REQs packed and queued by the relay's machine, on injected time: up to the
 //! learned or the trusted filter ceiling, without coverage refused by policy, suspects one
-//! per REQ, each page under the ID the driver gives and in order.
+//! per REQ, each page under the ID the driver gives and in order, and exact-ID fetches.
 
 use std::time::{Duration, Instant};
 
@@ -174,5 +174,52 @@ fn nothing_is_queued_without_a_session() {
         machine
             .history_pack_limits(FilterCeiling::Learned)
             .is_none()
+    );
+}
+
+#[test]
+fn exact_ids_are_fetched_one_page_each_as_the_given_class_and_kind() {
+    use grasp_sync_ledger::{PermitClass, StartKind};
+    let now = Instant::now();
+    let mut machine: Machine = testing::connected(now, 20, NipListing::Unknown);
+    let wanted: Vec<nostr::EventId> = (0..3u8)
+        .map(|n| nostr::EventId::from_byte_array([n; 32]))
+        .collect();
+    let queued = machine
+        .queue_exact_fetch(
+            BatchId(9),
+            &wanted,
+            PermitClass::Retry,
+            StartKind::Retry,
+            ids(),
+        )
+        .expect("filters built");
+    assert_eq!(queued.len(), 1, "three IDs fit one filter");
+    let (id, filters) = &queued[0];
+    assert_eq!(id.to_string(), "hist-1");
+    let asked: Vec<nostr::EventId> = filters[0].ids.iter().flatten().copied().collect();
+    assert_eq!(asked.len(), 3);
+    assert!(wanted.iter().all(|id| asked.contains(id)));
+    let session = machine.session.as_ref().expect("connected");
+    let start = session.queue.back().expect("queued");
+    assert!(start.exact);
+    assert_eq!(
+        (start.batch, start.class, start.kind),
+        (BatchId(9), PermitClass::Retry, StartKind::Retry)
+    );
+
+    machine.session = None;
+    assert!(
+        machine
+            .queue_exact_fetch(
+                BatchId(9),
+                &wanted,
+                PermitClass::Retry,
+                StartKind::Retry,
+                ids()
+            )
+            .expect("filters built")
+            .is_empty(),
+        "nothing is queued without a session"
     );
 }

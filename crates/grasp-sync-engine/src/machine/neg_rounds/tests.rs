@@ -278,3 +278,98 @@ fn forgetting_a_batch_drops_only_its_queued_rounds() {
         .collect();
     assert_eq!(left, ["neg-2"]);
 }
+
+#[test]
+fn a_batch_queues_one_round_per_filter_its_held_read_first_then_the_head_reads() {
+    let now = Instant::now();
+    let mut machine = connected(now, NipListing::Unknown);
+    assert!(machine.nip77_rounds_allowed());
+    let filters: Vec<Filter> = (0..3).map(|n| round(n, 5).filter).collect();
+    let mut next = 0;
+    let queued = machine
+        .queue_negentropy_batch(BatchId(5), filters.clone(), true, 40, || {
+            next += 1;
+            SubscriptionId::new(format!("neg-{next}"))
+        })
+        .expect("a session");
+    let names: Vec<String> = queued.iter().map(|(id, _)| id.to_string()).collect();
+    assert_eq!(names, ["neg-1", "neg-2", "neg-3"]);
+    assert_eq!(
+        queued.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>(),
+        filters
+    );
+    let jobs = machine_jobs(&mut machine);
+    assert!(
+        matches!(
+            &jobs[0],
+            Job::ReadHeld {
+                batch: BatchId(5),
+                max_held: 40,
+                ..
+            }
+        ),
+        "{jobs:?}"
+    );
+    let reads = jobs
+        .iter()
+        .filter(|job| matches!(job, Job::ReadHaveSet { .. }))
+        .count();
+    assert_eq!((jobs.len(), reads), (3, PREPARED_AHEAD));
+    assert!(machine.neg_batches.contains_key(&BatchId(5)));
+
+    // Without the held check, only the head's reads.
+    let mut machine = connected(now, NipListing::Unknown);
+    machine
+        .queue_negentropy_batch(BatchId(6), filters, false, 40, || {
+            SubscriptionId::new("neg-x")
+        })
+        .expect("a session");
+    assert!(
+        machine_jobs(&mut machine)
+            .iter()
+            .all(|job| matches!(job, Job::ReadHaveSet { .. }))
+    );
+}
+
+#[test]
+fn rounds_that_will_not_start_leave_the_queue_and_their_batch_falls_back() {
+    let now = Instant::now();
+    let mut machine = connected(now, NipListing::Unknown);
+    let filters: Vec<Filter> = (0..2).map(|n| round(n, 1).filter).collect();
+    let mut next = 0;
+    let mut ids = || {
+        next += 1;
+        SubscriptionId::new(format!("neg-{next}"))
+    };
+    machine
+        .queue_negentropy_batch(BatchId(1), filters.clone(), false, 40, &mut ids)
+        .expect("a session");
+    machine
+        .queue_negentropy_batch(BatchId(2), filters, false, 40, &mut ids)
+        .expect("a session");
+    let dropped: Vec<String> = machine
+        .drop_queued_rounds(BatchId(1))
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(dropped, ["neg-1", "neg-2"]);
+    let session = machine.session.as_ref().expect("connected");
+    assert!(session.neg_queue.iter().all(|r| r.batch == BatchId(2)));
+    assert_eq!(session.neg_queue.len(), 2, "the other batch's rounds stay");
+}
+
+#[test]
+fn no_rounds_without_a_session_or_once_the_relay_does_not_speak_nip77() {
+    let now = Instant::now();
+    let mut machine = connected(now, NipListing::NotListed);
+    assert!(!machine.nip77_rounds_allowed());
+    machine.session = None;
+    assert!(!machine.nip77_rounds_allowed());
+    assert!(
+        machine
+            .queue_negentropy_batch(BatchId(1), vec![round(0, 1).filter], false, 40, || {
+                SubscriptionId::new("neg-1")
+            })
+            .is_none()
+    );
+}
