@@ -271,7 +271,9 @@ impl Actor {
         close_reason: &str,
     ) {
         let relay = &key.relay;
-        self.report_refusal(relay, &refused.refusal, message);
+        if refused.counted {
+            self.report_refusal(relay, &refused.refusal, message);
+        }
         match refused.outcome {
             LaneRefusalOutcome::Parked => {
                 tracing::info!(%relay, "a live subscription of an extra connection needs NIP-42 authentication; it is sent again once the relay accepts ours");

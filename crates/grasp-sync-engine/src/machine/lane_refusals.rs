@@ -2,7 +2,8 @@
 //! a CLOSED of one of its live groups ([`RelayMachine::handle_lane_closed`]) or a NOTICE on it
 //! ([`RelayMachine::handle_lane_notice`]).
 //!
-//! Each refusal is classified and counted in the relay's statistics, then:
+//! Each refusal is classified and counted in the relay's statistics (once: the CLOSED of a
+//! group a NOTICE already parked for the AUTH is not counted again), then:
 //! - `auth-required:` parks the group on its connection when that connection may still
 //!   authenticate ([`LiveLanes`](crate::machine::lanes::LiveLanes) decides);
 //! - a refusal of what the group asks for ([`refusal_spares_connection`]) costs that group
@@ -33,6 +34,10 @@ mod tests;
 pub(crate) struct LaneRefusal {
     /// The refusal, classified.
     pub(crate) refusal: Refusal,
+    /// It was counted in the relay's statistics (the driver counts it in the metrics). The
+    /// CLOSED of a group an `auth-required:` NOTICE already parked is the same refusal again
+    /// (some relays send both) and is not counted twice.
+    pub(crate) counted: bool,
     /// What the driver performs.
     pub(crate) outcome: LaneRefusalOutcome,
 }
@@ -82,9 +87,12 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             return None;
         }
         let refusal = classify(message);
-        self.count_refusal(&refusal, message);
-        let parked = refusal.category == RefusalCategory::AuthRequired
-            && self.lanes.handle_auth_refusal(now, key, subscription);
+        let auth = refusal.category == RefusalCategory::AuthRequired;
+        let counted = !(auth && self.lanes.is_parked(key, subscription));
+        if counted {
+            self.count_refusal(&refusal, message);
+        }
+        let parked = auth && self.lanes.handle_auth_refusal(now, key, subscription);
         let outcome = if parked {
             LaneRefusalOutcome::Parked
         } else if refusal_spares_connection(refusal.category) {
@@ -92,7 +100,11 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         } else {
             LaneRefusalOutcome::Close
         };
-        Some(LaneRefusal { refusal, outcome })
+        Some(LaneRefusal {
+            refusal,
+            counted,
+            outcome,
+        })
     }
 
     /// The relay sent extra connection `key` a NOTICE `text` at `now`. `None` when it is not
@@ -121,7 +133,11 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             AuthNotice::Unmatched => LaneRefusalOutcome::Unmatched,
             AuthNotice::Refused => LaneRefusalOutcome::Close,
         };
-        Some(LaneRefusal { refusal, outcome })
+        Some(LaneRefusal {
+            refusal,
+            counted: true,
+            outcome,
+        })
     }
 
     /// Live group `subscription` of connection `key` was refused for what it asks: it leaves

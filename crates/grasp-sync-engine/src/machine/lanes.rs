@@ -247,6 +247,14 @@ impl LiveLanes {
             .is_some_and(|l| l.live.contains_key(subscription))
     }
 
+    /// Whether connection `key` holds live group `subscription` parked for its `AUTH`.
+    pub(crate) fn is_parked(&self, key: &SessionKey, subscription: &SubscriptionId) -> bool {
+        self.open()
+            .find(|l| l.key == *key)
+            .and_then(|l| l.live.get(subscription))
+            .is_some_and(|group| group.parked)
+    }
+
     /// Whether coverage waits for a connection.
     pub(crate) fn has_waiting(&self) -> bool {
         !self.unplaced.is_empty()

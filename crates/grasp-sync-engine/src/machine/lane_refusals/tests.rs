@@ -182,3 +182,20 @@ fn an_auth_notice_parks_the_oldest_unanswered_group_and_another_refusal_closes()
     assert_eq!(refused.outcome, LaneRefusalOutcome::Close);
     assert_eq!(counted(&machine), 3);
 }
+
+#[test]
+fn the_closed_of_a_group_a_notice_parked_is_not_counted_twice() {
+    let now = Instant::now();
+    let mut machine = with_a_lane(now, true);
+    machine.lanes.handle_auth_challenge(&key());
+    let notice = machine
+        .handle_lane_notice(now, &key(), "auth-required: sign in first")
+        .expect("a refusal");
+    assert_eq!(notice.outcome, LaneRefusalOutcome::Parked);
+    let closed = machine
+        .handle_lane_closed(now, &key(), &live(1), "auth-required: sign in first")
+        .expect("held");
+    assert_eq!(closed.outcome, LaneRefusalOutcome::Parked);
+    assert!(!closed.counted);
+    assert_eq!(counted(&machine), 1, "one refusal, told twice");
+}
