@@ -151,6 +151,21 @@ fn ci(root: &std::path::Path) -> Result<()> {
         args.extend(["--", "-D", "warnings"]);
         cmd::cargo(root, &args, &[])?;
     }
+    cmd::step("clippy of the engine's sans-IO machine alone (without the runtime feature)");
+    cmd::cargo(
+        root,
+        &[
+            "clippy",
+            "--package",
+            "grasp-sync-engine",
+            "--no-default-features",
+            "--lib",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
     cmd::step("tidy");
     tidy::run(root)?;
     test(root)?;

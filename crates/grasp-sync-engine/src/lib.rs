@@ -11,56 +11,77 @@
 //! way.
 #![doc = include_str!("../README.md")]
 
+#[cfg(feature = "runtime")]
 mod actor;
+#[cfg(feature = "runtime")]
 pub mod address;
+#[cfg(feature = "runtime")]
 pub mod boundary;
+#[cfg(feature = "runtime")]
 pub mod clock;
+#[cfg(feature = "runtime")]
 pub mod config;
+#[cfg(feature = "runtime")]
 pub mod dial;
+#[cfg(feature = "runtime")]
 pub mod engine;
+#[cfg(feature = "runtime")]
 pub mod error;
 #[cfg(feature = "front")]
 pub mod front;
+#[cfg(feature = "runtime")]
 mod ingest;
+#[cfg(feature = "runtime")]
 pub mod limits_memory;
-mod machine;
+pub mod machine;
+#[cfg(feature = "runtime")]
 pub mod metrics;
+#[cfg(feature = "runtime")]
 pub mod negentropy;
+#[cfg(feature = "runtime")]
 pub mod outbox;
+#[cfg(feature = "runtime")]
 mod session;
+#[cfg(feature = "runtime")]
 pub mod status;
+#[cfg(feature = "runtime")]
 pub mod store;
+#[cfg(feature = "runtime")]
 pub mod transport;
 
-pub use actor::MAX_CONNECTIONS_PER_RELAY;
-pub use address::{AddressPolicy, AddressRefusal};
-pub use boundary::{
-    EventStore, IngestOutcome, NoPurgatory, PurgatorySource, SelfFeed, SyncedEventHook,
-};
-pub use clock::{Clock, TokioClock};
-pub use config::EngineConfig;
-pub use dial::DialLimits;
-pub use engine::{EngineEnd, EngineExit, EngineHandle, EngineParts, SyncEngine};
-pub use error::{RelayListError, StoreError, TransportError};
-pub use ingest::{HOOK_BATCH_WINDOW, IngestTotals};
-pub use limits_memory::{FileLimitsMemory, LimitsMemory, LimitsMemoryError, RelayLimitsRecord};
-pub use metrics::{RelayReading, SyncMetrics};
-pub use negentropy::{
-    FallbackReason, HydrationOutcome, HydrationPass, MissingEventRecovery, NegentropyCounts,
-    NegentropyFallbacks, Nip77Support, NoNip77, RecoveryAttempt, RecoveryConfig, RecoveryExpiry,
-};
-pub use outbox::OutboxConfig;
-pub use status::{
-    EngineStatus, NegentropyStatus, ParticipantStatus, RelayNip77Status, RelayStatus,
-    TrackingStatus,
-};
-pub use store::{
-    GitDataProbe, GraspDatabase, GraspPolicy, GraspWritePolicy, GuardedStore, LmdbStore,
-    MemoryStore, PolicyConfig, PolicyDecision, PurgatoryConfig, PurgatoryParts, PurgatoryStats,
-    RejectedUsage, StoreConfig, StoreFeed,
-};
-pub use transport::{
-    NEGENTROPY_DEADLINE, NEGENTROPY_PROBE_DEADLINE, NegentropyDiff, NegentropyError, NipListing,
-    RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession, RoundLimits,
-    SdkConnector, WireBytes,
+#[cfg(feature = "runtime")]
+pub use crate::{
+    actor::MAX_CONNECTIONS_PER_RELAY,
+    address::{AddressPolicy, AddressRefusal},
+    boundary::{
+        EventStore, IngestOutcome, NoPurgatory, PurgatorySource, SelfFeed, SyncedEventHook,
+    },
+    clock::{Clock, TokioClock},
+    config::EngineConfig,
+    dial::DialLimits,
+    engine::{EngineEnd, EngineExit, EngineHandle, EngineParts, SyncEngine},
+    error::{RelayListError, StoreError, TransportError},
+    ingest::{HOOK_BATCH_WINDOW, IngestTotals},
+    limits_memory::{FileLimitsMemory, LimitsMemory, LimitsMemoryError, RelayLimitsRecord},
+    metrics::{RelayReading, SyncMetrics},
+    negentropy::{
+        FallbackReason, HydrationOutcome, HydrationPass, MissingEventRecovery, NegentropyCounts,
+        NegentropyFallbacks, Nip77Support, NoNip77, RecoveryAttempt, RecoveryConfig,
+        RecoveryExpiry,
+    },
+    outbox::OutboxConfig,
+    status::{
+        EngineStatus, NegentropyStatus, ParticipantStatus, RelayNip77Status, RelayStatus,
+        TrackingStatus,
+    },
+    store::{
+        GitDataProbe, GraspDatabase, GraspPolicy, GraspWritePolicy, GuardedStore, LmdbStore,
+        MemoryStore, PolicyConfig, PolicyDecision, PurgatoryConfig, PurgatoryParts, PurgatoryStats,
+        RejectedUsage, StoreConfig, StoreFeed,
+    },
+    transport::{
+        NEGENTROPY_DEADLINE, NEGENTROPY_PROBE_DEADLINE, NegentropyDiff, NegentropyError,
+        NipListing, RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession,
+        RoundLimits, SdkConnector, WireBytes,
+    },
 };

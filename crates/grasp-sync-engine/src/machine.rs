@@ -69,43 +69,100 @@
 //! - [`transmit`]: a session's REQs, CLOSEs and disconnect, queued as data in the order
 //!   decided and performed by the actor once per step.
 //!
-//! Still the actor's methods over this state: the decisions that read the indices and the
-//! store (which coverage a relay's batches ask for, which starts to queue and how pages are
-//! packed, what a live plan is given), and performing what a relay message's answer asks of
-//! the other work (a batch failed or confirmed, live coverage rebuilt, queued work readmitted).
+//! # Driving a machine
+//!
+//! Without the default `runtime` feature, this module is all the crate compiles: a tool with
+//! its own I/O drives a relay's machine with the time it passes in, and sends what it reads
+//! out. Here a machine is connected by hand, given three filters of history, and asked what to
+//! send:
+//!
+//! ```
+//! use std::time::Instant;
+//!
+//! use grasp_sync_engine::machine::history_pages::FilterCeiling;
+//! use grasp_sync_engine::machine::nip77::NipListing;
+//! use grasp_sync_engine::machine::relay::{Advertised, RelayMachine};
+//! use grasp_sync_engine::machine::session::SessionState;
+//! use grasp_sync_engine::machine::transmit::{Outbound, SessionKey};
+//! use grasp_sync_filters::{PageHints, RelayPageSession};
+//! use grasp_sync_health::{HealthConfig, RelayHealth};
+//! use grasp_sync_model::{BatchId, RelayUrl};
+//! use nostr::{Filter, Kind, SubscriptionId};
+//!
+//! let now = Instant::now();
+//! let health = RelayHealth::new(HealthConfig::default(), false, 1, now)?;
+//! // `()`: this driver queues no NIP-77 rounds and parks nothing for an AUTH.
+//! let mut machine: RelayMachine<(), ()> = RelayMachine::new(health);
+//! machine.health.handle_connect_started(now);
+//! let advertised = Advertised {
+//!     max_subscriptions: Some(20),
+//!     max_filters: Some(2),
+//!     nip77: NipListing::Unknown,
+//! };
+//! machine.handle_connected(now, advertised);
+//! let key = SessionKey {
+//!     relay: RelayUrl::parse("wss://relay.example.com")?,
+//!     generation: 1,
+//! };
+//! let pages = RelayPageSession::new(PageHints::default());
+//! machine.handle_session_started(SessionState::new(key, now, pages, false));
+//!
+//! let filters: Vec<Filter> = (0..3)
+//!     .map(|n| Filter::new().kind(Kind::from(1617)).identifier(format!("repo-{n}")))
+//!     .collect();
+//! let mut next = 0;
+//! let queued = machine
+//!     .queue_history(now, BatchId(1), filters, FilterCeiling::Learned, || {
+//!         next += 1;
+//!         SubscriptionId::new(format!("hist-{next}"))
+//!     })
+//!     .expect("a session");
+//! assert_eq!(queued.pages.len(), 2, "two filters per REQ, as the relay advertised");
+//!
+//! let drive = machine.drive_history(now);
+//! assert_eq!(drive.started.len(), 1, "one background start per second");
+//! assert!(matches!(machine.poll_transmit(), Some(Outbound::Req { .. })));
+//! assert!(machine.poll_timeout().is_some(), "when the next page may start");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! What stays the actor's: what reads or changes the indices, the pending batches and the
+//! store, or another relay (which coverage a relay's batches and live set ask for, derived from
+//! the index; opening, registering, confirming and failing batches; recovery through the store;
+//! participant discovery), and performing what a machine's answer asks of that work.
 //! The actor's runtime of a relay holds its [`relay::RelayMachine`] beside the connection
 //! handles and the bytes they moved.
 
-pub(crate) mod admission;
-pub(crate) mod auth_outcome;
-pub(crate) mod catch_up;
-pub(crate) mod closed_route;
-pub(crate) mod consolidation;
-pub(crate) mod delivered;
-pub(crate) mod descendant_coverage;
-pub(crate) mod descendant_sweep;
-pub(crate) mod dials;
-pub(crate) mod eose;
-pub(crate) mod history_pages;
-pub(crate) mod hydration;
-pub(crate) mod incomplete_batches;
-pub(crate) mod job_reports;
-pub(crate) mod jobs;
-pub(crate) mod lane_refusals;
-pub(crate) mod lanes;
-pub(crate) mod live_coverage;
-pub(crate) mod live_plan;
-pub(crate) mod live_split;
-pub(crate) mod neg_batch;
-pub(crate) mod neg_rounds;
-pub(crate) mod nip77;
-pub(crate) mod refusals;
-pub(crate) mod refused;
-pub(crate) mod relay;
-pub(crate) mod req_queue;
-pub(crate) mod session;
-pub(crate) mod session_auth;
-pub(crate) mod session_start;
-pub(crate) mod timers;
-pub(crate) mod transmit;
-pub(crate) mod unanswered;
+pub mod admission;
+pub mod auth_outcome;
+pub mod catch_up;
+pub mod closed_route;
+pub mod consolidation;
+pub mod delivered;
+pub mod descendant_coverage;
+pub mod descendant_sweep;
+pub mod dials;
+pub mod eose;
+pub mod history_pages;
+pub mod hydration;
+pub mod incomplete_batches;
+pub mod job_reports;
+pub mod jobs;
+pub mod lane_refusals;
+pub mod lanes;
+pub mod live_coverage;
+pub mod live_plan;
+pub mod live_split;
+pub mod neg_batch;
+pub mod neg_rounds;
+pub mod nip77;
+pub mod refusals;
+pub mod refused;
+pub mod relay;
+pub mod req_queue;
+pub mod session;
+pub mod session_auth;
+pub mod session_start;
+pub mod timers;
+pub mod transmit;
+pub mod unanswered;

@@ -14,18 +14,18 @@ mod tests;
 
 /// Room in the connection's ledger for one more start of a kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Room {
+pub struct Room {
     /// Subscription slots not held.
-    pub(crate) residual: usize,
+    pub residual: usize,
     /// Starts of the kind held now (transient REQs, or NIP-77 rounds).
-    pub(crate) held: usize,
+    pub held: usize,
     /// The most starts of the kind held at once.
-    pub(crate) cap: usize,
+    pub cap: usize,
 }
 
 /// What the head of a queue may do at `now`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StartAdmission {
+pub enum StartAdmission {
     /// Start now; both gates counted the start.
     Ready,
     /// Ask again at this instant: the end of a health pause, or a gate's next start. Nothing
@@ -40,7 +40,7 @@ pub(crate) enum StartAdmission {
 
 /// Whether the health pause (`paused_until`) and the `room` let a start wait only for the
 /// gates; `None` when they do.
-pub(crate) fn wait_for_room(
+pub fn wait_for_room(
     now: Instant,
     paused_until: Option<Instant>,
     room: Room,
@@ -52,7 +52,7 @@ pub(crate) fn wait_for_room(
 }
 
 /// The two gates, background first: `Ready` when both count the start.
-pub(crate) fn pass_gates(
+pub fn pass_gates(
     now: Instant,
     kind: StartKind,
     background: &mut BackgroundGate,
@@ -70,7 +70,7 @@ pub(crate) fn pass_gates(
 }
 
 /// The whole admission of a start of `kind`: [`wait_for_room`], then [`pass_gates`].
-pub(crate) fn admit(
+pub fn admit(
     now: Instant,
     kind: StartKind,
     paused_until: Option<Instant>,

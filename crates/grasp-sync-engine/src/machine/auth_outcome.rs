@@ -25,34 +25,34 @@ use crate::machine::timers::RelayTimer;
 mod tests;
 
 /// The text a failed or unanswered AUTH is refused with (it classifies as `auth-required`).
-pub(crate) const AUTH_FAILED: &str = "auth-required: authentication failed";
+pub const AUTH_FAILED: &str = "auth-required: authentication failed";
 
 /// A parked discovery REQ, to send again in its batch.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ParkedDiscovery {
+pub struct ParkedDiscovery {
     /// The discovery batch.
-    pub(crate) batch: BatchId,
+    pub batch: BatchId,
     /// The refused subscription, still outstanding in the batch.
-    pub(crate) subscription_id: SubscriptionId,
+    pub subscription_id: SubscriptionId,
     /// What it asked for.
-    pub(crate) filters: Vec<Filter>,
+    pub filters: Vec<Filter>,
 }
 
 /// What an accepted AUTH asks of the driver.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) struct Authenticated {
+pub struct Authenticated {
     /// How many pieces of work were parked.
-    pub(crate) parked: usize,
+    pub parked: usize,
     /// Discovery REQs to send again in their batches.
-    pub(crate) resend: Vec<ParkedDiscovery>,
+    pub resend: Vec<ParkedDiscovery>,
     /// Coverage or rounds were parked: the coverage retry is armed for now, and the driver
     /// repairs live coverage.
-    pub(crate) derive_again: bool,
+    pub derive_again: bool,
 }
 
 /// One parked piece of work, refused by policy after the AUTH failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RefusedParked {
+pub enum RefusedParked {
     /// Coverage, paused (or made suspects) when health paused it.
     Coverage(Option<CoverageRefused>),
     /// A NIP-77 round's filter; `paused` when health paused it.
@@ -69,17 +69,17 @@ pub(crate) enum RefusedParked {
 
 /// What a failed (or unanswered) AUTH asks of the driver.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) struct AuthRefused {
+pub struct AuthRefused {
     /// Each parked piece, in the order it was parked.
-    pub(crate) refused: Vec<RefusedParked>,
+    pub refused: Vec<RefusedParked>,
     /// Coverage or rounds were refused: the coverage retry is armed for now, and the driver
     /// repairs live coverage.
-    pub(crate) derive_again: bool,
+    pub derive_again: bool,
 }
 
 /// What an `auth-required:` refusal of a NIP-77 round did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RoundAuth {
+pub enum RoundAuth {
     /// Parked for the AUTH, or the AUTH already succeeded: the driver fails the batch, which
     /// is derived again after the AUTH (at once when it already succeeded).
     DeriveAgain,
@@ -93,7 +93,7 @@ pub(crate) enum RoundAuth {
 
 impl<Round> RelayMachine<Round, ParkedWork> {
     /// The relay sent a challenge the session answers.
-    pub(crate) fn handle_auth_challenge(&mut self) {
+    pub fn handle_auth_challenge(&mut self) {
         if let Some(session) = self.session.as_mut() {
             session.auth.handle_challenge();
         }
@@ -101,7 +101,7 @@ impl<Round> RelayMachine<Round, ParkedWork> {
 
     /// The relay accepted the session's AUTH at `now`: the parked work is sent again, once.
     /// `None` without a session.
-    pub(crate) fn handle_authenticated(&mut self, now: Instant) -> Option<Authenticated> {
+    pub fn handle_authenticated(&mut self, now: Instant) -> Option<Authenticated> {
         let parked = self.session.as_mut()?.auth.handle_authenticated();
         let mut answer = Authenticated {
             parked: parked.len(),
@@ -129,7 +129,7 @@ impl<Round> RelayMachine<Round, ParkedWork> {
 
     /// The session's AUTH failed at `now`: the parked work is refused by policy.
     /// `discovery_scope` gives a discovery batch's refusal scope.
-    pub(crate) fn handle_auth_failed(
+    pub fn handle_auth_failed(
         &mut self,
         now: Instant,
         discovery_scope: impl FnMut(BatchId) -> Option<RefusalScope>,
@@ -144,7 +144,7 @@ impl<Round> RelayMachine<Round, ParkedWork> {
 
     /// At `now`, past the parked work's deadline without an outcome: refused by policy, as
     /// for a failed AUTH. Nothing before the deadline.
-    pub(crate) fn handle_auth_timeout(
+    pub fn handle_auth_timeout(
         &mut self,
         now: Instant,
         discovery_scope: impl FnMut(BatchId) -> Option<RefusalScope>,
@@ -160,7 +160,7 @@ impl<Round> RelayMachine<Round, ParkedWork> {
     /// An `auth-required:` refusal (with `text`) at `now` of a NIP-77 round over `filter`;
     /// `sent_before_auth` when the round started before the session authenticated. Counted
     /// in the relay's statistics.
-    pub(crate) fn handle_round_auth_refusal(
+    pub fn handle_round_auth_refusal(
         &mut self,
         now: Instant,
         filter: &Filter,

@@ -24,7 +24,7 @@ use crate::machine::refused::without_bounds;
 
 /// One relay's catch-up: the coverage it holds, its cursor and the query in flight.
 #[derive(Debug, Default)]
-pub(crate) struct CatchUp {
+pub struct CatchUp {
     filters: BTreeSet<Filter>,
     /// Start of the last successful query.
     cursor: Option<Timestamp>,
@@ -36,19 +36,24 @@ pub(crate) struct CatchUp {
 
 impl CatchUp {
     /// Filters the catch-up covers.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.filters.len()
     }
 
+    /// Whether the catch-up covers no filter.
+    pub fn is_empty(&self) -> bool {
+        self.filters.is_empty()
+    }
+
     /// Forgets the covered filters (the live set is being re-planned); the cursor stays.
-    pub(crate) fn clear_filters(&mut self) {
+    pub fn clear_filters(&mut self) {
         self.filters.clear();
     }
 
     /// Adds `filters` at `now` (`unix` on the wall clock): true when the covered set grew.
     /// Then the cursor starts at `unix` unless it is set, and the first query is due `interval`
     /// later unless one is due already.
-    pub(crate) fn handle_coverage(
+    pub fn handle_coverage(
         &mut self,
         now: Instant,
         unix: Timestamp,
@@ -67,7 +72,7 @@ impl CatchUp {
 
     /// The query due at `now`, if any: every covered filter from the cursor minus the overlap.
     /// The next one is then due `interval` later.
-    pub(crate) fn poll_query(&mut self, now: Instant, interval: Duration) -> Option<Vec<Filter>> {
+    pub fn poll_query(&mut self, now: Instant, interval: Duration) -> Option<Vec<Filter>> {
         if self.filters.is_empty()
             || self.in_flight.is_some()
             || self.next_at.is_some_and(|at| now < at)
@@ -92,7 +97,7 @@ impl CatchUp {
 
     /// The due query was opened at `unix` as `batch`, or, with `None`, had nothing to send and
     /// is complete at once, which advances the cursor.
-    pub(crate) fn handle_opened(&mut self, batch: Option<BatchId>, unix: Timestamp) {
+    pub fn handle_opened(&mut self, batch: Option<BatchId>, unix: Timestamp) {
         match batch {
             Some(batch) => self.in_flight = Some((batch, unix)),
             None => self.cursor = Some(unix),
@@ -101,7 +106,7 @@ impl CatchUp {
 
     /// A batch of the relay ended: if it was the query in flight, a success advances the
     /// cursor to where it started.
-    pub(crate) fn handle_batch_done(&mut self, batch: BatchId, success: bool) {
+    pub fn handle_batch_done(&mut self, batch: BatchId, success: bool) {
         if let Some((in_flight, started)) = self.in_flight
             && in_flight == batch
         {
@@ -114,7 +119,7 @@ impl CatchUp {
 
     /// The relay's pending batches were dropped: the query in flight will never end (the cursor
     /// stays where it was).
-    pub(crate) fn handle_pending_cleared(&mut self) {
+    pub fn handle_pending_cleared(&mut self) {
         self.in_flight = None;
     }
 }
@@ -122,7 +127,7 @@ impl CatchUp {
 /// The coverage `plan` leaves out of the live set for the byte cap (and the lower tiers
 /// deferred behind it), without bounds: live filters carry `limit: 0`, the catch-up wants every
 /// match. Empty when the plan needs no catch-up.
-pub(crate) fn catch_up_filters(plan: &LivePlan) -> Vec<Filter> {
+pub fn catch_up_filters(plan: &LivePlan) -> Vec<Filter> {
     if !plan.needs_catch_up() {
         return Vec::new();
     }

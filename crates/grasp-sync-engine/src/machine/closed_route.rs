@@ -23,7 +23,7 @@ mod tests;
 
 /// What a CLOSED answered, read from the session before anything changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Answered {
+pub enum Answered {
     /// A transient REQ of `batch` (a history page or a discovery query) with `filters`
     /// filters; `watchdog_closing` once the watchdog has sent its CLOSE.
     Transient {
@@ -47,7 +47,7 @@ pub(crate) enum Answered {
 
 impl Answered {
     /// The batch of a transient REQ, whose discovery scope the caller looks up.
-    pub(crate) fn batch(self) -> Option<BatchId> {
+    pub fn batch(self) -> Option<BatchId> {
         match self {
             Answered::Transient { batch, .. } => Some(batch),
             _ => None,
@@ -57,7 +57,7 @@ impl Answered {
     /// The scope the refusal is judged in. `discovery` is the scope of an identity query or
     /// mailbox probe, which wins for a transient REQ even once its watchdog closes it; a page
     /// the watchdog gave up, like anything else the session no longer holds, is retired.
-    pub(crate) fn scope(self, discovery: Option<RefusalScope>) -> RefusalScope {
+    pub fn scope(self, discovery: Option<RefusalScope>) -> RefusalScope {
         let held = match self {
             Answered::Transient {
                 filters,
@@ -79,7 +79,7 @@ impl Answered {
 /// Rule 1: a filter-count refusal of a retired subscription teaches a new ceiling only when
 /// the REQ's count (`sent_filters`, known while it was unanswered) was at least 2 and within
 /// the current `ceiling`. Returns the count to learn from.
-pub(crate) fn retired_teaches_ceiling(
+pub fn retired_teaches_ceiling(
     category: RefusalCategory,
     sent_filters: Option<usize>,
     ceiling: usize,
@@ -92,7 +92,7 @@ pub(crate) fn retired_teaches_ceiling(
 
 /// A remedy tried before health acts on a refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Remedy {
+pub enum Remedy {
     /// Sent again once, after the session's NIP-42 AUTH succeeds (when there is a key and the
     /// AUTH has not already failed or succeeded).
     ParkForAuth,
@@ -103,7 +103,7 @@ pub(crate) enum Remedy {
 
 /// Rule 2: the remedy a refusal of `category` tries first, if any. When the remedy does not
 /// apply (no key, no lower budget), health decides as for any other refusal.
-pub(crate) fn remedy_first(category: RefusalCategory) -> Option<Remedy> {
+pub fn remedy_first(category: RefusalCategory) -> Option<Remedy> {
     match category {
         RefusalCategory::AuthRequired => Some(Remedy::ParkForAuth),
         RefusalCategory::TooManySubscriptions => Some(Remedy::LearnBudget),
@@ -113,7 +113,7 @@ pub(crate) fn remedy_first(category: RefusalCategory) -> Option<Remedy> {
 
 /// Rule 3: what becomes of the refused work once health has acted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Consequence {
+pub enum Consequence {
     /// The transient REQ is released and its batch fails, so its coverage catches up later;
     /// after a byte-cap refusal the live set is first rebuilt to fit the learned cap beside
     /// one transient REQ.
@@ -142,7 +142,7 @@ pub(crate) enum Consequence {
 }
 
 /// Rule 3: the consequence of health's `action` for what the refusal `answered`.
-pub(crate) fn consequence(answered: Answered, action: Option<&RefusalAction>) -> Consequence {
+pub fn consequence(answered: Answered, action: Option<&RefusalAction>) -> Consequence {
     let byte_cap = matches!(action, Some(RefusalAction::ByteCap { .. }));
     match answered {
         Answered::Transient { batch, .. } => Consequence::FailBatch {
@@ -164,13 +164,13 @@ pub(crate) fn consequence(answered: Answered, action: Option<&RefusalAction>) ->
 /// Rule 4: a refused identity query or mailbox probe is asked again at once only when the
 /// refusal `taught` a new limit (so a relay refusing the lowest ceiling again cannot make a
 /// loop of it) or was a rate limit, under whose relay-wide pause it waits.
-pub(crate) fn discovery_retries_now(taught: bool, category: RefusalCategory) -> bool {
+pub fn discovery_retries_now(taught: bool, category: RefusalCategory) -> bool {
     taught || category == RefusalCategory::RateLimited
 }
 
 /// Which unanswered REQ a NOTICE that names no subscription answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NoticeAnswers {
+pub enum NoticeAnswers {
     /// The unanswered REQ with the most filters: a filter-count refusal.
     Widest,
     /// The newest unanswered REQ.
@@ -182,7 +182,7 @@ pub(crate) enum NoticeAnswers {
 
 /// Whether a NOTICE of `category` refuses a REQ (rather than a negentropy round, an event or
 /// the connection), and which one it answers; it is then handled as that REQ's CLOSED.
-pub(crate) fn notice_answers(category: RefusalCategory) -> Option<NoticeAnswers> {
+pub fn notice_answers(category: RefusalCategory) -> Option<NoticeAnswers> {
     match category {
         RefusalCategory::TooManyFilters => Some(NoticeAnswers::Widest),
         RefusalCategory::AuthRequired => Some(NoticeAnswers::Oldest),

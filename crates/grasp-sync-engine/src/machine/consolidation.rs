@@ -10,7 +10,7 @@ mod tests;
 
 /// One relay's queued consolidation check; a new session starts with none.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Consolidation {
+pub struct Consolidation {
     queued: bool,
 }
 
@@ -18,19 +18,19 @@ impl Consolidation {
     /// The session's core live groups are now `core`: a check is queued once they pass
     /// `margin` (the baseline is at least one group, so nothing at or under the margin can
     /// exceed it).
-    pub(crate) fn handle_live_changed(&mut self, core: usize, margin: usize) {
+    pub fn handle_live_changed(&mut self, core: usize, margin: usize) {
         if core > margin {
             self.queued = true;
         }
     }
 
     /// A new session: what the last one queued is gone with its groups.
-    pub(crate) fn handle_session_started(&mut self) {
+    pub fn handle_session_started(&mut self) {
         self.queued = false;
     }
 
     /// Takes the queued check if it may run now: once the relay has no pending batch.
-    pub(crate) fn take_due(&mut self, batches_pending: bool) -> bool {
+    pub fn take_due(&mut self, batches_pending: bool) -> bool {
         let due = self.queued && !batches_pending;
         if due {
             self.queued = false;
@@ -41,6 +41,6 @@ impl Consolidation {
 
 /// Whether `core` live groups are fragmented against a `baseline` packed from scratch: more
 /// than `margin` groups above it.
-pub(crate) fn is_fragmented(core: usize, baseline: usize, margin: usize) -> bool {
+pub fn is_fragmented(core: usize, baseline: usize, margin: usize) -> bool {
     core > baseline.saturating_add(margin)
 }

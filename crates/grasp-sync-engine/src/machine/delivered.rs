@@ -7,11 +7,11 @@ use std::collections::HashSet;
 use nostr::EventId;
 
 /// Most IDs remembered per relay; past it, the relay's batches stay on NIP-77.
-pub(crate) const MAX_DELIVERED_IDS: usize = 50_000;
+pub const MAX_DELIVERED_IDS: usize = 50_000;
 
 /// IDs a relay delivered during its first sync, bounded by [`MAX_DELIVERED_IDS`].
 #[derive(Debug, Default)]
-pub(crate) struct DeliveredIds {
+pub struct DeliveredIds {
     ids: HashSet<EventId>,
     overflowed: bool,
     retired: bool,
@@ -19,7 +19,7 @@ pub(crate) struct DeliveredIds {
 
 impl DeliveredIds {
     /// Remembers `id`, unless the set is full or retired.
-    pub(crate) fn record(&mut self, id: EventId) {
+    pub fn record(&mut self, id: EventId) {
         if self.retired || self.overflowed {
             return;
         }
@@ -33,12 +33,12 @@ impl DeliveredIds {
 
     /// Whether this relay certainly delivered none of `ids` in this session: false once the
     /// set overflowed or was retired, since it no longer knows.
-    pub(crate) fn delivered_none_of(&self, ids: &[EventId]) -> bool {
+    pub fn delivered_none_of(&self, ids: &[EventId]) -> bool {
         !self.overflowed && !self.retired && !ids.iter().any(|id| self.ids.contains(id))
     }
 
     /// The relay's first sync is over: forget the IDs and remember no more.
-    pub(crate) fn retire(&mut self) {
+    pub fn retire(&mut self) {
         self.retired = true;
         self.ids = HashSet::new();
     }

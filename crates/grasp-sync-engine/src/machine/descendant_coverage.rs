@@ -19,7 +19,7 @@ use nostr::{Event, EventId, TagKind, Timestamp};
 use crate::machine::descendant_sweep::{DescendantSweep, SweepGroup};
 
 /// Most direct members remembered; beyond it new members are ignored.
-pub(crate) const MAX_MEMBERS: usize = 200_000;
+pub const MAX_MEMBERS: usize = 200_000;
 
 /// Overlap of the fallback query with the previous successful one.
 const FALLBACK_OVERLAP: Duration = Duration::from_secs(15 * 60);
@@ -27,7 +27,7 @@ const FALLBACK_OVERLAP: Duration = Duration::from_secs(15 * 60);
 /// Every direct member seen, with the root it tags: members found on one relay are queried on
 /// every relay that syncs their root.
 #[derive(Debug, Default)]
-pub(crate) struct DirectMembers {
+pub struct DirectMembers {
     ids: BTreeMap<EventId, EventId>,
     coordinates: BTreeMap<Coordinate, EventId>,
     full: bool,
@@ -35,22 +35,25 @@ pub(crate) struct DirectMembers {
 
 /// What became of a member handed to [`DirectMembers::record`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Recorded {
+pub enum Recorded {
     /// It is a member now.
     New,
     /// The cap was reached; `first` is true the first time it turns one away.
-    Full { first: bool },
+    Full {
+        /// The first time it turns one away.
+        first: bool,
+    },
 }
 
 impl DirectMembers {
     /// Whether `id` is a member already.
-    pub(crate) fn contains(&self, id: &EventId) -> bool {
+    pub fn contains(&self, id: &EventId) -> bool {
         self.ids.contains_key(id)
     }
 
     /// Remembers `id` (and its `coordinate`, for an addressable event) as a member tagging
     /// `root`, unless [`MAX_MEMBERS`] are remembered.
-    pub(crate) fn record(
+    pub fn record(
         &mut self,
         id: EventId,
         coordinate: Option<Coordinate>,
@@ -71,14 +74,16 @@ impl DirectMembers {
 
 /// Members a relay is to cover, by ID and by coordinate.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Members {
-    pub(crate) ids: Vec<EventId>,
-    pub(crate) coordinates: Vec<Coordinate>,
+pub struct Members {
+    /// Direct members named by event ID.
+    pub ids: Vec<EventId>,
+    /// Direct members named by coordinate (addressable events).
+    pub coordinates: Vec<Coordinate>,
 }
 
 impl Members {
     /// Whether there are none.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.ids.is_empty() && self.coordinates.is_empty()
     }
 }
@@ -87,7 +92,7 @@ impl Members {
 /// for new ones, and the fallback sweep. A new session starts from the default: every member
 /// is covered again, and the mode is derived again from the session's own capacity.
 #[derive(Debug, Default)]
-pub(crate) struct DescendantCoverage {
+pub struct DescendantCoverage {
     covered_ids: BTreeSet<EventId>,
     covered_coordinates: BTreeSet<Coordinate>,
     /// Descendant live coverage did not fit: history runs on the fallback cadence.
@@ -99,19 +104,19 @@ pub(crate) struct DescendantCoverage {
 
 impl DescendantCoverage {
     /// Whether descendant coverage runs on the paced fallback.
-    pub(crate) fn is_constrained(&self) -> bool {
+    pub fn is_constrained(&self) -> bool {
         self.constrained
     }
 
     /// Moves descendant coverage to the paced fallback.
-    pub(crate) fn set_constrained(&mut self) {
+    pub fn set_constrained(&mut self) {
         self.constrained = true;
     }
 
     /// The members whose root is one of `roots` (the relay's) that the relay does not cover
     /// yet. They count as covered from here on; hand their batch to
     /// [`Self::handle_batch_opened`].
-    pub(crate) fn take_uncovered(
+    pub fn take_uncovered(
         &mut self,
         members: &DirectMembers,
         roots: &BTreeSet<EventId>,
@@ -134,13 +139,13 @@ impl DescendantCoverage {
     }
 
     /// The historic batch for `members` (from [`Self::take_uncovered`]) is pending.
-    pub(crate) fn handle_batch_opened(&mut self, batch: BatchId, members: Members) {
+    pub fn handle_batch_opened(&mut self, batch: BatchId, members: Members) {
         self.batches.insert(batch, members);
     }
 
     /// A historic batch ended: a failed batch for new members uncovers them; a fallback
     /// group's batch moves the sweep on, or leaves its group at the head.
-    pub(crate) fn handle_batch_done(&mut self, batch: BatchId, success: bool) {
+    pub fn handle_batch_done(&mut self, batch: BatchId, success: bool) {
         self.fallback.handle_batch_done(batch, success);
         let Some(members) = self.batches.remove(&batch) else {
             return;
@@ -156,13 +161,13 @@ impl DescendantCoverage {
     }
 
     /// The relay's pending batches were dropped: the fallback group in flight is asked again.
-    pub(crate) fn handle_pending_cleared(&mut self) {
+    pub fn handle_pending_cleared(&mut self) {
         self.fallback.handle_pending_cleared();
     }
 
     /// On a constrained relay, the fallback sweep's next group of covered members at `now`;
     /// hand it back to [`Self::handle_fallback_sent`] with its batch.
-    pub(crate) fn poll_fallback(&mut self, now: Timestamp) -> Option<SweepGroup> {
+    pub fn poll_fallback(&mut self, now: Timestamp) -> Option<SweepGroup> {
         if !self.constrained {
             return None;
         }
@@ -175,14 +180,14 @@ impl DescendantCoverage {
     }
 
     /// `group` was queued in `batch`, or needed no REQ (`None`).
-    pub(crate) fn handle_fallback_sent(&mut self, group: &SweepGroup, batch: Option<BatchId>) {
+    pub fn handle_fallback_sent(&mut self, group: &SweepGroup, batch: Option<BatchId>) {
         self.fallback.sent(group, batch);
     }
 }
 
 /// The first of `roots` that `event` tags with `e`, `E` or `q`: the root that makes it a
 /// direct member.
-pub(crate) fn tagged_root(event: &Event, roots: &HashSet<EventId>) -> Option<EventId> {
+pub fn tagged_root(event: &Event, roots: &HashSet<EventId>) -> Option<EventId> {
     event.tags.iter().find_map(|tag| {
         let thread_tag = matches!(tag.kind(), TagKind::SingleLetter(letter)
             if matches!(letter.as_char(), 'e' | 'E' | 'q'));

@@ -19,9 +19,9 @@ use nostr::{EventId, Timestamp};
 
 /// Direct-member event IDs per group: their `e`, `E` and `q` filters (about 27 KB each) stay
 /// within the default filter byte budget, one filter per tag family.
-pub(crate) const GROUP_IDS: usize = 400;
+pub const GROUP_IDS: usize = 400;
 /// Addressable members per group: coordinates vary in length, so fewer than IDs.
-pub(crate) const GROUP_COORDINATES: usize = 100;
+pub const GROUP_COORDINATES: usize = 100;
 
 /// Where a sweep goes on: event IDs first, then coordinates, each after the last one asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,9 +40,12 @@ struct Sweep {
 
 /// One group to ask for: members, and the `since` of their sweep.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SweepGroup {
+pub struct SweepGroup {
+    /// The `since` of the group's sweep.
     pub since: Timestamp,
+    /// Members of the group named by event ID.
     pub ids: Vec<EventId>,
+    /// Members of the group named by coordinate.
     pub coordinates: Vec<Coordinate>,
     /// Where the sweep goes on once this group is done.
     next: Position,
@@ -50,7 +53,7 @@ pub(crate) struct SweepGroup {
 
 /// The sweep's cursor, position and group in flight.
 #[derive(Debug, Default)]
-pub(crate) struct DescendantSweep {
+pub struct DescendantSweep {
     /// Start of the last complete sweep; `None` until the members' own batches set it.
     cursor: Option<Timestamp>,
     sweep: Option<Sweep>,
@@ -78,7 +81,7 @@ impl DescendantSweep {
     /// batches cover everything before it). A sweep that has asked for every member ends here,
     /// advancing the cursor to its start, and the next one begins. Hand the group back to
     /// [`Self::sent`] with its batch.
-    pub(crate) fn next_group(
+    pub fn next_group(
         &mut self,
         now: Timestamp,
         overlap: Duration,
@@ -115,7 +118,7 @@ impl DescendantSweep {
     }
 
     /// `group` was queued in `batch`, or needed no REQ at all (`None`, done at once).
-    pub(crate) fn sent(&mut self, group: &SweepGroup, batch: Option<BatchId>) {
+    pub fn sent(&mut self, group: &SweepGroup, batch: Option<BatchId>) {
         match batch {
             Some(batch) => self.in_flight = Some((batch, group.next.clone())),
             None => self.advance(group.next.clone()),
@@ -124,7 +127,7 @@ impl DescendantSweep {
 
     /// A batch ended: if it was the group in flight and it succeeded, the sweep moves past the
     /// group; a failure leaves the group at the head, to be asked again with the same `since`.
-    pub(crate) fn handle_batch_done(&mut self, batch: BatchId, success: bool) {
+    pub fn handle_batch_done(&mut self, batch: BatchId, success: bool) {
         if let Some((_, next)) = self.in_flight.take_if(|(b, _)| *b == batch)
             && success
         {
@@ -134,7 +137,7 @@ impl DescendantSweep {
 
     /// The relay's pending batches were dropped: the group in flight will never finish and
     /// is asked again.
-    pub(crate) fn handle_pending_cleared(&mut self) {
+    pub fn handle_pending_cleared(&mut self) {
         self.in_flight = None;
     }
 

@@ -11,18 +11,18 @@ mod tests;
 
 /// The attempts decided and not yet handed to the dial workers, oldest first.
 #[derive(Debug, Default)]
-pub(crate) struct Dials {
+pub struct Dials {
     queue: VecDeque<u64>,
 }
 
 impl Dials {
     /// Queues attempt `attempt` after those already waiting.
-    pub(crate) fn push(&mut self, attempt: u64) {
+    pub fn push(&mut self, attempt: u64) {
         self.queue.push_back(attempt);
     }
 
     /// The oldest attempt waiting, to be handed over now.
-    pub(crate) fn poll_dial(&mut self) -> Option<u64> {
+    pub fn poll_dial(&mut self) -> Option<u64> {
         self.queue.pop_front()
     }
 }

@@ -26,7 +26,7 @@ mod tests;
 
 /// What an EOSE did to the relay's machine.
 #[derive(Debug)]
-pub(crate) enum EoseAnswer {
+pub enum EoseAnswer {
     /// A live group's first EOSE: it stays open.
     Live {
         /// The filter count its REQ proved the relay takes, when that is more than before.
@@ -38,27 +38,27 @@ pub(crate) enum EoseAnswer {
 
 /// A historic page that reached its EOSE, and what it asks of the driver.
 #[derive(Debug)]
-pub(crate) struct PageAnswer {
+pub struct PageAnswer {
     /// The page's batch.
-    pub(crate) batch: BatchId,
+    pub batch: BatchId,
     /// The filter count its REQ proved the relay takes, when that is more than before.
-    pub(crate) proved: Option<usize>,
+    pub proved: Option<usize>,
     /// It settled refused coverage: suspects proved innocent may be live again.
-    pub(crate) settled: bool,
+    pub settled: bool,
     /// Paging quirks of the relay this page showed first.
-    pub(crate) learned_quirks: Vec<&'static str>,
+    pub learned_quirks: Vec<&'static str>,
     /// The next pages, queued first, with their filters: the driver registers them in the
     /// batch.
-    pub(crate) next: Vec<(SubscriptionId, Vec<Filter>)>,
+    pub next: Vec<(SubscriptionId, Vec<Filter>)>,
     /// Parts of the batch's history the relay cannot page through: the batch is never
     /// confirmed.
-    pub(crate) truncated: Vec<Truncation>,
+    pub truncated: Vec<Truncation>,
 }
 
 impl<Round, Parked> RelayMachine<Round, Parked> {
     /// The relay's EOSE for `subscription_id` at `now`. `next_id` names each next page.
     /// `None` for a subscription the session does not hold (or a live group's later EOSE).
-    pub(crate) fn handle_eose(
+    pub fn handle_eose(
         &mut self,
         now: Instant,
         subscription_id: &SubscriptionId,

@@ -35,7 +35,7 @@ mod tests;
 
 /// How many filters a historic REQ may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FilterCeiling {
+pub enum FilterCeiling {
     /// The session's learned ceiling, known or a guess: a REQ above the relay's hidden cap is
     /// refused and regrouped, the cost of finding the cap.
     Learned,
@@ -46,20 +46,20 @@ pub(crate) enum FilterCeiling {
 
 /// What [`RelayMachine::queue_history`] queued.
 #[derive(Debug, Default)]
-pub(crate) struct QueuedHistory {
+pub struct QueuedHistory {
     /// Each queued page's subscription ID and filters, in queue order, for the driver to
     /// register in the batch.
-    pub(crate) pages: Vec<(SubscriptionId, Vec<Filter>)>,
+    pub pages: Vec<(SubscriptionId, Vec<Filter>)>,
     /// Why the filters admitted together could not be packed; then nothing was queued.
-    pub(crate) failed: Option<FilterError>,
+    pub failed: Option<FilterError>,
     /// Why a suspect filter could not be packed in a REQ of its own; the others were queued.
-    pub(crate) suspects_failed: Vec<FilterError>,
+    pub suspects_failed: Vec<FilterError>,
 }
 
 impl<Round, Parked> RelayMachine<Round, Parked> {
     /// How this session packs historic REQs: at most `ceiling` filters per REQ, one on a relay
     /// whose pages cap whole REQs. `None` without a session.
-    pub(crate) fn history_pack_limits(&self, ceiling: FilterCeiling) -> Option<PackLimits> {
+    pub fn history_pack_limits(&self, ceiling: FilterCeiling) -> Option<PackLimits> {
         let pages = &self.session.as_ref()?.pages;
         let mut limits = match ceiling {
             FilterCeiling::Learned => self.learned.pack_limits(PackLimits::default()),
@@ -73,7 +73,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// Queues `filters` as historic pages of `batch` at `now`, as far as the refused coverage
     /// admits them (see the module). `None` without a session.
-    pub(crate) fn queue_history(
+    pub fn queue_history(
         &mut self,
         now: Instant,
         batch: BatchId,
@@ -95,7 +95,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// Queues `together` packed into REQs of at most `ceiling` filters and each of `alone` in
     /// a REQ of its own, as historic pages of `batch`, without asking the refused coverage (a
     /// recovery probe is what may send refused coverage). `None` without a session.
-    pub(crate) fn queue_packed(
+    pub fn queue_packed(
         &mut self,
         batch: BatchId,
         together: Vec<Filter>,
@@ -144,7 +144,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// gives and as `class` and `kind` of start. Returns each page's subscription and filters,
     /// for the driver to register in the batch (none without a session), or why the filters
     /// could not be built.
-    pub(crate) fn queue_exact_fetch(
+    pub fn queue_exact_fetch(
         &mut self,
         batch: BatchId,
         ids: &[EventId],

@@ -31,32 +31,37 @@ const UNSAVED_RETRY_CAP: Duration = Duration::from_secs(10 * 60);
 
 /// Most failed IDs remembered per batch (a recovery attempt asks for at most 300, so its
 /// deliveries are always told apart; a larger batch is abandoned whatever the count).
-const UNSAVED_IDS_KEPT: usize = 1_000;
+pub const UNSAVED_IDS_KEPT: usize = 1_000;
 
 /// Why a finished batch is abandoned instead of confirmed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Incompleteness {
+pub enum Incompleteness {
     /// The relay truncated one of its filters.
     Truncated,
     /// The store failed to save this many of its events (at most [`UNSAVED_IDS_KEPT`]).
-    Unsaved { events: usize },
+    Unsaved {
+        /// How many.
+        events: usize,
+    },
 }
 
 /// What to do with a batch whose pages all arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Finish {
+pub enum Finish {
     /// Nothing is missing: confirm it.
     Confirm,
     /// Abandon it and derive its coverage again at `retry_at`.
     Abandon {
+        /// Why it may not be confirmed.
         why: Incompleteness,
+        /// When its coverage is derived again.
         retry_at: Instant,
     },
 }
 
 /// One relay's batches marked incomplete, and the counts their backoffs grow with.
 #[derive(Debug, Default)]
-pub(crate) struct IncompleteBatches {
+pub struct IncompleteBatches {
     truncated: BTreeSet<BatchId>,
     /// Truncated batches of the relay so far.
     truncations: u32,
@@ -67,12 +72,12 @@ pub(crate) struct IncompleteBatches {
 
 impl IncompleteBatches {
     /// The relay truncated a filter of pending `batch`.
-    pub(crate) fn handle_truncated(&mut self, batch: BatchId) {
+    pub fn handle_truncated(&mut self, batch: BatchId) {
         self.truncated.insert(batch);
     }
 
     /// The store failed to save `id`, delivered for pending `batch`.
-    pub(crate) fn handle_unsaved(&mut self, batch: BatchId, id: EventId) {
+    pub fn handle_unsaved(&mut self, batch: BatchId, id: EventId) {
         let ids = self.unsaved.entry(batch).or_default();
         if ids.len() < UNSAVED_IDS_KEPT {
             ids.insert(id);
@@ -80,13 +85,13 @@ impl IncompleteBatches {
     }
 
     /// The failed IDs of `batch`, if the store failed to save any of its events.
-    pub(crate) fn unsaved_ids(&self, batch: BatchId) -> Option<&BTreeSet<EventId>> {
+    pub fn unsaved_ids(&self, batch: BatchId) -> Option<&BTreeSet<EventId>> {
         self.unsaved.get(&batch)
     }
 
     /// Every page of `batch` arrived at `now`: whether it may be confirmed. The batch is
     /// forgotten either way.
-    pub(crate) fn handle_finished(&mut self, batch: BatchId, now: Instant) -> Finish {
+    pub fn handle_finished(&mut self, batch: BatchId, now: Instant) -> Finish {
         let unsaved = self.unsaved.remove(&batch);
         if self.truncated.remove(&batch) {
             self.truncations = self.truncations.saturating_add(1);
@@ -107,13 +112,13 @@ impl IncompleteBatches {
     }
 
     /// `batch` failed or was dropped for another reason: forget it.
-    pub(crate) fn handle_failed(&mut self, batch: BatchId) {
+    pub fn handle_failed(&mut self, batch: BatchId) {
         self.truncated.remove(&batch);
         self.unsaved.remove(&batch);
     }
 
     /// The relay's pending batches were all dropped.
-    pub(crate) fn handle_pending_cleared(&mut self) {
+    pub fn handle_pending_cleared(&mut self) {
         self.truncated.clear();
         self.unsaved.clear();
     }

@@ -24,7 +24,7 @@ mod tests;
 
 /// What a have-set read did.
 #[derive(Debug, PartialEq)]
-pub(crate) enum HaveSetRead {
+pub enum HaveSetRead {
     /// The round is no longer queued in that session (it was replaced, the batch fell back or
     /// was abandoned): nothing.
     Stale,
@@ -42,18 +42,18 @@ pub(crate) enum HaveSetRead {
 
 /// How a new batch's history goes, now that the store said how much of it it holds.
 #[derive(Debug, PartialEq)]
-pub(crate) struct HeldRoute {
+pub struct HeldRoute {
     /// NIP-77, or REQ+EOSE for a first sync of coverage the store barely holds.
-    pub(crate) route: HistoryRoute,
+    pub route: HistoryRoute,
     /// For REQ+EOSE: the batch's rounds, taken out of the queue; the driver resolves them in
     /// the batch before it falls back.
-    pub(crate) dropped: Vec<SubscriptionId>,
+    pub dropped: Vec<SubscriptionId>,
 }
 
 impl<Parked> RelayMachine<NegRound, Parked> {
     /// The have-set read of round `subscription_id`, which session `key` queued, finished with
     /// `have`.
-    pub(crate) fn handle_have_set(
+    pub fn handle_have_set(
         &mut self,
         key: &SessionKey,
         subscription_id: &SubscriptionId,
@@ -93,7 +93,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
     /// relay. The batch's route is decided ([`NegBatch::handle_held`](
     /// crate::machine::neg_batch::NegBatch::handle_held)); for REQ+EOSE its queued rounds are
     /// dropped. `None` for a replaced session or a batch that is gone.
-    pub(crate) fn handle_held(
+    pub fn handle_held(
         &mut self,
         key: &SessionKey,
         batch: BatchId,
@@ -120,7 +120,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
     /// hydration, or the batch is marked for the REQ+EOSE fallback. A query-rate refusal is
     /// also counted, pauses the relay for its rate and starts the reactive cooldown, as for a
     /// refused REQ; it is returned, with what it taught, for the driver's metrics and log.
-    pub(crate) fn handle_round_result(
+    pub fn handle_round_result(
         &mut self,
         now: Instant,
         batch: BatchId,

@@ -16,72 +16,81 @@ use crate::machine::transmit::SessionKey;
 mod tests;
 
 /// The (id, `created_at`) items of a filter in the own store: a round's "have" set.
-pub(crate) type HaveSet = Vec<(EventId, Timestamp)>;
+pub type HaveSet = Vec<(EventId, Timestamp)>;
 
 /// One background job a session asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Job {
+pub enum Job {
     /// Read the IDs of the events the store holds that a new batch's `filters` match, up to
     /// `max_held`: how much of its coverage the store already holds.
     ReadHeld {
+        /// The new batch.
         batch: BatchId,
+        /// Its filters.
         filters: Vec<Filter>,
+        /// At most this many IDs are read.
         max_held: usize,
     },
     /// Read a queued round's "have" set.
     ReadHaveSet {
+        /// The queued round.
         subscription_id: SubscriptionId,
+        /// The round's filter.
         filter: Filter,
     },
     /// Run one dry-run NIP-77 round over `have`; `probe` while the session does not know yet
     /// whether the relay speaks NIP-77. It holds a [`HistorySlot`](HistorySlots) taken when it
     /// was decided.
     RunRound {
+        /// The round.
         subscription_id: SubscriptionId,
+        /// The round's filter.
         filter: Filter,
+        /// The events the store holds under the filter.
         have: HaveSet,
+        /// Whether it is the session's probe of NIP-77 support.
         probe: bool,
     },
 }
 
 /// The jobs decided and not yet performed, oldest first, each with the session that asked.
 #[derive(Debug, Default)]
-pub(crate) struct Jobs {
+pub struct Jobs {
     queue: VecDeque<(SessionKey, Job)>,
 }
 
 impl Jobs {
     /// Queues `job` for the session `key`, after those already waiting.
-    pub(crate) fn push(&mut self, key: SessionKey, job: Job) {
+    pub fn push(&mut self, key: SessionKey, job: Job) {
         self.queue.push_back((key, job));
     }
 
     /// The oldest job waiting, to be performed now.
-    pub(crate) fn poll_job(&mut self) -> Option<(SessionKey, Job)> {
+    pub fn poll_job(&mut self) -> Option<(SessionKey, Job)> {
         self.queue.pop_front()
     }
 }
 
 /// NIP-77 rounds running at once across every relay, at most `cap`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HistorySlots {
+pub struct HistorySlots {
     running: usize,
     cap: usize,
 }
 
 impl HistorySlots {
     /// No round running, at most `cap` at once.
-    pub(crate) fn new(cap: usize) -> Self {
+    pub fn new(cap: usize) -> Self {
         Self { running: 0, cap }
     }
 
     /// Whether a round may take a slot now.
-    pub(crate) fn is_free(&self) -> bool {
+    pub fn is_free(&self) -> bool {
         self.running < self.cap
     }
 
     /// Takes a slot for a round about to be decided; `false` when every slot is taken.
-    pub(crate) fn try_take(&mut self) -> bool {
+    pub fn try_take(&mut self) -> bool {
         if !self.is_free() {
             return false;
         }
@@ -91,7 +100,7 @@ impl HistorySlots {
 
     /// Gives a slot back: its round reported, was never performed, or was not started after
     /// all. A release with no slot taken is ignored.
-    pub(crate) fn release(&mut self) {
+    pub fn release(&mut self) {
         self.running = self.running.saturating_sub(1);
     }
 }

@@ -31,20 +31,20 @@ mod tests;
 
 /// A refusal on an extra connection, counted in the relay's statistics, and what became of it.
 #[derive(Debug)]
-pub(crate) struct LaneRefusal {
+pub struct LaneRefusal {
     /// The refusal, classified.
-    pub(crate) refusal: Refusal,
+    pub refusal: Refusal,
     /// It was counted in the relay's statistics (the driver counts it in the metrics). The
     /// CLOSED of a group an `auth-required:` NOTICE already parked is the same refusal again
     /// (some relays send both) and is not counted twice.
-    pub(crate) counted: bool,
+    pub counted: bool,
     /// What the driver performs.
-    pub(crate) outcome: LaneRefusalOutcome,
+    pub outcome: LaneRefusalOutcome,
 }
 
 /// What a refusal on an extra connection asks of the driver.
 #[derive(Debug, PartialEq)]
-pub(crate) enum LaneRefusalOutcome {
+pub enum LaneRefusalOutcome {
     /// A live group is parked on its connection until the relay accepts that connection's
     /// `AUTH`: nothing to perform.
     Parked,
@@ -76,7 +76,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// The relay closed live group `subscription` of extra connection `key` at `now` with
     /// `message` (see the module). `None` when the connection does not hold that group: the
     /// message refused nothing and is not counted.
-    pub(crate) fn handle_lane_closed(
+    pub fn handle_lane_closed(
         &mut self,
         now: Instant,
         key: &SessionKey,
@@ -112,7 +112,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// connection's oldest unanswered live group (see
     /// [`LiveLanes::handle_auth_notice`](crate::machine::lanes::LiveLanes::handle_auth_notice));
     /// any other refusal closes the connection.
-    pub(crate) fn handle_lane_notice(
+    pub fn handle_lane_notice(
         &mut self,
         now: Instant,
         key: &SessionKey,

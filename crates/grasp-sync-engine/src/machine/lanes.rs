@@ -16,7 +16,7 @@
 //! - **Its own NIP-42.** Each connection authenticates on its own, as the design asks: with a
 //!   key, a live group the relay refuses with `auth-required:` is parked on its connection
 //!   ([`LiveLanes::handle_auth_refusal`], by the connection's
-//!   [`SessionAuth`](crate::machine::session_auth::SessionAuth)) and its REQ sent again, once,
+//!   [`SessionAuth`]) and its REQ sent again, once,
 //!   when the relay accepts that connection's `AUTH` ([`LiveLanes::handle_authenticated`]).
 //!   Without a key, after a failed `AUTH`, or with no outcome within
 //!   [`AUTH_WAIT`](crate::machine::session_auth::AUTH_WAIT) ([`LiveLanes::poll_auth_expired`]),
@@ -63,7 +63,7 @@ pub const MAX_CONNECTIONS_PER_RELAY: usize = 4;
 
 /// Whether coverage of `tier` may overflow onto extra connections: the core tiers, which
 /// cover tracked repositories and roots. Descendant coverage has its own paced fallback.
-pub(crate) fn lane_tier(tier: CoverageTier) -> bool {
+pub fn lane_tier(tier: CoverageTier) -> bool {
     matches!(
         tier,
         CoverageTier::Essential | CoverageTier::RootUppercase | CoverageTier::CoreCompat
@@ -74,7 +74,7 @@ pub(crate) fn lane_tier(tier: CoverageTier) -> bool {
 /// that group asks for (the relay blocks, restricts or cannot serve its filters), so the
 /// connection keeps its other groups. Any other refusal (a limit, a rate, an unanswered or
 /// failed AUTH, an error) closes the connection.
-pub(crate) fn refusal_spares_connection(category: RefusalCategory) -> bool {
+pub fn refusal_spares_connection(category: RefusalCategory) -> bool {
     matches!(
         category,
         RefusalCategory::Blocked
@@ -86,7 +86,7 @@ pub(crate) fn refusal_spares_connection(category: RefusalCategory) -> bool {
 
 /// One relay's extra live connections and the coverage waiting for one.
 #[derive(Default)]
-pub(crate) struct LiveLanes {
+pub struct LiveLanes {
     /// In assignment order; at most [`MAX_CONNECTIONS_PER_RELAY`] − 1.
     lanes: Vec<Lane>,
     /// Core live coverage no connection holds yet, waiting for a lane to connect.
@@ -98,7 +98,7 @@ pub(crate) struct LiveLanes {
 
 /// What the driver does once the waiting coverage was offered to the open connections.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum LaneStep {
+pub enum LaneStep {
     /// Nothing: no coverage waits, or a connection is being dialled and will be offered it.
     Wait,
     /// Dial one more extra connection, then report its attempt to
@@ -112,19 +112,25 @@ pub(crate) enum LaneStep {
 /// An extra connection that connected: its session, the subscription budget of the relay's
 /// session, and whether it answers NIP-42 challenges (holds a key).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LaneSession {
-    pub(crate) key: SessionKey,
-    pub(crate) budget: SessionBudget,
-    pub(crate) answers_auth: bool,
+pub struct LaneSession {
+    /// The connection's session.
+    pub key: SessionKey,
+    /// The subscription budget of the relay's session, which each extra connection shares.
+    pub budget: SessionBudget,
+    /// It answers NIP-42 challenges (holds a key).
+    pub answers_auth: bool,
 }
 
 /// How a dial report was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dialled {
+pub enum Dialled {
     /// Not an attempt of these connections: the driver drops the connection.
     Unknown,
     /// The connection is open as extra connection number `connection` (the session is 1).
-    Opened { connection: usize },
+    Opened {
+        /// Its number.
+        connection: usize,
+    },
     /// The attempt failed: no other opens until the session reconnects. The driver asks
     /// [`LiveLanes::next_step`] what becomes of the waiting coverage.
     Failed,
@@ -132,7 +138,7 @@ pub(crate) enum Dialled {
 
 /// What an `auth-required:` NOTICE on an extra connection comes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AuthNotice {
+pub enum AuthNotice {
     /// The connection's oldest unanswered live group is parked for its `AUTH`.
     Parked,
     /// The NOTICE answers a live REQ the connection closed since, or none awaits an answer
@@ -145,20 +151,23 @@ pub(crate) enum AuthNotice {
 
 /// What one [`LiveLanes::fill`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LaneFill {
+pub struct LaneFill {
     /// Live REQs queued, over every connection.
-    pub(crate) opened: usize,
+    pub opened: usize,
     /// Connections whose ledger refused a plan made within its budget; their coverage waits
     /// again.
-    pub(crate) refused: Vec<LedgerError>,
+    pub refused: Vec<LedgerError>,
 }
 
 /// An extra connection that was closed: what is left to perform on it and, when it was closed
 /// alone, the coverage it held (without bounds), for the catch-up.
-pub(crate) struct ClosedLane {
-    pub(crate) key: SessionKey,
-    pub(crate) transmit: Transmits,
-    pub(crate) coverage: Vec<Filter>,
+pub struct ClosedLane {
+    /// The closed connection's session.
+    pub key: SessionKey,
+    /// What it still had queued, to perform before it ends.
+    pub transmit: Transmits,
+    /// The coverage it held, without bounds, for the catch-up.
+    pub coverage: Vec<Filter>,
 }
 
 /// One extra connection.
@@ -221,34 +230,34 @@ impl OpenLane {
 
 impl LiveLanes {
     /// Extra connections open now.
-    pub(crate) fn connected(&self) -> usize {
+    pub fn connected(&self) -> usize {
         self.open().count()
     }
 
     /// Live groups held on the extra connections.
-    pub(crate) fn live_groups(&self) -> usize {
+    pub fn live_groups(&self) -> usize {
         self.open().map(|l| l.live.len()).sum()
     }
 
     /// Whether `key` is one of the extra connections' sessions.
-    pub(crate) fn owns_session(&self, key: &SessionKey) -> bool {
+    pub fn owns_session(&self, key: &SessionKey) -> bool {
         self.position_of(key).is_some()
     }
 
     /// Whether `attempt` is an extra connection's dial.
-    pub(crate) fn owns_attempt(&self, attempt: u64) -> bool {
+    pub fn owns_attempt(&self, attempt: u64) -> bool {
         self.lanes.iter().any(|l| l.dialing == Some(attempt))
     }
 
     /// Whether the extra connection `key` holds `subscription` live.
-    pub(crate) fn holds(&self, key: &SessionKey, subscription: &SubscriptionId) -> bool {
+    pub fn holds(&self, key: &SessionKey, subscription: &SubscriptionId) -> bool {
         self.open()
             .find(|l| l.key == *key)
             .is_some_and(|l| l.live.contains_key(subscription))
     }
 
     /// Whether connection `key` holds live group `subscription` parked for its `AUTH`.
-    pub(crate) fn is_parked(&self, key: &SessionKey, subscription: &SubscriptionId) -> bool {
+    pub fn is_parked(&self, key: &SessionKey, subscription: &SubscriptionId) -> bool {
         self.open()
             .find(|l| l.key == *key)
             .and_then(|l| l.live.get(subscription))
@@ -256,13 +265,13 @@ impl LiveLanes {
     }
 
     /// Whether coverage waits for a connection.
-    pub(crate) fn has_waiting(&self) -> bool {
+    pub fn has_waiting(&self) -> bool {
         !self.unplaced.is_empty()
     }
 
     /// Every open extra connection's session and the messages queued for it, for the driver
     /// to perform.
-    pub(crate) fn transmits_mut(&mut self) -> impl Iterator<Item = (&SessionKey, &mut Transmits)> {
+    pub fn transmits_mut(&mut self) -> impl Iterator<Item = (&SessionKey, &mut Transmits)> {
         self.lanes
             .iter_mut()
             .filter_map(|l| l.open.as_mut())
@@ -271,7 +280,7 @@ impl LiveLanes {
 
     /// Core live coverage the session cannot hold. Keeps the core tiers no connection holds
     /// or waits for already; returns whether any of it is new.
-    pub(crate) fn handle_overflow(&mut self, overflow: Vec<TieredFilter>) -> bool {
+    pub fn handle_overflow(&mut self, overflow: Vec<TieredFilter>) -> bool {
         let held = self.held_filters();
         let waiting: BTreeSet<&Filter> = self.unplaced.iter().map(|f| &f.filter).collect();
         let new: Vec<TieredFilter> = overflow
@@ -288,7 +297,7 @@ impl LiveLanes {
     /// prefix its budget holds, next to what it holds, under the relay's `learned` limits.
     /// `next_id` names each new live group. Then [`LiveLanes::next_step`] says what becomes
     /// of the rest.
-    pub(crate) fn fill(
+    pub fn fill(
         &mut self,
         now: Instant,
         learned: &LearnedLimits,
@@ -364,7 +373,7 @@ impl LiveLanes {
     /// while a connection is dialling, one more connection while fewer than
     /// [`MAX_CONNECTIONS_PER_RELAY`] are open, none has failed this session and `may_dial`
     /// (the relay is not paused), else the catch-up.
-    pub(crate) fn next_step(&mut self, may_dial: bool) -> LaneStep {
+    pub fn next_step(&mut self, may_dial: bool) -> LaneStep {
         if self.unplaced.is_empty() || self.lanes.iter().any(|l| l.dialing.is_some()) {
             return LaneStep::Wait;
         }
@@ -381,7 +390,7 @@ impl LiveLanes {
 
     /// The driver dials the connection [`LaneStep::Dial`] asked for as `attempt`. Returns its
     /// number (the session is 1) and how much coverage waits for it.
-    pub(crate) fn handle_dial_started(&mut self, attempt: u64) -> (usize, usize) {
+    pub fn handle_dial_started(&mut self, attempt: u64) -> (usize, usize) {
         self.lanes.push(Lane {
             dialing: Some(attempt),
             open: None,
@@ -392,7 +401,7 @@ impl LiveLanes {
     /// The dial `attempt` finished: `opened` when it connected and the relay's session is
     /// still up, `None` when it failed or no session is left to serve. An opened connection
     /// is offered the waiting coverage by the next [`LiveLanes::fill`].
-    pub(crate) fn handle_dialled(
+    pub fn handle_dialled(
         &mut self,
         now: Instant,
         attempt: u64,
@@ -430,7 +439,7 @@ impl LiveLanes {
     /// freed (the relay already closed it). Returns its coverage, for the policy pause and to
     /// be offered again without what the pause holds; `None` if the connection does not hold
     /// it.
-    pub(crate) fn handle_refused_group(
+    pub fn handle_refused_group(
         &mut self,
         now: Instant,
         key: &SessionKey,
@@ -446,7 +455,7 @@ impl LiveLanes {
     }
 
     /// The relay sent connection `key` a challenge it answers.
-    pub(crate) fn handle_auth_challenge(&mut self, key: &SessionKey) {
+    pub fn handle_auth_challenge(&mut self, key: &SessionKey) {
         if let Some(lane) = self.open_mut(key) {
             lane.auth.handle_challenge();
         }
@@ -457,7 +466,7 @@ impl LiveLanes {
     /// its slot, and its REQ is sent again once the relay accepts the `AUTH`. False when it
     /// is a refusal: the connection holds no key, its `AUTH` already failed or succeeded, or
     /// it is not the connection's group.
-    pub(crate) fn handle_auth_refusal(
+    pub fn handle_auth_refusal(
         &mut self,
         now: Instant,
         key: &SessionKey,
@@ -476,7 +485,7 @@ impl LiveLanes {
     /// serves reads refuses each REQ until then, in order; see [`UnansweredReqs`]). A group
     /// it still holds is parked for the connection's `AUTH`, as
     /// [`LiveLanes::handle_auth_refusal`] parks one; one closed since needs nothing.
-    pub(crate) fn handle_auth_notice(&mut self, now: Instant, key: &SessionKey) -> AuthNotice {
+    pub fn handle_auth_notice(&mut self, now: Instant, key: &SessionKey) -> AuthNotice {
         let Some(lane) = self.open_mut(key) else {
             return AuthNotice::Unmatched;
         };
@@ -493,7 +502,7 @@ impl LiveLanes {
 
     /// The relay sent `EOSE` for live group `subscription` of connection `key`: it was not
     /// refused.
-    pub(crate) fn handle_eose(&mut self, key: &SessionKey, subscription: &SubscriptionId) {
+    pub fn handle_eose(&mut self, key: &SessionKey, subscription: &SubscriptionId) {
         if let Some(lane) = self.open_mut(key) {
             lane.answered(subscription);
         }
@@ -501,7 +510,7 @@ impl LiveLanes {
 
     /// The relay accepted connection `key`'s `AUTH`: the REQs of its parked groups are
     /// queued again, once. Returns how many.
-    pub(crate) fn handle_authenticated(&mut self, key: &SessionKey) -> usize {
+    pub fn handle_authenticated(&mut self, key: &SessionKey) -> usize {
         let Some(lane) = self.open_mut(key) else {
             return 0;
         };
@@ -522,7 +531,7 @@ impl LiveLanes {
     /// with no outcome of their `AUTH` by `now`, and still hold one of them: to be closed as
     /// refused. A connection whose parked groups all left it (repacked, refused) keeps going,
     /// its AUTH counted as failed.
-    pub(crate) fn poll_auth_expired(&mut self, now: Instant) -> Vec<SessionKey> {
+    pub fn poll_auth_expired(&mut self, now: Instant) -> Vec<SessionKey> {
         self.lanes
             .iter_mut()
             .filter_map(|l| l.open.as_mut())
@@ -535,14 +544,14 @@ impl LiveLanes {
     }
 
     /// The earliest deadline of the connections' parked groups.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         self.open().filter_map(|l| l.auth.poll_timeout()).min()
     }
 
     /// Closes the extra connection `key` (it failed or was refused on) and opens no other
     /// this session. Returns its last messages, a disconnect included, and its coverage for
     /// the catch-up; the driver then asks [`LiveLanes::next_step`] about what still waits.
-    pub(crate) fn close(&mut self, key: &SessionKey) -> Option<ClosedLane> {
+    pub fn close(&mut self, key: &SessionKey) -> Option<ClosedLane> {
         let index = self.position_of(key)?;
         let lane = self.lanes.remove(index);
         self.stopped = true;
@@ -566,7 +575,7 @@ impl LiveLanes {
     /// open, what waited is forgotten, and the rebuilt overflow is offered anew to the same
     /// connections, in order, by [`LiveLanes::handle_overflow`] and [`LiveLanes::fill`].
     /// Groups parked for an `AUTH` are closed with the rest.
-    pub(crate) fn handle_repack(&mut self, now: Instant) {
+    pub fn handle_repack(&mut self, now: Instant) {
         self.unplaced.clear();
         for lane in self.lanes.iter_mut().filter_map(|l| l.open.as_mut()) {
             for (id, held) in std::mem::take(&mut lane.live) {
@@ -581,7 +590,7 @@ impl LiveLanes {
     /// Closes every extra connection and forgets their coverage and what waits (the session
     /// ended, restarts its coverage, or holds all of it now). Each closed connection's last
     /// messages close its live groups and disconnect; no coverage is handed back.
-    pub(crate) fn close_all(&mut self) -> Vec<ClosedLane> {
+    pub fn close_all(&mut self) -> Vec<ClosedLane> {
         let lanes = std::mem::take(self);
         lanes
             .lanes

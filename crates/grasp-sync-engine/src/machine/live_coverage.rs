@@ -34,20 +34,20 @@ mod tests;
 
 /// How long a rebuild the ledger refused waits before it is tried again: about one background
 /// start, after which the transient subscriptions holding its slots may have ended.
-pub(crate) const REBUILD_RETRY: Duration = Duration::from_secs(1);
+pub const REBUILD_RETRY: Duration = Duration::from_secs(1);
 
 /// Core live groups found fragmented against the complete set packed from scratch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Fragmented {
+pub struct Fragmented {
     /// The core groups the session holds.
-    pub(crate) core: usize,
+    pub core: usize,
     /// The groups the complete set needs when packed from scratch.
-    pub(crate) baseline: usize,
+    pub baseline: usize,
 }
 
 impl<Round, Parked> RelayMachine<Round, Parked> {
     /// `incoming` without coverage the relay refused by policy (paused or still suspect).
-    pub(crate) fn live_admitted(&self, incoming: Vec<TieredFilter>) -> Vec<TieredFilter> {
+    pub fn live_admitted(&self, incoming: Vec<TieredFilter>) -> Vec<TieredFilter> {
         if self.refused.is_empty() {
             return incoming;
         }
@@ -66,10 +66,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// The session's plan for `incoming` next to the groups it holds, and what goes
     /// elsewhere. `None` without a session; an error when the planner refuses for another
     /// reason than essential coverage that does not fit (then nothing is live).
-    pub(crate) fn plan_live(
-        &self,
-        incoming: Vec<TieredFilter>,
-    ) -> Option<Result<LiveSplit, PlanRefusal>> {
+    pub fn plan_live(&self, incoming: Vec<TieredFilter>) -> Option<Result<LiveSplit, PlanRefusal>> {
         let session = self.session.as_ref()?;
         let budget = self.live_budget()?;
         Some(split_live(&held_groups(&session.live), incoming, &budget))
@@ -78,7 +75,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// The complete live set `complete` packed from scratch, as a plan that replaces every
     /// group the session holds and restores them if admission fails. `None` without a
     /// session; an error as [`RelayMachine::plan_live`].
-    pub(crate) fn plan_live_rebuild(
+    pub fn plan_live_rebuild(
         &self,
         complete: Vec<TieredFilter>,
     ) -> Option<Result<LiveSplit, PlanRefusal>> {
@@ -96,7 +93,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// Whether the session's core live groups are fragmented against `complete`, the
     /// complete live set, packed from scratch: more than `margin` groups above it. `None`
     /// without a session, or when the complete set cannot be planned.
-    pub(crate) fn live_fragmented(
+    pub fn live_fragmented(
         &self,
         complete: Vec<TieredFilter>,
         margin: usize,
@@ -113,7 +110,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// The live set changed: a consolidation check is queued once the core groups pass
     /// `margin`.
-    pub(crate) fn handle_live_changed(&mut self, margin: usize) {
+    pub fn handle_live_changed(&mut self, margin: usize) {
         if let Some(session) = self.session.as_ref() {
             self.consolidation
                 .handle_live_changed(session.core_live(), margin);
@@ -124,7 +121,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// history until the next session derives the mode again. Returns how many groups closed
     /// when that is news (some closed, or the fallback was not on yet); `None` without a
     /// session.
-    pub(crate) fn retire_auxiliary(&mut self, now: Instant) -> Option<usize> {
+    pub fn retire_auxiliary(&mut self, now: Instant) -> Option<usize> {
         let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {
             return None;
         };
@@ -136,7 +133,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// Whether a rebuild of the live set must wait for the query-rate cooldown running at
     /// `now`; it is then kept pending, for the cooldown's end.
-    pub(crate) fn defer_rebuild(&mut self, now: Instant) -> bool {
+    pub fn defer_rebuild(&mut self, now: Instant) -> bool {
         self.session.as_mut().is_some_and(|session| {
             let deferred = session.defer_for_cooldown(now);
             session.rebuild_pending |= deferred;
@@ -146,7 +143,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// The ledger refused a rebuild at `now` (transient subscriptions held the slots): the
     /// groups held stay, and the rebuild is tried again after [`REBUILD_RETRY`].
-    pub(crate) fn handle_rebuild_rolled_back(&mut self, now: Instant) {
+    pub fn handle_rebuild_rolled_back(&mut self, now: Instant) {
         if let Some(session) = self.session.as_mut() {
             session.rebuild_pending = true;
             session

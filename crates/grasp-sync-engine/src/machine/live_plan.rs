@@ -19,7 +19,7 @@ mod tests;
 
 /// What became of a live plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PlanOutcome {
+pub enum PlanOutcome {
     /// Its groups are held (a no-op plan too).
     Applied,
     /// The ledger would refuse its new groups (transient subscriptions hold the slots): the
@@ -31,7 +31,7 @@ pub(crate) enum PlanOutcome {
 
 /// Why a plan was not applied as it was.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum PlanHeldBack {
+pub enum PlanHeldBack {
     /// A query-rate cooldown runs: planning waits for its end.
     Cooldown,
     /// Asked before anything was closed, the ledger would refuse the new groups: the groups
@@ -44,12 +44,13 @@ pub(crate) enum PlanHeldBack {
 
 /// What one [`RelayMachine::apply_live_plan`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PlanApplied {
-    pub(crate) outcome: PlanOutcome,
+pub struct PlanApplied {
+    /// What became of the plan.
+    pub outcome: PlanOutcome,
     /// Why it was not applied as it was, if it was not.
-    pub(crate) held_back: Option<PlanHeldBack>,
+    pub held_back: Option<PlanHeldBack>,
     /// What the live queue did after the plan's groups were queued.
-    pub(crate) driven: LiveDriven,
+    pub driven: LiveDriven,
 }
 
 impl PlanApplied {
@@ -65,7 +66,7 @@ impl PlanApplied {
 impl<Round, Parked> RelayMachine<Round, Parked> {
     /// Applies `plan` to the session at `now` (see the module); its new groups take the
     /// subscription IDs `ids`, one per group, in order.
-    pub(crate) fn apply_live_plan(
+    pub fn apply_live_plan(
         &mut self,
         now: Instant,
         plan: LivePlan,

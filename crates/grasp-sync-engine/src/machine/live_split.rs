@@ -21,20 +21,20 @@ use crate::machine::lanes::lane_tier;
 
 /// The session's share of some live coverage, and what goes elsewhere.
 #[derive(Debug)]
-pub(crate) struct LiveSplit {
+pub struct LiveSplit {
     /// The change to the session's live set. Its deferrals hold what goes to history or to
     /// the catch-up.
-    pub(crate) plan: LivePlan,
+    pub plan: LivePlan,
     /// Core coverage for the extra connections.
-    pub(crate) overflow: Vec<TieredFilter>,
+    pub overflow: Vec<TieredFilter>,
     /// Why essential coverage was split, when it did not fit the session whole.
-    pub(crate) split_for: Option<PlanRefusal>,
+    pub split_for: Option<PlanRefusal>,
 }
 
 /// Splits `incoming` between a session holding `held` within `budget` and the extra
 /// connections. Fails only when the planner refuses for another reason than essential
 /// coverage that does not fit (a packing failure): then nothing is live.
-pub(crate) fn split_live(
+pub fn split_live(
     held: &[HeldGroup],
     incoming: Vec<TieredFilter>,
     budget: &LiveBudget,

@@ -32,31 +32,31 @@ mod tests;
 /// items (repositories and roots) if that is more ([`first_sync_max_held`]), goes by REQ+EOSE
 /// instead of NIP-77 on a relay that has not completed a historic sync yet (with the engine's
 /// `first_sync_by_req` setting).
-pub(crate) const FIRST_SYNC_MAX_HELD: usize = 100;
+pub const FIRST_SYNC_MAX_HELD: usize = 100;
 
 /// How many held events still make a batch of `items` repositories and roots a first sync of
 /// its coverage: fewer than one per item (a store that holds a repository's coverage holds its
 /// state and roots, a root's its replies), and never fewer than [`FIRST_SYNC_MAX_HELD`]. A batch
 /// that merges many index updates (learned while the relay worked through a backlog) is
 /// judged by its size, as its parts would have been one by one.
-pub(crate) fn first_sync_max_held(items: &PendingItems) -> usize {
+pub fn first_sync_max_held(items: &PendingItems) -> usize {
     FIRST_SYNC_MAX_HELD.max(items.repos.len() + items.root_events.len())
 }
 
 /// What the engine knows of the relay when the store says how much of a batch it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RelayFacts {
+pub struct RelayFacts {
     /// The relay is known to take several filters per REQ (it said so, or accepted such a REQ
     /// in this session), so one REQ+EOSE start can carry several of the batch's filters.
-    pub(crate) several_per_req: bool,
+    pub several_per_req: bool,
     /// The store was not new when the engine started, or the relay completed a historic sync:
     /// its batches reconcile coverage the store mostly holds.
-    pub(crate) reconciling: bool,
+    pub reconciling: bool,
 }
 
 /// How a batch's history is fetched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HistoryRoute {
+pub enum HistoryRoute {
     /// NIP-77 rounds, which send nothing the store holds.
     Nip77,
     /// REQ+EOSE pages: a first sync of coverage the store barely holds.
@@ -65,13 +65,13 @@ pub(crate) enum HistoryRoute {
 
 /// The negentropy side of a pending batch.
 #[derive(Debug)]
-pub(crate) struct NegBatch {
+pub struct NegBatch {
     /// The batch's semantic filters, for the REQ+EOSE fallback.
-    pub(crate) filters: Vec<Filter>,
+    pub filters: Vec<Filter>,
     /// While the store is asked whether it holds any of the batch's coverage, its rounds wait.
-    pub(crate) checking_held: bool,
+    pub checking_held: bool,
     /// Fewer held events than this make the batch a first sync ([`first_sync_max_held`]).
-    pub(crate) max_held: usize,
+    pub max_held: usize,
     missing: BTreeSet<EventId>,
     fell_back: bool,
     /// A round stayed refused by policy (its filter is paused): once every round ended the
@@ -94,7 +94,7 @@ enum NegPhase {
 
 /// What a batch does once every round ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum RoundsDone {
+pub enum RoundsDone {
     /// A round stayed refused by policy: the batch fails, and the rest is derived again.
     Fail,
     /// A round failed: the batch goes to REQ+EOSE over its semantic filters.
@@ -107,7 +107,7 @@ pub(crate) enum RoundsDone {
 
 /// What a batch does once the REQs it queued drained.
 #[derive(Debug)]
-pub(crate) enum Drained {
+pub enum Drained {
     /// Its REQ+EOSE fallback groups finished, or hydration delivered everything.
     Confirm,
     /// A recovery batch ended: report to recovery what `pass` delivered (the caller leaves out
@@ -143,7 +143,7 @@ pub(crate) enum Drained {
 impl NegBatch {
     /// A batch about to send its rounds over `filters`; `checking_held` while the store is
     /// asked how much of it it holds.
-    pub(crate) fn rounds(filters: Vec<Filter>, checking_held: bool, max_held: usize) -> NegBatch {
+    pub fn rounds(filters: Vec<Filter>, checking_held: bool, max_held: usize) -> NegBatch {
         NegBatch {
             filters,
             checking_held,
@@ -156,7 +156,7 @@ impl NegBatch {
     }
 
     /// A recovery batch fetching `ids`.
-    pub(crate) fn recovery(ids: BTreeSet<EventId>) -> NegBatch {
+    pub fn recovery(ids: BTreeSet<EventId>) -> NegBatch {
         NegBatch {
             phase: NegPhase::Recovery {
                 pass: HydrationPass::new(ids),
@@ -166,24 +166,24 @@ impl NegBatch {
     }
 
     /// A round's diff: the relay holds these events that the store lacks.
-    pub(crate) fn handle_round_diff(&mut self, missing: impl IntoIterator<Item = EventId>) {
+    pub fn handle_round_diff(&mut self, missing: impl IntoIterator<Item = EventId>) {
         self.missing.extend(missing);
     }
 
     /// A round failed, or the rounds still queued will not start: the batch falls back to
     /// REQ+EOSE once every round ended.
-    pub(crate) fn handle_round_failed(&mut self) {
+    pub fn handle_round_failed(&mut self) {
         self.fell_back = true;
     }
 
     /// A round stays refused by policy: the batch fails once every round ended.
-    pub(crate) fn handle_round_refused(&mut self) {
+    pub fn handle_round_refused(&mut self) {
         self.refused = true;
     }
 
     /// Whether the batch may still trade its rounds for REQ+EOSE as a first sync: none of
     /// them failed and it is not hydrating.
-    pub(crate) fn may_trade_for_req(&self) -> bool {
+    pub fn may_trade_for_req(&self) -> bool {
         matches!(self.phase, NegPhase::Rounds) && !self.fell_back
     }
 
@@ -199,7 +199,7 @@ impl NegBatch {
     ///   batch of several filters, with fewer held events than `max_held`, none of which this
     ///   relay delivered itself (`delivered`: it would send them again);
     /// - a failed read, or a batch whose rounds already failed or hydrate: NIP-77.
-    pub(crate) fn handle_held(
+    pub fn handle_held(
         &mut self,
         held: Option<&[EventId]>,
         relay: RelayFacts,
@@ -226,7 +226,7 @@ impl NegBatch {
 
     /// Every round ended: what the batch does next. [`RoundsDone::Hydrate`] starts the first
     /// pass.
-    pub(crate) fn handle_rounds_done(&mut self) -> RoundsDone {
+    pub fn handle_rounds_done(&mut self) -> RoundsDone {
         if self.refused {
             return RoundsDone::Fail;
         }
@@ -246,7 +246,7 @@ impl NegBatch {
     }
 
     /// An exact-ID fetch of the batch delivered `id`.
-    pub(crate) fn handle_exact_delivery(&mut self, id: EventId) {
+    pub fn handle_exact_delivery(&mut self, id: EventId) {
         match &mut self.phase {
             NegPhase::Hydrating { pass, .. } | NegPhase::Recovery { pass } => {
                 pass.handle_delivered(id);
@@ -256,7 +256,7 @@ impl NegBatch {
     }
 
     /// The hydrating pass's advertised and delivered counts, and whether it is the first.
-    pub(crate) fn hydration_progress(&self) -> Option<(usize, usize, bool)> {
+    pub fn hydration_progress(&self) -> Option<(usize, usize, bool)> {
         match &self.phase {
             NegPhase::Hydrating { pass, first_pass } => {
                 Some((pass.advertised().len(), pass.delivered(), *first_pass))
@@ -266,7 +266,7 @@ impl NegBatch {
     }
 
     /// Every REQ the batch queued drained: what it does next.
-    pub(crate) fn handle_drained(self) -> Drained {
+    pub fn handle_drained(self) -> Drained {
         match self.phase {
             NegPhase::Rounds => Drained::Confirm,
             NegPhase::Recovery { pass } => Drained::RecoveryDone { pass },

@@ -37,20 +37,24 @@ mod tests;
 /// queue and the one behind it. Enough that the head is ready when the gate next opens (rounds
 /// start at most one per second, a read takes milliseconds); few enough that a long queue
 /// holds at most two "have" sets per relay.
-pub(crate) const PREPARED_AHEAD: usize = 2;
+pub const PREPARED_AHEAD: usize = 2;
 
 /// A negentropy round waiting for its "have" set, a permit, a history slot and the gates.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NegRound {
-    pub(crate) subscription_id: SubscriptionId,
-    pub(crate) batch: BatchId,
-    pub(crate) filter: Filter,
-    pub(crate) have: Preparation,
+pub struct NegRound {
+    /// The round's subscription, registered in its batch.
+    pub subscription_id: SubscriptionId,
+    /// Its batch.
+    pub batch: BatchId,
+    /// The filter it reconciles.
+    pub filter: Filter,
+    /// How far its "have" set is.
+    pub have: Preparation,
 }
 
 /// How far a queued round's "have" set is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Preparation {
+pub enum Preparation {
     /// Not asked for yet (the round is further back than [`PREPARED_AHEAD`]).
     Unread,
     /// A preparation job is reading it.
@@ -61,7 +65,7 @@ pub(crate) enum Preparation {
 
 impl NegRound {
     /// A round of `batch` over `filter`, its "have" set not asked for yet.
-    pub(crate) fn new(subscription_id: SubscriptionId, batch: BatchId, filter: Filter) -> Self {
+    pub fn new(subscription_id: SubscriptionId, batch: BatchId, filter: Filter) -> Self {
         Self {
             subscription_id,
             batch,
@@ -73,16 +77,18 @@ impl NegRound {
 
 /// One round [`RelayMachine::drive_negentropy`] started: its NEG-OPEN is queued as a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StartedRound {
-    pub(crate) subscription_id: SubscriptionId,
-    pub(crate) batch: BatchId,
+pub struct StartedRound {
+    /// The round's subscription.
+    pub subscription_id: SubscriptionId,
+    /// Its batch.
+    pub batch: BatchId,
     /// Whether it is the session's probe of NIP-77 support.
-    pub(crate) probe: bool,
+    pub probe: bool,
 }
 
 /// Why [`RelayMachine::drive_negentropy`] stopped starting rounds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum NegStop {
+pub enum NegStop {
     /// The queue is empty, or its head waits: for its read, the probe's report, a released
     /// permit or a gate (whose wait is armed as [`SessionTimer::GateWait`]).
     Waiting,
@@ -92,31 +98,38 @@ pub(crate) enum NegStop {
     NoPermit(LedgerError),
     /// The relay does not speak NIP-77: these queued batches fall back to REQ+EOSE.
     Off {
+        /// Why the relay does not speak NIP-77.
         reason: NoNip77,
+        /// The batches with queued rounds.
         batches: BTreeSet<BatchId>,
     },
     /// The reactive gate refuses NIP-77 now: the head's batch falls back to REQ+EOSE.
-    Rejected { batch: BatchId },
+    Rejected {
+        /// The head's batch.
+        batch: BatchId,
+    },
 }
 
 /// What one [`RelayMachine::drive_negentropy`] decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NegDrive {
+pub struct NegDrive {
     /// Rounds started, in order.
-    pub(crate) started: Vec<StartedRound>,
-    pub(crate) stop: NegStop,
+    pub started: Vec<StartedRound>,
+    /// Why it stopped.
+    pub stop: NegStop,
 }
 
 /// A round of the current session that ended ([`RelayMachine::handle_round_ended`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RoundEnded {
-    pub(crate) batch: BatchId,
+pub struct RoundEnded {
+    /// The round's batch.
+    pub batch: BatchId,
     /// It started before the session authenticated (its refusal may predate the AUTH).
-    pub(crate) before_auth: bool,
+    pub before_auth: bool,
 }
 
 /// Asks for the store reads of the first [`PREPARED_AHEAD`] queued rounds that have none yet.
-pub(crate) fn prepare_ahead<Parked>(session: &mut SessionState<NegRound, Parked>, jobs: &mut Jobs) {
+pub fn prepare_ahead<Parked>(session: &mut SessionState<NegRound, Parked>, jobs: &mut Jobs) {
     let key = &session.key;
     for round in session.neg_queue.iter_mut().take(PREPARED_AHEAD) {
         if round.have == Preparation::Unread {
@@ -136,7 +149,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
     /// Whether the session may reconcile by NIP-77: the relay is not known not to speak it,
     /// and the reactive gate allows NIP-77 (no query-rate episode turned it off). False
     /// without a session.
-    pub(crate) fn nip77_rounds_allowed(&self) -> bool {
+    pub fn nip77_rounds_allowed(&self) -> bool {
         self.nip77.allows_rounds()
             && self
                 .session
@@ -150,7 +163,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
     /// [`super::job_reports`]). The rounds now at the head have their "have" sets asked for.
     /// Returns each round's subscription and filter, for the driver to register in the batch;
     /// `None` without a session.
-    pub(crate) fn queue_negentropy_batch(
+    pub fn queue_negentropy_batch(
         &mut self,
         batch: BatchId,
         filters: Vec<Filter>,
@@ -187,7 +200,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
     /// The rounds of `batch` still queued will not start (a gate refused NIP-77, or the relay
     /// does not speak it): they leave the queue, and the batch falls back to REQ+EOSE once
     /// every round ended. Returns their subscriptions, for the driver to resolve in the batch.
-    pub(crate) fn drop_queued_rounds(&mut self, batch: BatchId) -> Vec<SubscriptionId> {
+    pub fn drop_queued_rounds(&mut self, batch: BatchId) -> Vec<SubscriptionId> {
         let mut dropped = Vec::new();
         if let Some(session) = self.session.as_mut() {
             session.neg_queue.retain(|round| {
@@ -208,7 +221,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
     /// Starts the session's queued rounds at `now` while the rules allow (see the module),
     /// taking a slot of `slots` and queueing a [`Job::RunRound`] for each, read through
     /// [`RelayMachine::poll_job`]. Nothing is started without a session and a ledger.
-    pub(crate) fn drive_negentropy(&mut self, now: Instant, slots: &mut HistorySlots) -> NegDrive {
+    pub fn drive_negentropy(&mut self, now: Instant, slots: &mut HistorySlots) -> NegDrive {
         let jobs = &mut self.jobs;
         let mut started = Vec::new();
         let paused_until = self.health.sync_paused_until(now);
@@ -353,7 +366,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
     /// support learns from it (even when its batch was abandoned since: a probe's end is what
     /// the rounds behind it wait for), and its permit goes back to the ledger. `None` for a
     /// round of an ended session, or one no longer in flight.
-    pub(crate) fn handle_round_ended<T>(
+    pub fn handle_round_ended<T>(
         &mut self,
         now: Instant,
         key: &SessionKey,
@@ -375,7 +388,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
 
     /// Drops the session's NIP-77 work at `now` (a fresh start or a teardown): every batch's
     /// rounds, queued or in flight, whose permits go back to the ledger.
-    pub(crate) fn abandon_negentropy(&mut self, now: Instant) {
+    pub fn abandon_negentropy(&mut self, now: Instant) {
         self.neg_batches.clear();
         let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {
             return;
@@ -388,7 +401,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
     }
 
     /// Forgets the NIP-77 side of `batch` (it failed): its state and its queued rounds.
-    pub(crate) fn forget_negentropy_batch(&mut self, batch: BatchId) {
+    pub fn forget_negentropy_batch(&mut self, batch: BatchId) {
         self.neg_batches.remove(&batch);
         if let Some(session) = self.session.as_mut() {
             session.neg_queue.retain(|round| round.batch != batch);

@@ -334,7 +334,8 @@ impl FallbackReason {
         )
     }
 
-    pub(crate) fn index(self) -> usize {
+    /// Its position in [`FallbackReason::ALL`], for counters kept per reason.
+    pub fn index(self) -> usize {
         self as usize
     }
 }

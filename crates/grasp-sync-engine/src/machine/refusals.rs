@@ -38,7 +38,7 @@ mod tests;
 
 /// Work a relay refused with `auth-required:`, parked until the session's AUTH succeeds.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum ParkedWork {
+pub enum ParkedWork {
     /// Repository coverage refused by REQ (a historic batch, now abandoned, or a live group,
     /// now retired): derived again after AUTH; paused by policy if the AUTH fails.
     Coverage(Vec<Filter>),
@@ -61,19 +61,19 @@ pub(crate) enum ParkedWork {
 
 /// What a CLOSED (or a NOTICE standing in for one) did to the relay's machine.
 #[derive(Debug)]
-pub(crate) struct ClosedAnswer {
+pub struct ClosedAnswer {
     /// The refusal, classified.
-    pub(crate) refusal: Refusal,
+    pub refusal: Refusal,
     /// It concerned work the session held and was counted in the relay's statistics (the
     /// driver counts it in the metrics).
-    pub(crate) counted: bool,
+    pub counted: bool,
     /// What became of the refused work.
-    pub(crate) outcome: ClosedOutcome,
+    pub outcome: ClosedOutcome,
 }
 
 /// What became of the work a CLOSED refused.
 #[derive(Debug)]
-pub(crate) enum ClosedOutcome {
+pub enum ClosedOutcome {
     /// The relay has no session: nothing.
     NoSession,
     /// An answer to a subscription already retired: it refused nothing held. `stale` when it
@@ -96,7 +96,7 @@ pub(crate) enum ClosedOutcome {
 
 /// What an `auth-required:` CLOSED parked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AuthParked {
+pub enum AuthParked {
     /// A participant-discovery REQ, its page released: its batch stays pending, to send it
     /// again after the AUTH.
     Discovery,
@@ -116,32 +116,32 @@ pub(crate) enum AuthParked {
 
 /// A subscription budget a refusal taught.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BudgetLearned {
+pub struct BudgetLearned {
     /// The learned budget.
-    pub(crate) learned: usize,
+    pub learned: usize,
     /// The budget the ledger held before.
-    pub(crate) previous: usize,
+    pub previous: usize,
 }
 
 /// Health's judgement of a CLOSED, and what it asks of the driver.
 #[derive(Debug)]
-pub(crate) struct Judged {
+pub struct Judged {
     /// What the refusal taught the learned limits.
-    pub(crate) learned: LimitsLearned,
+    pub learned: LimitsLearned,
     /// A refused discovery batch to ask again at once (rule 4 of [`super::closed_route`]).
-    pub(crate) retry_discovery: Option<BatchId>,
+    pub retry_discovery: Option<BatchId>,
     /// Coverage the refusal paused by policy. The driver sends queued NIP-77 rounds to REQs
     /// and readmits queued history, so neither sends it as it was.
-    pub(crate) refused_coverage: Option<CoverageRefused>,
+    pub refused_coverage: Option<CoverageRefused>,
     /// What becomes of the refused work.
-    pub(crate) consequence: Consequence,
+    pub consequence: Consequence,
     /// The filters of the refused subscription.
-    pub(crate) refused_filters: Vec<Filter>,
+    pub refused_filters: Vec<Filter>,
 }
 
 /// What a policy refusal did to the refused coverage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CoverageRefused {
+pub enum CoverageRefused {
     /// One filter, paused until the policy pause ends.
     Paused,
     /// Several filters, now suspects that later work sends one per REQ.
@@ -153,16 +153,16 @@ pub(crate) enum CoverageRefused {
 
 /// What a refusal taught the relay's learned limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct LimitsLearned {
+pub struct LimitsLearned {
     /// The filters-per-REQ ceiling, lowered.
-    pub(crate) ceiling: Option<usize>,
+    pub ceiling: Option<usize>,
     /// The retained-subscription byte cap, learned.
-    pub(crate) byte_cap: Option<usize>,
+    pub byte_cap: Option<usize>,
 }
 
 /// What a NOTICE did to the relay's machine.
 #[derive(Debug)]
-pub(crate) enum NoticeAnswer {
+pub enum NoticeAnswer {
     /// Not a refusal the engine knows.
     Unknown,
     /// A refusal of REQ `subscription_id`, not answered before, handled as its CLOSED. A CLOSE
@@ -185,7 +185,7 @@ pub(crate) enum NoticeAnswer {
 
 /// What a NOTICE that answers no REQ did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NoticeOutcome {
+pub enum NoticeOutcome {
     /// `auth-required:` while no REQ of ours waits for an answer: nothing was refused. A relay
     /// that sends this beside a CLOSED names the request there; one that sends it on its own
     /// (an AUTH timeout, before closing) ends the connection itself.
@@ -201,7 +201,7 @@ impl<Round> RelayMachine<Round, ParkedWork> {
     /// for one). `sent_filters` is the number of filters the REQ was sent with, when the relay
     /// had not answered it before. `discovery_scope` gives the refusal scope of a batch that is
     /// an identity query or a mailbox probe.
-    pub(crate) fn handle_closed(
+    pub fn handle_closed(
         &mut self,
         now: Instant,
         subscription_id: &SubscriptionId,
@@ -329,7 +329,7 @@ impl<Round> RelayMachine<Round, ParkedWork> {
     /// its coverage paused by policy without one; never a pause of the whole relay. One that
     /// answers a REQ closed since refuses nothing held. `discovery_scope` is as for
     /// [`Self::handle_closed`].
-    pub(crate) fn handle_notice(
+    pub fn handle_notice(
         &mut self,
         now: Instant,
         text: &str,
@@ -435,11 +435,7 @@ impl<Round> RelayMachine<Round, ParkedWork> {
 impl<Round, Parked> RelayMachine<Round, Parked> {
     /// A query-rate refusal of a NIP-77 round (its NEG-ERR) with `text` at `now`: counted, a
     /// rate-limit pause, and the reactive gate's cooldown, as for a refused REQ.
-    pub(crate) fn handle_rate_refusal(
-        &mut self,
-        now: Instant,
-        text: &str,
-    ) -> (Refusal, LimitsLearned) {
+    pub fn handle_rate_refusal(&mut self, now: Instant, text: &str) -> (Refusal, LimitsLearned) {
         let refusal = classify(text);
         self.count_refusal(&refusal, text);
         let action =
@@ -510,7 +506,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     }
 
     /// Counts `refusal` (with its `text`) in the relay's statistics.
-    pub(crate) fn count_refusal(&mut self, refusal: &Refusal, text: &str) {
+    pub fn count_refusal(&mut self, refusal: &Refusal, text: &str) {
         *self
             .stats
             .refusals

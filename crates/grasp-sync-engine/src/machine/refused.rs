@@ -137,7 +137,7 @@ struct Paused {
 
 /// What to do with one filter of new work.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Admission {
+pub enum Admission {
     /// Send it as usual.
     Send(Filter),
     /// Send it in a REQ of its own: it may hold refused coverage.
@@ -146,7 +146,7 @@ pub(crate) enum Admission {
 
 /// One relay's refused coverage. It outlives sessions, as a policy does.
 #[derive(Debug, Default)]
-pub(crate) struct RefusedCoverage {
+pub struct RefusedCoverage {
     paused: Vec<Paused>,
     paused_atoms: BTreeMap<Atom, Instant>,
     suspect_atoms: BTreeMap<Atom, ()>,
@@ -158,16 +158,16 @@ pub(crate) struct RefusedCoverage {
 }
 
 /// Wait before a probe that could not run (its batch failed or never started) is due again.
-pub(crate) const PROBE_RETRY: Duration = Duration::from_secs(5);
+pub const PROBE_RETRY: Duration = Duration::from_secs(5);
 
 /// Refusals of one shape, each of a filter sent alone, after which the whole shape is paused.
-const SHAPE_REFUSALS: u32 = 2;
+pub const SHAPE_REFUSALS: u32 = 2;
 
 impl RefusedCoverage {
     /// The relay refused a request carrying `filters` by policy; its coverage is paused until
     /// `until`. One filter is paused; several become suspects. Returns whether anything was
     /// paused.
-    pub(crate) fn handle_refusal(&mut self, filters: &[Filter], until: Instant) -> bool {
+    pub fn handle_refusal(&mut self, filters: &[Filter], until: Instant) -> bool {
         match filters {
             [] => false,
             [filter] => {
@@ -210,7 +210,7 @@ impl RefusedCoverage {
 
     /// A request carrying `filters` completed: the suspects among them are innocent. Returns
     /// whether any suspect was cleared.
-    pub(crate) fn handle_success(&mut self, filters: &[Filter]) -> bool {
+    pub fn handle_success(&mut self, filters: &[Filter]) -> bool {
         let mut cleared = false;
         let completed: Vec<Filter> = filters.iter().map(without_bounds).collect();
         self.paused
@@ -228,13 +228,13 @@ impl RefusedCoverage {
     }
 
     /// Whether nothing is paused or suspect.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.paused_atoms.is_empty() && self.suspect_atoms.is_empty() && self.shapes.is_empty()
     }
 
     /// Whether any of `filters` touches refused coverage (paused or suspect values, or a
     /// shape refused before): such work goes by REQ, where a refusal names its filters.
-    pub(crate) fn affects(&self, filters: &[Filter]) -> bool {
+    pub fn affects(&self, filters: &[Filter]) -> bool {
         !self.is_empty()
             && filters.iter().any(|filter| {
                 let split = split(filter);
@@ -250,7 +250,7 @@ impl RefusedCoverage {
     /// dropped), and filters holding a suspect value, or of a shape refused before, are to be
     /// sent alone. What is removed is remembered as paused coverage, so its probe fetches it
     /// once the pause ends even though the work it came with completes without it.
-    pub(crate) fn admit(&mut self, now: Instant, filters: Vec<Filter>) -> Vec<Admission> {
+    pub fn admit(&mut self, now: Instant, filters: Vec<Filter>) -> Vec<Admission> {
         if self.is_empty() {
             return filters.into_iter().map(Admission::Send).collect();
         }
@@ -268,7 +268,7 @@ impl RefusedCoverage {
     /// Filters for live coverage: without paused or suspect values (suspects are
     /// settled by history first), and without shapes refused [`SHAPE_REFUSALS`] times until a
     /// filter of the shape completes.
-    pub(crate) fn live(&self, filters: Vec<Filter>) -> Vec<Filter> {
+    pub fn live(&self, filters: Vec<Filter>) -> Vec<Filter> {
         if self.is_empty() {
             return filters;
         }
@@ -345,7 +345,7 @@ impl RefusedCoverage {
 
     /// Whether a request carrying `filters`, admitted earlier, now holds coverage paused at
     /// `now` (a refusal came in while it waited): it must not be sent.
-    pub(crate) fn blocks(&self, now: Instant, filters: &[Filter]) -> bool {
+    pub fn blocks(&self, now: Instant, filters: &[Filter]) -> bool {
         !self.is_empty()
             && filters.iter().any(|filter| {
                 let split = split(filter);
@@ -355,7 +355,7 @@ impl RefusedCoverage {
     }
 
     /// Whether `filter`'s coverage is paused at `now` (a policy refusal re-paused it).
-    pub(crate) fn is_paused(&self, now: Instant, filter: &Filter) -> bool {
+    pub fn is_paused(&self, now: Instant, filter: &Filter) -> bool {
         split(filter)
             .atoms
             .iter()
@@ -385,7 +385,7 @@ impl RefusedCoverage {
 
     /// The probes handed out will not complete (their session or their batches ended): they
     /// are due again at once.
-    pub(crate) fn handle_probes_lost(&mut self) {
+    pub fn handle_probes_lost(&mut self) {
         self.probe_batches.clear();
         for paused in &mut self.paused {
             paused.probing = false;
@@ -393,7 +393,7 @@ impl RefusedCoverage {
     }
 
     /// The probe of `filter` will not complete: it is due again, not before `not_before`.
-    pub(crate) fn handle_probe_lost(&mut self, filter: &Filter, not_before: Instant) {
+    pub fn handle_probe_lost(&mut self, filter: &Filter, not_before: Instant) {
         let filter = without_bounds(filter);
         for paused in self.paused.iter_mut().filter(|p| p.filter == filter) {
             paused.probing = false;
@@ -402,25 +402,25 @@ impl RefusedCoverage {
     }
 
     /// The probe of `filter`, handed out by [`Self::poll_probes`], runs as historic `batch`.
-    pub(crate) fn handle_probe_opened(&mut self, batch: BatchId, filter: Filter) {
+    pub fn handle_probe_opened(&mut self, batch: BatchId, filter: Filter) {
         self.probe_batches.insert(batch, filter);
     }
 
     /// The probe of `filter` could not open a batch at `now`: it is due again after
     /// [`PROBE_RETRY`].
-    pub(crate) fn handle_probe_unopened(&mut self, filter: &Filter, now: Instant) {
+    pub fn handle_probe_unopened(&mut self, filter: &Filter, now: Instant) {
         self.handle_probe_lost(filter, now + PROBE_RETRY);
     }
 
     /// Whether historic `batch` is a probe: only a probe may send paused coverage.
-    pub(crate) fn is_probe(&self, batch: BatchId) -> bool {
+    pub fn is_probe(&self, batch: BatchId) -> bool {
         self.probe_batches.contains_key(&batch)
     }
 
     /// Historic `batch` ended at `now`, confirmed or not. A probe that failed for any reason
     /// but a new policy refusal (which paused its filter again) is due again after
     /// [`PROBE_RETRY`]; one that completed waits for [`Self::handle_success`] of its filter.
-    pub(crate) fn handle_batch_done(&mut self, batch: BatchId, success: bool, now: Instant) {
+    pub fn handle_batch_done(&mut self, batch: BatchId, success: bool, now: Instant) {
         if let Some(filter) = self.probe_batches.remove(&batch) {
             if !success && !self.is_paused(now, &filter) {
                 self.handle_probe_unopened(&filter, now);
@@ -459,7 +459,7 @@ impl RefusedCoverage {
     /// Refused filters whose pause has ended by `now`: each is handed out once, to be tried
     /// again alone as the recovery probe. Their coverage becomes suspect: kept out of the live
     /// set until the probe completes, and paused again if the probe is refused.
-    pub(crate) fn poll_probes(&mut self, now: Instant) -> Vec<Filter> {
+    pub fn poll_probes(&mut self, now: Instant) -> Vec<Filter> {
         let mut due = Vec::new();
         for paused in &mut self.paused {
             if !paused.probing && paused.until <= now {
@@ -479,7 +479,7 @@ impl RefusedCoverage {
     }
 
     /// When the next probe is due.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         self.paused
             .iter()
             .filter(|p| !p.probing)
@@ -488,14 +488,14 @@ impl RefusedCoverage {
     }
 
     /// How many refused filters are paused or being probed.
-    pub(crate) fn paused_filters(&self) -> usize {
+    pub fn paused_filters(&self) -> usize {
         self.paused.len()
     }
 }
 
 /// `filter` without `since`, `until` and `limit`: all of history, every match (a live filter
 /// carries `limit: 0`).
-pub(crate) fn without_bounds(filter: &Filter) -> Filter {
+pub fn without_bounds(filter: &Filter) -> Filter {
     let mut filter = filter.clone();
     filter.since = None;
     filter.until = None;

@@ -44,91 +44,113 @@ pub(crate) mod testing;
 mod tests;
 
 /// Everything the engine knows about one relay, as state.
-pub(crate) struct RelayMachine<Round, Parked> {
-    pub(crate) health: RelayHealth,
-    pub(crate) learned: LearnedLimits,
+pub struct RelayMachine<Round, Parked> {
+    /// The relay's health: pauses, backoff, refusal counts.
+    pub health: RelayHealth,
+    /// What the relay taught: filter ceiling, byte cap, proven filter count.
+    pub learned: LearnedLimits,
     /// The ledger outlives sessions: each connection starts a new generation.
-    pub(crate) ledger: Option<SubscriptionLedger>,
+    pub ledger: Option<SubscriptionLedger>,
     /// The attempt in flight, if a dial was queued.
-    pub(crate) dialing: Option<u64>,
+    pub dialing: Option<u64>,
     /// The connected session, if any: its state ends with it.
-    pub(crate) session: Option<SessionState<Round, Parked>>,
-    pub(crate) stats: RelayStats,
+    pub session: Option<SessionState<Round, Parked>>,
+    /// Counters for the status snapshot.
+    pub stats: RelayStats,
     /// The relay's named timers (completion check, coverage retry, daily reconciliation).
-    pub(crate) timers: Timers<RelayTimer>,
+    pub timers: Timers<RelayTimer>,
     /// The Layer 1 announcements batch of the current session.
-    pub(crate) announcements_batch: Option<BatchId>,
+    pub announcements_batch: Option<BatchId>,
     /// A subscription budget the relay taught us by refusing (it did not advertise one, or
     /// advertised too much); kept across sessions.
-    pub(crate) learned_slots: Option<usize>,
+    pub learned_slots: Option<usize>,
     /// Which direct members this relay covers, and its descendant fallback state.
-    pub(crate) descendants: DescendantCoverage,
+    pub descendants: DescendantCoverage,
     /// The negentropy side of pending batches reconciled by NIP-77.
-    pub(crate) neg_batches: BTreeMap<BatchId, NegBatch>,
+    pub neg_batches: BTreeMap<BatchId, NegBatch>,
     /// Whether the relay speaks NIP-77: this session's knowledge and a verdict kept across
     /// sessions.
-    pub(crate) nip77: Nip77Support,
+    pub nip77: Nip77Support,
     /// Coverage this relay refused by policy, paused on its own; kept across sessions.
-    pub(crate) refused: RefusedCoverage,
+    pub refused: RefusedCoverage,
     /// The queued consolidation check of the core live groups.
-    pub(crate) consolidation: Consolidation,
+    pub consolidation: Consolidation,
     /// Coverage left out of the live set by the learned byte cap, and its paced catch-up.
-    pub(crate) catch_up: CatchUp,
+    pub catch_up: CatchUp,
     /// What the relay delivered during its first sync, across its sessions until then.
-    pub(crate) delivered: DeliveredIds,
+    pub delivered: DeliveredIds,
     /// Pending batches that must not be confirmed (truncated, or with failed saves), and
     /// their retry backoffs.
-    pub(crate) incomplete: IncompleteBatches,
+    pub incomplete: IncompleteBatches,
     /// Extra connections holding the essential live coverage the session's budget cannot.
-    pub(crate) lanes: LiveLanes,
+    pub lanes: LiveLanes,
     /// Store reads and NIP-77 rounds decided and not yet performed, each with the session
     /// that asked ([`Self::poll_job`]).
-    pub(crate) jobs: Jobs,
+    pub jobs: Jobs,
     /// Dial attempts decided and not yet handed to the dial workers ([`Self::poll_dial`]).
-    pub(crate) dials: Dials,
+    pub dials: Dials,
 }
 
 /// Counters kept for the status snapshot and the closing figures.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct RelayStats {
-    pub(crate) req_starts_live: u64,
-    pub(crate) req_starts_historic: u64,
-    pub(crate) events_received: u64,
-    pub(crate) peak_subscriptions: usize,
-    pub(crate) refusals: BTreeMap<&'static str, u64>,
-    pub(crate) stale_refusals: u64,
-    pub(crate) connections: u64,
-    pub(crate) quick_reconnects: u64,
-    pub(crate) long_reconnects: u64,
-    pub(crate) daily_reconciliations: u64,
-    pub(crate) consolidations: u64,
-    pub(crate) catch_ups: u64,
-    pub(crate) history_truncated: u64,
-    pub(crate) history_unsaved: u64,
-    pub(crate) unsaved_events: u64,
+pub struct RelayStats {
+    /// Live REQs started.
+    pub req_starts_live: u64,
+    /// Historic REQs started.
+    pub req_starts_historic: u64,
+    /// Events the relay delivered.
+    pub events_received: u64,
+    /// The most subscriptions held at once.
+    pub peak_subscriptions: usize,
+    /// Refusals counted, by category label.
+    pub refusals: BTreeMap<&'static str, u64>,
+    /// Refusals of subscriptions already retired.
+    pub stale_refusals: u64,
+    /// Sessions connected.
+    pub connections: u64,
+    /// Reconnects within the 15-minute rule's quick window.
+    pub quick_reconnects: u64,
+    /// Reconnects after it (a fresh start).
+    pub long_reconnects: u64,
+    /// Daily reconciliations run.
+    pub daily_reconciliations: u64,
+    /// Live consolidations run.
+    pub consolidations: u64,
+    /// Catch-up queries opened.
+    pub catch_ups: u64,
+    /// Historic batches the relay truncated.
+    pub history_truncated: u64,
+    /// Historic batches with events the store failed to save.
+    pub history_unsaved: u64,
+    /// Events the store did not save.
+    pub unsaved_events: u64,
     /// Paging quirks the last session showed (labels from `RelayQuirks::labels`).
-    pub(crate) quirks: Vec<&'static str>,
-    pub(crate) last_error: Option<String>,
+    pub quirks: Vec<&'static str>,
+    /// The last refusal's text, cut to 200 characters.
+    pub last_error: Option<String>,
 }
 
 /// What a relay's NIP-11 document says, for a new session: its limits and whether it lists
 /// NIP-77 (all unknown without a document).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Advertised {
+pub struct Advertised {
     /// `limitation.max_subscriptions`.
-    pub(crate) max_subscriptions: Option<u32>,
+    pub max_subscriptions: Option<u32>,
     /// `limitation.max_filters`.
-    pub(crate) max_filters: Option<usize>,
+    pub max_filters: Option<usize>,
     /// What `supported_nips` says of NIP-77.
-    pub(crate) nip77: NipListing,
+    pub nip77: NipListing,
 }
 
 /// What a relay's timeout step decided, while it has no session or has one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Tick {
+pub enum Tick {
     /// Connected: nothing to do about the connection. `probe_due` when a pause just ended
     /// (the coverage retry is armed for now, to re-derive what the pause held back).
-    Connected { probe_due: bool },
+    Connected {
+        /// A pause just ended.
+        probe_due: bool,
+    },
     /// Not connected, and a dial may start now (no attempt in flight, health allows one).
     MayDial,
     /// Not connected, and no dial may start now.
@@ -137,7 +159,7 @@ pub(crate) enum Tick {
 
 /// Where an event the store failed to save belongs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Unsaved {
+pub enum Unsaved {
     /// A page of this pending batch: it stays incomplete.
     Batch(BatchId),
     /// Nothing pending: the driver's missing-event recovery fetches it again by ID.
@@ -146,7 +168,7 @@ pub(crate) enum Unsaved {
 
 /// What a due live-repair timer asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LiveRepair {
+pub enum LiveRepair {
     /// Rebuild the live groups from scratch (a consolidation or a learned byte cap waited).
     Rebuild,
     /// Re-derive the live coverage and open what is missing.
@@ -155,7 +177,7 @@ pub(crate) enum LiveRepair {
 
 impl<Round, Parked> RelayMachine<Round, Parked> {
     /// A relay first tracked, with its health; nothing learned, no session.
-    pub(crate) fn new(health: RelayHealth) -> Self {
+    pub fn new(health: RelayHealth) -> Self {
         Self {
             health,
             learned: LearnedLimits::new(),
@@ -182,7 +204,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// The relay's timeout step at `now`: health's timers run, and the machine says whether a
     /// connected relay's pause just ended or an unconnected one may be dialled.
-    pub(crate) fn handle_tick(&mut self, now: Instant) -> Tick {
+    pub fn handle_tick(&mut self, now: Instant) -> Tick {
         self.health.handle_timeout(now);
         if self.session.is_some() {
             let probe_due = self.health.poll_probe(now).is_some();
@@ -200,7 +222,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// The driver numbered dial attempt `attempt` for the session: it is queued for the dial
     /// workers ([`Self::poll_dial`]), and reports of any other attempt are stale.
-    pub(crate) fn handle_dial_queued(&mut self, attempt: u64) {
+    pub fn handle_dial_queued(&mut self, attempt: u64) {
         self.dialing = Some(attempt);
         self.dials.push(attempt);
     }
@@ -208,13 +230,13 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// The driver numbered dial attempt `attempt` for one more extra connection: it is queued
     /// for the dial workers. Returns the connections there will then be, the session's
     /// included, and the groups waiting for one.
-    pub(crate) fn handle_lane_dial_queued(&mut self, attempt: u64) -> (usize, usize) {
+    pub fn handle_lane_dial_queued(&mut self, attempt: u64) -> (usize, usize) {
         self.dials.push(attempt);
         self.lanes.handle_dial_started(attempt)
     }
 
     /// The dial worker began attempt `attempt` at `now` (the handshake starts).
-    pub(crate) fn handle_dial_started(&mut self, attempt: u64, now: Instant) {
+    pub fn handle_dial_started(&mut self, attempt: u64, now: Instant) {
         if self.dialing == Some(attempt) {
             self.health.handle_connect_started(now);
         }
@@ -222,7 +244,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// Attempt `attempt` finished: `true` if it is the one in flight, which ends it; a stale
     /// attempt's connection is the driver's to drop.
-    pub(crate) fn handle_dial_finished(&mut self, attempt: u64) -> bool {
+    pub fn handle_dial_finished(&mut self, attempt: u64) -> bool {
         let current = self.dialing == Some(attempt);
         if current {
             self.dialing = None;
@@ -231,7 +253,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     }
 
     /// A connection attempt failed at `now` for `reason`.
-    pub(crate) fn handle_connect_failed(&mut self, now: Instant, reason: String) {
+    pub fn handle_connect_failed(&mut self, now: Instant, reason: String) {
         self.health.handle_connect_failed(now);
         self.stats.last_error = Some(reason);
     }
@@ -242,11 +264,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// starts its next generation under the session's budget (the advertised one, lowered to
     /// what refusals taught), which is returned. The session's state follows through
     /// [`RelayMachine::handle_session_started`].
-    pub(crate) fn handle_connected(
-        &mut self,
-        now: Instant,
-        advertised: Advertised,
-    ) -> SessionBudget {
+    pub fn handle_connected(&mut self, now: Instant, advertised: Advertised) -> SessionBudget {
         self.health.handle_connected(now);
         self.learned.new_session(now);
         self.nip77.handle_session_started(now, advertised.nip77);
@@ -266,21 +284,18 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// The current session if it is `key`'s: a message or report of an ended session finds
     /// nothing.
-    pub(crate) fn session_of(&self, key: &SessionKey) -> Option<&SessionState<Round, Parked>> {
+    pub fn session_of(&self, key: &SessionKey) -> Option<&SessionState<Round, Parked>> {
         self.session.as_ref().filter(|s| s.key == *key)
     }
 
     /// The current session if it is `key`'s, to change.
-    pub(crate) fn session_of_mut(
-        &mut self,
-        key: &SessionKey,
-    ) -> Option<&mut SessionState<Round, Parked>> {
+    pub fn session_of_mut(&mut self, key: &SessionKey) -> Option<&mut SessionState<Round, Parked>> {
         self.session.as_mut().filter(|s| s.key == *key)
     }
 
     /// A session connected: it replaces none (the driver ends the last one first), counts as
     /// a connection, and the checks armed for the last session are dropped.
-    pub(crate) fn handle_session_started(&mut self, session: SessionState<Round, Parked>) {
+    pub fn handle_session_started(&mut self, session: SessionState<Round, Parked>) {
         debug_assert!(self.session.is_none(), "a session replaced another");
         self.session = Some(session);
         self.stats.connections += 1;
@@ -292,7 +307,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// (the session's state, its NIP-77 batches, its announcements batch, the completion
     /// check), and health and the ledger learn of the disconnect. The driver performs what the
     /// session queued ([`RelayMachine::poll_transmit`]) before it says so.
-    pub(crate) fn handle_session_ended(&mut self, now: Instant, reason: &str) {
+    pub fn handle_session_ended(&mut self, now: Instant, reason: &str) {
         self.neg_batches.clear();
         self.session = None;
         self.timers.cancel(RelayTimer::CompletionCheck);
@@ -308,7 +323,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// delivery counts for its batch's hydration; a historic page's cursor moves; and, when the
     /// store was new at the start (`new_store`), its ID is remembered as one this relay
     /// delivered during its first sync.
-    pub(crate) fn handle_event(
+    pub fn handle_event(
         &mut self,
         subscription_id: &SubscriptionId,
         event: &Event,
@@ -336,7 +351,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// still pending (`pending` says which are) marks its batch, which is then never confirmed;
     /// anything else (live coverage, a retired subscription) is returned, for the driver's
     /// missing-event recovery to fetch again by ID.
-    pub(crate) fn handle_unsaved(
+    pub fn handle_unsaved(
         &mut self,
         subscription_id: &SubscriptionId,
         id: EventId,
@@ -360,11 +375,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// The connection sent the CLOSE of `subscription_id` at `now`: a page the watchdog gave
     /// up gives its slot back only now. Returns whether it did, so queued starts may go.
-    pub(crate) fn handle_close_sent(
-        &mut self,
-        now: Instant,
-        subscription_id: &SubscriptionId,
-    ) -> bool {
+    pub fn handle_close_sent(&mut self, now: Instant, subscription_id: &SubscriptionId) -> bool {
         let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {
             return false;
         };
@@ -372,33 +383,33 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     }
 
     /// The session's next message for its connection, oldest first.
-    pub(crate) fn poll_transmit(&mut self) -> Option<Outbound> {
+    pub fn poll_transmit(&mut self) -> Option<Outbound> {
         self.session.as_mut()?.transmit.poll_transmit()
     }
 
     /// The next store read or NIP-77 round to perform, oldest first, with the session that
     /// asked: its report is stale once that session has ended.
-    pub(crate) fn poll_job(&mut self) -> Option<(SessionKey, Job)> {
+    pub fn poll_job(&mut self) -> Option<(SessionKey, Job)> {
         self.jobs.poll_job()
     }
 
     /// Drops every job not yet performed (the relay is retired). Returns how many were NIP-77
     /// rounds, whose history slots the driver gives back.
-    pub(crate) fn abandon_jobs(&mut self) -> usize {
+    pub fn abandon_jobs(&mut self) -> usize {
         std::iter::from_fn(|| self.jobs.poll_job())
             .filter(|(_, job)| matches!(job, Job::RunRound { .. }))
             .count()
     }
 
     /// The next dial attempt to hand to the dial workers, oldest first.
-    pub(crate) fn poll_dial(&mut self) -> Option<u64> {
+    pub fn poll_dial(&mut self) -> Option<u64> {
         self.dials.poll_dial()
     }
 
     /// The earliest instant this relay's machine wants the clock: its own timers, the
     /// session's timers and AUTH wait, the extra connections' AUTH waits, the ledger's next
     /// expiry, and, while connected, the end of a refused-coverage pause.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         let session = self.session.as_ref();
         [
             self.timers.poll_timeout(),
@@ -414,12 +425,12 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     }
 
     /// Subscriptions held on the wire now (live groups whose REQ still waits do not count).
-    pub(crate) fn held_subscriptions(&self) -> usize {
+    pub fn held_subscriptions(&self) -> usize {
         self.session.as_ref().map_or(0, |s| s.held_subscriptions())
     }
 
     /// Updates the peak of held subscriptions.
-    pub(crate) fn note_peak(&mut self) {
+    pub fn note_peak(&mut self) {
         let held = self.held_subscriptions();
         self.stats.peak_subscriptions = self.stats.peak_subscriptions.max(held);
     }
@@ -427,7 +438,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// Fires the coverage retry if it is due at `now` and nothing holds it back: a health
     /// pause, or refused work parked for the session's AUTH, re-arms it for when that ends.
     /// `true` when the coverage is to be derived again now.
-    pub(crate) fn take_coverage_retry(&mut self, now: Instant) -> bool {
+    pub fn take_coverage_retry(&mut self, now: Instant) -> bool {
         if !self.timers.is_due(RelayTimer::CoverageRetry, now) {
             return false;
         }
@@ -446,7 +457,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// Fires the session's live-repair timer if it is due at `now`: a rebuild if one was
     /// deferred, otherwise a repair.
-    pub(crate) fn take_live_repair(&mut self, now: Instant) -> Option<LiveRepair> {
+    pub fn take_live_repair(&mut self, now: Instant) -> Option<LiveRepair> {
         let session = self.session.as_mut()?;
         if !session.timers.take_due(SessionTimer::LiveRepair, now) {
             return None;
@@ -460,7 +471,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// Whether queued starts should be tried at `now`: some wait (historic, NIP-77 or live)
     /// and no gate asked them to wait longer. Level-triggered, so no released slot is missed.
-    pub(crate) fn wants_drive(&self, now: Instant) -> bool {
+    pub fn wants_drive(&self, now: Instant) -> bool {
         self.session.as_ref().is_some_and(|s| {
             (!s.queue.is_empty() || !s.neg_queue.is_empty() || !s.live_queue.is_empty())
                 && !s.timers.is_waiting(SessionTimer::GateWait, now)

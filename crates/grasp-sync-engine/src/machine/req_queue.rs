@@ -25,23 +25,27 @@ mod tests;
 
 /// One historic REQ [`RelayMachine::drive_history`] queued for sending.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StartedReq {
-    pub(crate) subscription_id: SubscriptionId,
-    pub(crate) batch: BatchId,
+pub struct StartedReq {
+    /// The REQ's subscription.
+    pub subscription_id: SubscriptionId,
+    /// Its batch.
+    pub batch: BatchId,
     /// How many filters it carries.
-    pub(crate) filters: usize,
+    pub filters: usize,
 }
 
 /// A batch whose queued starts were dropped, to be failed and derived again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct DroppedBatch {
-    pub(crate) batch: BatchId,
-    pub(crate) why: Dropped,
+pub struct DroppedBatch {
+    /// The batch.
+    pub batch: BatchId,
+    /// Why its starts were dropped.
+    pub why: Dropped,
 }
 
 /// Why a batch's queued starts were dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dropped {
+pub enum Dropped {
     /// The reactive gate rejected its head (a query-rate cooldown).
     Rejected,
     /// A policy refusal paused its coverage while it waited.
@@ -50,34 +54,40 @@ pub(crate) enum Dropped {
 
 /// Why [`RelayMachine::drive_history`] stopped starting historic REQs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum QueueStop {
+pub enum QueueStop {
     /// Nothing is queued (or there is no session).
     Empty,
     /// The head waits for a health pause or a gate until `until` (armed as
     /// [`SessionTimer::GateWait`]).
     WaitUntil(Instant),
     /// The head waits for a released slot: `residual` slots are free and `held` are taken.
-    WaitForSlot { residual: usize, held: ClassCounts },
+    WaitForSlot {
+        /// Slots free.
+        residual: usize,
+        /// Slots taken, by class.
+        held: ClassCounts,
+    },
     /// The ledger refused the head a permit although the room check passed.
     NoPermit(LedgerError),
 }
 
 /// What one [`RelayMachine::drive_history`] decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct QueueDrive {
+pub struct QueueDrive {
     /// What the live queue did first.
-    pub(crate) live: LiveDriven,
+    pub live: LiveDriven,
     /// Historic REQs queued for sending, in order.
-    pub(crate) started: Vec<StartedReq>,
+    pub started: Vec<StartedReq>,
     /// Batches whose queued starts were dropped: to be failed and derived again.
-    pub(crate) dropped: Vec<DroppedBatch>,
-    pub(crate) stop: QueueStop,
+    pub dropped: Vec<DroppedBatch>,
+    /// Why it stopped.
+    pub stop: QueueStop,
 }
 
 impl<Round, Parked> RelayMachine<Round, Parked> {
     /// Sends the session's queued live REQs while the reactive gate allows at `now`, counting
     /// them in the relay's statistics.
-    pub(crate) fn drive_live(&mut self, now: Instant) -> LiveDriven {
+    pub fn drive_live(&mut self, now: Instant) -> LiveDriven {
         let driven = self
             .session
             .as_mut()
@@ -89,7 +99,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// Starts the session's queued REQs at `now` (see the module). Counted in the relay's
     /// statistics; nothing starts without a session and a ledger.
-    pub(crate) fn drive_history(&mut self, now: Instant) -> QueueDrive {
+    pub fn drive_history(&mut self, now: Instant) -> QueueDrive {
         let mut drive = QueueDrive {
             live: LiveDriven::default(),
             started: Vec::new(),

@@ -27,67 +27,68 @@ use crate::machine::transmit::{Outbound, SessionKey, Transmits};
 use crate::machine::unanswered::{NoticeTarget, UnansweredReqs};
 
 /// The send order of a live group whose REQ has not been sent: after every real one.
-pub(crate) const UNSENT: u64 = u64::MAX;
+pub const UNSENT: u64 = u64::MAX;
 
 /// One connected session of a relay.
-pub(crate) struct SessionState<Round, Parked> {
+pub struct SessionState<Round, Parked> {
     /// Which relay and which of its connections this is: the generation that tells this
     /// session's messages and job reports from those of an ended one.
-    pub(crate) key: SessionKey,
-    pub(crate) background: BackgroundGate,
-    pub(crate) reactive: ReactiveGate,
-    pub(crate) pages: RelayPageSession,
-    pub(crate) live: BTreeMap<SubscriptionId, LiveGroup>,
-    pub(crate) transients: BTreeMap<SubscriptionId, Transient>,
-    pub(crate) queue: VecDeque<QueuedStart>,
+    pub key: SessionKey,
+    /// The background pacing gate: one start per second.
+    pub background: BackgroundGate,
+    /// The reactive gate: spaces starts during a query-rate episode.
+    pub reactive: ReactiveGate,
+    /// What the session learned of the relay's paging.
+    pub pages: RelayPageSession,
+    /// The live groups held, by subscription.
+    pub live: BTreeMap<SubscriptionId, LiveGroup>,
+    /// The transient REQ+EOSE subscriptions in flight, by subscription.
+    pub transients: BTreeMap<SubscriptionId, Transient>,
+    /// Historic pages and exact-ID fetches waiting to start, in order.
+    pub queue: VecDeque<QueuedStart>,
     /// The session's named timers (gate wait, live repair): they end with the session.
-    pub(crate) timers: Timers<SessionTimer>,
+    pub timers: Timers<SessionTimer>,
     /// REQs sent in this session (the next one's send order).
-    pub(crate) sent: u64,
+    pub sent: u64,
     /// The latest REQs the relay has not answered yet: what a refusal NOTICE answers.
-    pub(crate) unanswered: UnansweredReqs,
+    pub unanswered: UnansweredReqs,
     /// Live groups admitted by the ledger whose REQ waits for the reactive gate (only while
     /// a query-rate episode spaces starts; otherwise they are sent at once).
-    pub(crate) live_queue: VecDeque<SubscriptionId>,
+    pub live_queue: VecDeque<SubscriptionId>,
     /// The deferred live planning is a full rebuild (a consolidation or a learned byte cap).
-    pub(crate) rebuild_pending: bool,
+    pub rebuild_pending: bool,
     /// Negentropy rounds waiting for a permit and the gates.
-    pub(crate) neg_queue: VecDeque<Round>,
+    pub neg_queue: VecDeque<Round>,
     /// Negentropy rounds running as background jobs, with their batch and permit.
-    pub(crate) neg_in_flight: BTreeMap<SubscriptionId, (BatchId, Permit)>,
+    pub neg_in_flight: BTreeMap<SubscriptionId, (BatchId, Permit)>,
     /// Rounds in flight that started before the session authenticated: their refusal, read
     /// on the round's own channel, may come after the relay accepted the AUTH.
-    pub(crate) rounds_before_auth: BTreeSet<SubscriptionId>,
+    pub rounds_before_auth: BTreeSet<SubscriptionId>,
     /// NIP-42 on this connection and the work parked until its AUTH succeeds.
-    pub(crate) auth: SessionAuth<Parked>,
+    pub auth: SessionAuth<Parked>,
     /// An index update changed this relay's targets while background starts were queued: its
     /// diff runs once the queue has drained ([`SessionState::has_queued_background`]).
-    pub(crate) index_update_waits: bool,
+    pub index_update_waits: bool,
     /// REQs, CLOSEs and the disconnect decided for this connection and not yet handed to it,
     /// performed by the driver once per step and when the session is dropped.
-    pub(crate) transmit: Transmits,
+    pub transmit: Transmits,
 }
 
 /// What one [`SessionState::drive_live`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct LiveDriven {
+pub struct LiveDriven {
     /// Live REQs queued for sending.
-    pub(crate) sent: usize,
+    pub sent: usize,
     /// The reactive gate asked the next one to wait ([`SessionTimer::GateWait`] is set).
-    pub(crate) waiting: bool,
+    pub waiting: bool,
     /// The reactive gate rejected the next one for a reason no wait cures.
-    pub(crate) rejected: Option<GateRejection>,
+    pub rejected: Option<GateRejection>,
 }
 
 impl<Round, Parked> SessionState<Round, Parked> {
     /// The session `key` connected at `now`, with its relay's page hints; `answers_auth` when
     /// it holds a key and answers NIP-42 challenges.
-    pub(crate) fn new(
-        key: SessionKey,
-        now: Instant,
-        pages: RelayPageSession,
-        answers_auth: bool,
-    ) -> Self {
+    pub fn new(key: SessionKey, now: Instant, pages: RelayPageSession, answers_auth: bool) -> Self {
         Self {
             key,
             background: BackgroundGate::new(now),
@@ -112,18 +113,18 @@ impl<Round, Parked> SessionState<Round, Parked> {
 
     /// Whether historic REQs or negentropy rounds wait in this session's queues for the gates
     /// or a slot.
-    pub(crate) fn has_queued_background(&self) -> bool {
+    pub fn has_queued_background(&self) -> bool {
         self.queued_background() > 0
     }
 
     /// How many historic REQs and negentropy rounds wait in this session's queues.
-    pub(crate) fn queued_background(&self) -> usize {
+    pub fn queued_background(&self) -> usize {
         self.queue.len() + self.neg_queue.len()
     }
 
     /// The send order for the next REQ, `id`'s, sent with `filters` filters; it stays
     /// unanswered until the relay says anything about it.
-    pub(crate) fn next_sent(&mut self, id: &SubscriptionId, filters: usize) -> u64 {
+    pub fn next_sent(&mut self, id: &SubscriptionId, filters: usize) -> u64 {
         self.sent += 1;
         self.unanswered.sent(id, filters);
         self.sent
@@ -131,14 +132,14 @@ impl<Round, Parked> SessionState<Round, Parked> {
 
     /// The relay answered `id` (an event, EOSE or CLOSED): the number of filters its REQ was
     /// sent with, if this is the first answer to it.
-    pub(crate) fn handle_answer(&mut self, id: &SubscriptionId) -> Option<usize> {
+    pub fn handle_answer(&mut self, id: &SubscriptionId) -> Option<usize> {
         self.unanswered.answered(id)
     }
 
     /// The oldest REQ the relay has not answered, held or closed since: the one an
     /// `auth-required:` NOTICE answers (a relay that wants AUTH before it serves reads refuses
     /// every REQ until then, in order).
-    pub(crate) fn take_oldest_unanswered(&mut self) -> Option<NoticeTarget> {
+    pub fn take_oldest_unanswered(&mut self) -> Option<NoticeTarget> {
         let (live, transients) = (&self.live, &self.transients);
         self.unanswered
             .take_oldest(|id| live.contains_key(id) || transients.contains_key(id))
@@ -147,7 +148,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
     /// The newest REQ still held that the relay has not answered: the one a NOTICE refusing
     /// a REQ for a limit most likely answers (relays answer a connection's messages in order,
     /// and a refusal comes before any result).
-    pub(crate) fn take_newest_unanswered(&mut self) -> Option<SubscriptionId> {
+    pub fn take_newest_unanswered(&mut self) -> Option<SubscriptionId> {
         let (live, transients) = (&self.live, &self.transients);
         self.unanswered
             .take_newest_held(|id| live.contains_key(id) || transients.contains_key(id))
@@ -155,20 +156,20 @@ impl<Round, Parked> SessionState<Round, Parked> {
 
     /// The REQ still held that a NOTICE refusing a REQ for its filter count most likely
     /// answers: see [`UnansweredReqs::take_widest_held`].
-    pub(crate) fn take_widest_unanswered(&mut self) -> Option<SubscriptionId> {
+    pub fn take_widest_unanswered(&mut self) -> Option<SubscriptionId> {
         let (live, transients) = (&self.live, &self.transients);
         self.unanswered
             .take_widest_held(|id| live.contains_key(id) || transients.contains_key(id))
     }
 
     /// Subscriptions still open that were sent before the one with send order `before`.
-    pub(crate) fn held_before(&self, before: u64) -> usize {
+    pub fn held_before(&self, before: u64) -> usize {
         self.live.values().filter(|g| g.sent < before).count()
             + self.transients.values().filter(|t| t.sent < before).count()
     }
 
     /// The send order of an open subscription.
-    pub(crate) fn sent_order(&self, id: &SubscriptionId) -> Option<u64> {
+    pub fn sent_order(&self, id: &SubscriptionId) -> Option<u64> {
         self.live
             .get(id)
             .map(|g| g.sent)
@@ -178,7 +179,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
     /// Queues the REQs of live groups waiting in the live queue while the reactive gate
     /// allows at `now`; a gate that asks to wait sets [`SessionTimer::GateWait`]. Live starts
     /// never pass the background gate.
-    pub(crate) fn drive_live(&mut self, now: Instant) -> LiveDriven {
+    pub fn drive_live(&mut self, now: Instant) -> LiveDriven {
         let mut driven = LiveDriven::default();
         while let Some(id) = self.live_queue.front().cloned() {
             if !self.live.contains_key(&id) {
@@ -218,7 +219,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
 
     /// Whether a query-rate cooldown is running at `now`; if so live planning is deferred to
     /// its end ([`SessionTimer::LiveRepair`]).
-    pub(crate) fn defer_for_cooldown(&mut self, now: Instant) -> bool {
+    pub fn defer_for_cooldown(&mut self, now: Instant) -> bool {
         let Some(until) = self.reactive.poll_timeout().filter(|until| *until > now) else {
             return false;
         };
@@ -227,12 +228,12 @@ impl<Round, Parked> SessionState<Round, Parked> {
     }
 
     /// Live groups carrying core coverage (not descendants).
-    pub(crate) fn core_live(&self) -> usize {
+    pub fn core_live(&self) -> usize {
         self.live.values().filter(|g| !g.is_auxiliary()).count()
     }
 
     /// Subscriptions held on the wire now (live groups whose REQ still waits do not count).
-    pub(crate) fn held_subscriptions(&self) -> usize {
+    pub fn held_subscriptions(&self) -> usize {
         self.live.values().filter(|g| g.was_sent()).count()
             + self.transients.len()
             + self.neg_in_flight.len()
@@ -241,7 +242,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
     /// An EOSE for `id` at `now`. A live group stays open. A historic page is closed, its slot
     /// released and its walk moved on: the next pages, or its end. `None` for a subscription
     /// the session no longer holds (refused, retired, expired), whose EOSE proves nothing.
-    pub(crate) fn handle_eose(
+    pub fn handle_eose(
         &mut self,
         ledger: &mut SubscriptionLedger,
         id: &SubscriptionId,
@@ -285,7 +286,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
     /// Ends the historic work of `batch`, or of every batch (`None`): its pages in flight get
     /// a CLOSE and their slots back, and its queued starts are dropped. A page the watchdog is
     /// closing is left to it: its slot is released once that CLOSE was sent.
-    pub(crate) fn close_pages(
+    pub fn close_pages(
         &mut self,
         ledger: &mut SubscriptionLedger,
         batch: Option<BatchId>,
@@ -311,7 +312,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
 
     /// The CLOSE of `id` was handed to the connection at `now`: a page the watchdog closed
     /// gives its slot back. Returns whether one did.
-    pub(crate) fn handle_close_sent(
+    pub fn handle_close_sent(
         &mut self,
         ledger: &mut SubscriptionLedger,
         id: &SubscriptionId,
@@ -325,7 +326,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
     }
 
     /// Forgets page `id` (the relay ended it, or it was closed) and gives its slot back.
-    pub(crate) fn release_page(
+    pub fn release_page(
         &mut self,
         ledger: &mut SubscriptionLedger,
         id: &SubscriptionId,
@@ -341,7 +342,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
 
     /// Retires live group `id` at `now`: its slot back, and a CLOSE if its REQ was sent (one
     /// still queued is never sent). Returns whether the session held it.
-    pub(crate) fn close_live(
+    pub fn close_live(
         &mut self,
         ledger: &mut SubscriptionLedger,
         id: &SubscriptionId,
@@ -360,11 +361,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
 
     /// Retires every auxiliary (descendant) live group at `now`, as [`Self::close_live`] does;
     /// returns how many there were.
-    pub(crate) fn close_auxiliary(
-        &mut self,
-        ledger: &mut SubscriptionLedger,
-        now: Instant,
-    ) -> usize {
+    pub fn close_auxiliary(&mut self, ledger: &mut SubscriptionLedger, now: Instant) -> usize {
         let auxiliary: Vec<SubscriptionId> = self
             .live
             .iter()
@@ -378,7 +375,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
     }
 
     /// Forgets live group `id` (the relay closed it) and gives its slot back.
-    pub(crate) fn retire_live(
+    pub fn retire_live(
         &mut self,
         ledger: &mut SubscriptionLedger,
         id: &SubscriptionId,
@@ -393,7 +390,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
     /// [`grasp_sync_ledger::WATCHDOG_TIMEOUT`] gets one CLOSE, and its batch is returned, to
     /// fail. Its permit stays held until the CLOSE was sent, so its slot is not reused while
     /// the relay may still hold it.
-    pub(crate) fn handle_watchdog(
+    pub fn handle_watchdog(
         &mut self,
         ledger: &mut SubscriptionLedger,
         now: Instant,
@@ -414,15 +411,17 @@ impl<Round, Parked> SessionState<Round, Parked> {
 }
 
 /// A persistent live group.
-pub(crate) struct LiveGroup {
-    pub(crate) group: FilterGroup,
-    pub(crate) permit: Permit,
+pub struct LiveGroup {
+    /// The group's filters.
+    pub group: FilterGroup,
+    /// Its ledger permit.
+    pub permit: Permit,
     /// Send order within the session; [`UNSENT`] while its REQ waits in the live queue.
-    pub(crate) sent: u64,
+    pub sent: u64,
 }
 
 /// The groups of `live` as the live planner takes them.
-pub(crate) fn held_groups(live: &BTreeMap<SubscriptionId, LiveGroup>) -> Vec<HeldGroup> {
+pub fn held_groups(live: &BTreeMap<SubscriptionId, LiveGroup>) -> Vec<HeldGroup> {
     live.iter()
         .map(|(id, live)| HeldGroup {
             subscription_id: id.clone(),
@@ -433,13 +432,13 @@ pub(crate) fn held_groups(live: &BTreeMap<SubscriptionId, LiveGroup>) -> Vec<Hel
 
 impl LiveGroup {
     /// Whether its REQ was sent (a CLOSE is due when it is retired).
-    pub(crate) fn was_sent(&self) -> bool {
+    pub fn was_sent(&self) -> bool {
         self.sent != UNSENT
     }
 
     /// Whether the group carries descendant coverage: auxiliary, retired before core coverage
     /// is rebuilt and never part of its rollback.
-    pub(crate) fn is_auxiliary(&self) -> bool {
+    pub fn is_auxiliary(&self) -> bool {
         matches!(
             self.group.tier(),
             Some(CoverageTier::DescendantCanonical | CoverageTier::DescendantQuote)
@@ -449,49 +448,61 @@ impl LiveGroup {
 
 /// What an EOSE ended.
 #[derive(Debug)]
-pub(crate) enum Eose {
+pub enum Eose {
     /// A live group's first EOSE: it stays open. Its REQ carried `filters` filters.
-    Live { filters: usize },
+    Live {
+        /// How many filters its REQ carried.
+        filters: usize,
+    },
     /// A historic page.
     Page(PageEnded),
 }
 
 /// A historic page that reached its EOSE: closed, its slot released.
 #[derive(Debug)]
-pub(crate) struct PageEnded {
-    pub(crate) batch: BatchId,
+pub struct PageEnded {
+    /// The page's batch.
+    pub batch: BatchId,
     /// The filters of its REQ, which the relay accepted.
-    pub(crate) filters: Vec<Filter>,
+    pub filters: Vec<Filter>,
     /// The next pages of its walk (to queue before the page resolves in its batch, so the
     /// batch cannot confirm in between), or its end.
-    pub(crate) step: PageStep,
+    pub step: PageStep,
     /// Paging quirks of the relay this page showed first, for the rest of the session.
-    pub(crate) learned_quirks: Vec<&'static str>,
+    pub learned_quirks: Vec<&'static str>,
 }
 
 /// A transient REQ+EOSE subscription in flight.
-pub(crate) struct Transient {
-    pub(crate) batch: BatchId,
-    pub(crate) permit: Option<Permit>,
-    pub(crate) pagination: GroupedPagination,
+pub struct Transient {
+    /// Its batch.
+    pub batch: BatchId,
+    /// Its ledger permit, released when it ends.
+    pub permit: Option<Permit>,
+    /// Its filters and where their walk is.
+    pub pagination: GroupedPagination,
     /// A CLOSE was queued by the watchdog; the permit is released once it was sent.
-    pub(crate) watchdog_closing: bool,
+    pub watchdog_closing: bool,
     /// Send order within the session.
-    pub(crate) sent: u64,
+    pub sent: u64,
     /// An exact-ID fetch: never paged; deliveries count for its batch's hydration.
-    pub(crate) exact: bool,
+    pub exact: bool,
 }
 
 /// A transient REQ waiting for a slot and the pacing gates. Its subscription is already
 /// registered in its batch, so the batch cannot confirm before it ran.
-pub(crate) struct QueuedStart {
-    pub(crate) subscription_id: SubscriptionId,
-    pub(crate) batch: BatchId,
-    pub(crate) class: PermitClass,
-    pub(crate) kind: StartKind,
-    pub(crate) pagination: GroupedPagination,
+pub struct QueuedStart {
+    /// Its subscription.
+    pub subscription_id: SubscriptionId,
+    /// Its batch.
+    pub batch: BatchId,
+    /// The permit class it takes.
+    pub class: PermitClass,
+    /// What kind of start the gates count it as.
+    pub kind: StartKind,
+    /// Its filters and where their walk is.
+    pub pagination: GroupedPagination,
     /// An exact-ID fetch (see [`Transient::exact`]).
-    pub(crate) exact: bool,
+    pub exact: bool,
 }
 
 #[cfg(test)]

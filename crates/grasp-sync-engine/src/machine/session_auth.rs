@@ -15,15 +15,15 @@ use std::time::{Duration, Instant};
 /// How long refused coverage waits for the session's AUTH to succeed: the client library
 /// waits up to 10 s for the relay's `OK`, and a relay may send its challenge only with a
 /// refusal.
-pub(crate) const AUTH_WAIT: Duration = Duration::from_secs(15);
+pub const AUTH_WAIT: Duration = Duration::from_secs(15);
 
 /// Refused requests parked per session at most; one more is refused by policy at once. A
 /// session holds far fewer requests than this (its subscription budget).
-pub(crate) const MAX_PARKED: usize = 1_024;
+pub const MAX_PARKED: usize = 1_024;
 
 /// Where a session's NIP-42 authentication stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AuthState {
+pub enum AuthState {
     /// No challenge answered yet.
     Unchallenged,
     /// A challenge arrived and the session's AUTH is on its way.
@@ -36,7 +36,7 @@ pub(crate) enum AuthState {
 
 impl AuthState {
     /// A stable lowercase label, for the status snapshot.
-    pub(crate) fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             AuthState::Unchallenged => "unchallenged",
             AuthState::Authenticating => "authenticating",
@@ -48,7 +48,7 @@ impl AuthState {
 
 /// What to do with an `auth-required:` refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AuthVerdict {
+pub enum AuthVerdict {
     /// Parked: release the refused work without a pause; it is sent again once the session
     /// authenticated.
     Park,
@@ -61,7 +61,7 @@ pub(crate) enum AuthVerdict {
 
 /// One session's NIP-42 state and the work `W` parked for it.
 #[derive(Debug)]
-pub(crate) struct SessionAuth<W> {
+pub struct SessionAuth<W> {
     answers: bool,
     state: AuthState,
     parked: Vec<W>,
@@ -70,7 +70,7 @@ pub(crate) struct SessionAuth<W> {
 
 impl<W> SessionAuth<W> {
     /// A fresh session; `answers` when it holds a key and answers challenges.
-    pub(crate) fn new(answers: bool) -> Self {
+    pub fn new(answers: bool) -> Self {
         Self {
             answers,
             state: AuthState::Unchallenged,
@@ -80,12 +80,12 @@ impl<W> SessionAuth<W> {
     }
 
     /// Where the session stands.
-    pub(crate) fn state(&self) -> AuthState {
+    pub fn state(&self) -> AuthState {
         self.state
     }
 
     /// The relay refused the request doing `work` with `auth-required:` at `now`.
-    pub(crate) fn handle_refusal(&mut self, now: Instant, work: W) -> AuthVerdict {
+    pub fn handle_refusal(&mut self, now: Instant, work: W) -> AuthVerdict {
         let waiting = matches!(
             self.state,
             AuthState::Unchallenged | AuthState::Authenticating
@@ -102,7 +102,7 @@ impl<W> SessionAuth<W> {
     /// authenticated whose refusal is read only now (a NIP-77 round reports on its own
     /// channel, so its refusal may come after the relay's `OK` to the AUTH): once the session
     /// has authenticated, the request is sent again rather than refused.
-    pub(crate) fn handle_refusal_sent_before(&mut self, now: Instant, work: W) -> AuthVerdict {
+    pub fn handle_refusal_sent_before(&mut self, now: Instant, work: W) -> AuthVerdict {
         if self.answers && self.state == AuthState::Authenticated {
             return AuthVerdict::Resend;
         }
@@ -111,7 +111,7 @@ impl<W> SessionAuth<W> {
 
     /// Whether the session may still authenticate: it holds a key, and its AUTH has neither
     /// succeeded nor failed yet.
-    pub(crate) fn may_authenticate(&self) -> bool {
+    pub fn may_authenticate(&self) -> bool {
         self.answers
             && matches!(
                 self.state,
@@ -120,7 +120,7 @@ impl<W> SessionAuth<W> {
     }
 
     /// The relay sent a challenge the session answers.
-    pub(crate) fn handle_challenge(&mut self) {
+    pub fn handle_challenge(&mut self) {
         if self.answers && self.state == AuthState::Unchallenged {
             self.state = AuthState::Authenticating;
         }
@@ -128,7 +128,7 @@ impl<W> SessionAuth<W> {
 
     /// The relay accepted the AUTH: returns the parked work, to be sent again. A session
     /// that already failed stays failed.
-    pub(crate) fn handle_authenticated(&mut self) -> Vec<W> {
+    pub fn handle_authenticated(&mut self) -> Vec<W> {
         if self.state == AuthState::Failed {
             return Vec::new();
         }
@@ -138,7 +138,7 @@ impl<W> SessionAuth<W> {
     }
 
     /// The AUTH failed: returns the parked work, to be refused by policy.
-    pub(crate) fn handle_failed(&mut self) -> Vec<W> {
+    pub fn handle_failed(&mut self) -> Vec<W> {
         if self.state == AuthState::Authenticated {
             return Vec::new();
         }
@@ -149,7 +149,7 @@ impl<W> SessionAuth<W> {
 
     /// Past the deadline without an outcome: the session counts as failed; returns the parked
     /// coverage, to be refused by policy.
-    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Vec<W> {
+    pub fn handle_timeout(&mut self, now: Instant) -> Vec<W> {
         match self.deadline {
             Some(deadline) if now >= deadline => self.handle_failed(),
             _ => Vec::new(),
@@ -158,7 +158,7 @@ impl<W> SessionAuth<W> {
 
     /// The deadline of the parked coverage, while any is parked: retries of refused work
     /// wait for it (or for the outcome of the AUTH, whichever comes first).
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         self.deadline
     }
 }

@@ -13,7 +13,7 @@ mod tests;
 
 /// The timers of one relay, kept across its sessions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum RelayTimer {
+pub enum RelayTimer {
     /// Re-check that historic sync is complete (the six-second double check).
     CompletionCheck,
     /// Re-derive coverage that failed or was parked, once its pause is over.
@@ -24,7 +24,7 @@ pub(crate) enum RelayTimer {
 
 /// The timers of one connected session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum SessionTimer {
+pub enum SessionTimer {
     /// The earliest instant a gate (background, reactive, a health pause) lets the head of the
     /// queues start.
     GateWait,
@@ -34,7 +34,7 @@ pub(crate) enum SessionTimer {
 
 /// Deadlines by name. Bounded by the names: at most one deadline per variant of `T`.
 #[derive(Debug, Clone)]
-pub(crate) struct Timers<T> {
+pub struct Timers<T> {
     deadlines: BTreeMap<T, Instant>,
 }
 
@@ -48,38 +48,38 @@ impl<T> Default for Timers<T> {
 
 impl<T: Ord + Copy> Timers<T> {
     /// Arms `timer` at `at`, replacing any deadline it had.
-    pub(crate) fn set(&mut self, timer: T, at: Instant) {
+    pub fn set(&mut self, timer: T, at: Instant) {
         self.deadlines.insert(timer, at);
     }
 
     /// Arms `timer` at `at` unless it is already armed earlier.
-    pub(crate) fn set_earliest(&mut self, timer: T, at: Instant) {
+    pub fn set_earliest(&mut self, timer: T, at: Instant) {
         let deadline = self.deadlines.entry(timer).or_insert(at);
         *deadline = (*deadline).min(at);
     }
 
     /// Arms `timer` at `at` only if it is not armed.
-    pub(crate) fn set_unless_armed(&mut self, timer: T, at: Instant) {
+    pub fn set_unless_armed(&mut self, timer: T, at: Instant) {
         self.deadlines.entry(timer).or_insert(at);
     }
 
     /// Disarms `timer`.
-    pub(crate) fn cancel(&mut self, timer: T) {
+    pub fn cancel(&mut self, timer: T) {
         self.deadlines.remove(&timer);
     }
 
     /// Whether `timer` is armed and its deadline has come at `now`.
-    pub(crate) fn is_due(&self, timer: T, now: Instant) -> bool {
+    pub fn is_due(&self, timer: T, now: Instant) -> bool {
         self.deadlines.get(&timer).is_some_and(|at| *at <= now)
     }
 
     /// Whether `timer` is armed for later than `now`: what it guards must still wait.
-    pub(crate) fn is_waiting(&self, timer: T, now: Instant) -> bool {
+    pub fn is_waiting(&self, timer: T, now: Instant) -> bool {
         self.deadlines.get(&timer).is_some_and(|at| *at > now)
     }
 
     /// Fires `timer` if it is due at `now`: disarms it and says so.
-    pub(crate) fn take_due(&mut self, timer: T, now: Instant) -> bool {
+    pub fn take_due(&mut self, timer: T, now: Instant) -> bool {
         let due = self.is_due(timer, now);
         if due {
             self.deadlines.remove(&timer);
@@ -88,7 +88,7 @@ impl<T: Ord + Copy> Timers<T> {
     }
 
     /// The earliest deadline of any armed timer.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         self.deadlines.values().min().copied()
     }
 }

@@ -17,17 +17,21 @@ mod tests;
 
 /// Identifies one connection session of one relay.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct SessionKey {
-    pub(crate) relay: RelayUrl,
-    pub(crate) generation: u64,
+pub struct SessionKey {
+    /// The relay.
+    pub relay: RelayUrl,
+    /// Which of its connections: a new session takes a new generation.
+    pub generation: u64,
 }
 
 /// One message for a session's connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Outbound {
+pub enum Outbound {
     /// Open a subscription.
     Req {
+        /// Its subscription.
         subscription_id: SubscriptionId,
+        /// Its filters.
         filters: Vec<Filter>,
     },
     /// Close a subscription.
@@ -38,7 +42,7 @@ pub(crate) enum Outbound {
 
 /// One session's messages waiting to be performed, oldest first.
 #[derive(Debug, Default)]
-pub(crate) struct Transmits {
+pub struct Transmits {
     queue: VecDeque<Outbound>,
     /// A disconnect was queued: nothing after it is kept.
     ended: bool,
@@ -47,7 +51,7 @@ pub(crate) struct Transmits {
 impl Transmits {
     /// Queues `message` after those already waiting; `false` if it was dropped because a
     /// disconnect came before it.
-    pub(crate) fn push(&mut self, message: Outbound) -> bool {
+    pub fn push(&mut self, message: Outbound) -> bool {
         if self.ended {
             return false;
         }
@@ -57,7 +61,7 @@ impl Transmits {
     }
 
     /// The oldest message waiting, to be performed now.
-    pub(crate) fn poll_transmit(&mut self) -> Option<Outbound> {
+    pub fn poll_transmit(&mut self) -> Option<Outbound> {
         self.queue.pop_front()
     }
 }

@@ -22,18 +22,18 @@ use std::collections::VecDeque;
 use nostr::SubscriptionId;
 
 /// How many unanswered REQs a connection remembers for matching a refusal `NOTICE`.
-pub(crate) const UNANSWERED_KEPT: usize = 64;
+pub const UNANSWERED_KEPT: usize = 64;
 
 /// The REQs a connection sent that the relay has not answered yet, oldest first, with the
 /// number of filters each was sent with (at most [`UNANSWERED_KEPT`]).
 #[derive(Debug, Default)]
-pub(crate) struct UnansweredReqs {
+pub struct UnansweredReqs {
     entries: VecDeque<(SubscriptionId, usize)>,
 }
 
 /// The REQ a refusal `NOTICE` answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum NoticeTarget {
+pub enum NoticeTarget {
     /// A REQ the connection still holds.
     Held(SubscriptionId),
     /// A REQ the engine closed before the relay's answer arrived, sent with this many filters.
@@ -43,7 +43,7 @@ pub(crate) enum NoticeTarget {
 impl UnansweredReqs {
     /// REQ `id` was sent with `filters` filters (a REQ sent again under the same ID moves to
     /// the end).
-    pub(crate) fn sent(&mut self, id: &SubscriptionId, filters: usize) {
+    pub fn sent(&mut self, id: &SubscriptionId, filters: usize) {
         self.entries.retain(|(u, _)| u != id);
         if self.entries.len() >= UNANSWERED_KEPT {
             self.entries.pop_front();
@@ -53,7 +53,7 @@ impl UnansweredReqs {
 
     /// The relay answered `id`: the number of filters its REQ was sent with, if this is the
     /// first answer to it. The REQs sent before it leave the list with it.
-    pub(crate) fn answered(&mut self, id: &SubscriptionId) -> Option<usize> {
+    pub fn answered(&mut self, id: &SubscriptionId) -> Option<usize> {
         let at = self.entries.iter().position(|(u, _)| u == id)?;
         self.entries
             .drain(..=at)
@@ -63,10 +63,7 @@ impl UnansweredReqs {
 
     /// The oldest REQ not answered, held or retired (what an `auth-required:` `NOTICE`
     /// answers); `held` says whether the connection still holds a subscription.
-    pub(crate) fn take_oldest(
-        &mut self,
-        held: impl Fn(&SubscriptionId) -> bool,
-    ) -> Option<NoticeTarget> {
+    pub fn take_oldest(&mut self, held: impl Fn(&SubscriptionId) -> bool) -> Option<NoticeTarget> {
         let (id, filters) = self.entries.pop_front()?;
         Some(if held(&id) {
             NoticeTarget::Held(id)
@@ -77,7 +74,7 @@ impl UnansweredReqs {
 
     /// The newest REQ not answered that the connection still holds; the retired ones after it
     /// leave the list.
-    pub(crate) fn take_newest_held(
+    pub fn take_newest_held(
         &mut self,
         held: impl Fn(&SubscriptionId) -> bool,
     ) -> Option<SubscriptionId> {
@@ -94,7 +91,7 @@ impl UnansweredReqs {
     /// one filter is never refused for its count, and a burst of REQs may be answered in any
     /// order (a refusal comes at once, results after a query), so the newest unanswered REQ
     /// is not always the one refused.
-    pub(crate) fn take_widest_held(
+    pub fn take_widest_held(
         &mut self,
         held: impl Fn(&SubscriptionId) -> bool,
     ) -> Option<SubscriptionId> {
