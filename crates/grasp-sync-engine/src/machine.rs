@@ -73,8 +73,10 @@
 //!
 //! Without the default `runtime` feature, this module is all the crate compiles: a tool with
 //! its own I/O drives a relay's machine with the time it passes in, and sends what it reads
-//! out. Here a machine is connected by hand, given three filters of history, and asked what to
-//! send:
+//! out. The machine's fields are public for the driver to read; what changes them is its
+//! `handle_*` methods, which keep the invariants between them (each live group and transient
+//! holds a ledger permit, a session's key names its generation). Here a machine is dialled and
+//! connected, given three filters of history, and asked what to send:
 //!
 //! ```
 //! use std::time::Instant;
@@ -93,7 +95,11 @@
 //! let health = RelayHealth::new(HealthConfig::default(), false, 1, now)?;
 //! // `()`: this driver queues no NIP-77 rounds and parks nothing for an AUTH.
 //! let mut machine: RelayMachine<(), ()> = RelayMachine::new(health);
-//! machine.health.handle_connect_started(now);
+//! machine.handle_dial_queued(1);
+//! assert_eq!(machine.poll_dial(), Some(1), "dial attempt 1");
+//! machine.handle_dial_started(1, now);
+//! // The driver dials and reads the relay's NIP-11 document, then:
+//! assert!(machine.handle_dial_finished(1));
 //! let advertised = Advertised {
 //!     max_subscriptions: Some(20),
 //!     max_filters: Some(2),

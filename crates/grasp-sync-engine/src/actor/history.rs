@@ -214,7 +214,19 @@ impl Actor {
             tracing::warn!(%relay, %error, "a suspect filter could not be packed");
         }
         let any = !queued.pages.is_empty();
-        for (subscription_id, filters) in queued.pages {
+        self.register_queued(relay, batch, queued.pages);
+        any
+    }
+
+    /// Registers in `batch` each page the relay's machine queued for it (its subscription and
+    /// filters), before anything is sent, so the batch cannot confirm before they ran.
+    pub(super) fn register_queued(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        pages: Vec<(SubscriptionId, Vec<Filter>)>,
+    ) {
+        for (subscription_id, filters) in pages {
             // Registering in a batch that is pending cannot fail.
             let _ = self.pending.register_subscription(
                 relay,
@@ -223,7 +235,6 @@ impl Actor {
                 PaginationState::new(filters),
             );
         }
-        any
     }
 
     /// Starts queued REQs while a slot is free and both gates allow
@@ -303,14 +314,7 @@ impl Actor {
         }
         // Every next page is registered before the finished one resolves, so the batch cannot
         // confirm in between.
-        for (next_id, filters) in page.next {
-            let _ = self.pending.register_subscription(
-                relay,
-                page.batch,
-                next_id,
-                PaginationState::new(filters),
-            );
-        }
+        self.register_queued(relay, page.batch, page.next);
         if !page.truncated.is_empty() {
             self.handle_truncation(relay, page.batch, &page.truncated);
         }

@@ -291,7 +291,7 @@ impl Actor {
             }
             LaneRefusalOutcome::GroupToCatchUp { catch_up } => {
                 self.hand_to_catch_up(relay, catch_up);
-                self.close_lane(key, "a live subscription was closed");
+                self.close_lane(key, close_reason);
             }
             LaneRefusalOutcome::Close => self.close_lane(key, close_reason),
         }

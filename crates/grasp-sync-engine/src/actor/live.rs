@@ -225,11 +225,18 @@ impl Actor {
             return;
         }
         let complete = self.complete_live_filters(relay);
+        let complete = self.without_refused(relay, complete);
+        let Some(machine) = self.runtimes.get(relay).map(|r| &r.machine) else {
+            return;
+        };
+        let Some((baseline, _)) = machine
+            .plan_live_from_scratch(complete)
+            .and_then(|planned| split_or_log(relay, planned))
+        else {
+            return;
+        };
         let margin = self.config.consolidation_margin;
-        let fragmented = self
-            .runtimes
-            .get(relay)
-            .and_then(|r| r.machine.live_fragmented(complete, margin));
+        let fragmented = machine.live_fragmented(baseline.open.len(), margin);
         if let Some(Fragmented { core, baseline }) = fragmented {
             tracing::info!(%relay, core, baseline, margin, "live coverage is fragmented; consolidating");
             self.consolidate(relay);

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use grasp_sync_ledger::{PermitClass, StartKind};
-use grasp_sync_model::{BatchId, PaginationState, PendingItems, RelayUrl, SyncMethod};
+use grasp_sync_model::{BatchId, PendingItems, RelayUrl, SyncMethod};
 use nostr::{EventId, Filter, SubscriptionId};
 
 use super::Actor;
@@ -87,14 +87,11 @@ impl Actor {
             .queue_negentropy_batch(batch, filters, check_held, max_held, || {
                 super::new_subscription_id(counter, "neg")
             })?;
-        for (subscription_id, filter) in queued {
-            let _ = self.pending.register_subscription(
-                relay,
-                batch,
-                subscription_id,
-                PaginationState::new([filter]),
-            );
-        }
+        let rounds = queued
+            .into_iter()
+            .map(|(subscription_id, filter)| (subscription_id, vec![filter]))
+            .collect();
+        self.register_queued(relay, batch, rounds);
         Some(batch)
     }
 
@@ -532,15 +529,7 @@ impl Actor {
                 return;
             }
         };
-        for (subscription_id, filters) in queued {
-            // Registering in a batch that is pending cannot fail.
-            let _ = self.pending.register_subscription(
-                relay,
-                batch,
-                subscription_id,
-                PaginationState::new(filters),
-            );
-        }
+        self.register_queued(relay, batch, queued);
     }
 
     /// The recovery tick: start due attempts, apply promotions and expiries, and fetch rejected

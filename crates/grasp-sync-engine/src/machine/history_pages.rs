@@ -28,7 +28,7 @@ use nostr::{EventId, Filter, SubscriptionId};
 
 use crate::machine::refused::Admission;
 use crate::machine::relay::RelayMachine;
-use crate::machine::session::QueuedStart;
+use crate::machine::session::{QueuedStart, SessionState};
 
 #[cfg(test)]
 mod tests;
@@ -119,28 +119,26 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
                 Err(error) => queued.suspects_failed.push(error),
             }
         }
+        let start = PageStart {
+            batch,
+            class: PermitClass::HistoricPage,
+            kind: StartKind::Historic,
+            exact: false,
+        };
         for group in groups {
             let pagination = GroupedPagination::new(group.to_filters(), &session.pages);
             let subscription_id = next_id();
             queued
                 .pages
                 .push((subscription_id.clone(), pagination.current_filters()));
-            session.queue.push_back(QueuedStart {
-                subscription_id,
-                batch,
-                class: PermitClass::HistoricPage,
-                kind: StartKind::Historic,
-                pagination,
-                exact: false,
-            });
+            start.queue(session, subscription_id, pagination);
         }
         Some(queued)
     }
-}
 
-impl<Round, Parked> RelayMachine<Round, Parked> {
     /// Queues exact-ID REQs for `ids` in `batch` (a hydration pass, a retry, a recovery
-    /// attempt or a dependency the store asked for), one page each, under the IDs `next_id`
+    /// attempt or a dependency the store asked for), one page per filter of at most
+    /// [`MAX_IDS_PER_FILTER`](grasp_sync_filters::MAX_IDS_PER_FILTER) IDs, under the IDs `next_id`
     /// gives and as `class` and `kind` of start. Returns each page's subscription and filters,
     /// for the driver to register in the batch (none without a session), or why the filters
     /// could not be built.
@@ -156,21 +154,50 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         let Some(session) = self.session.as_mut() else {
             return Ok(Vec::new());
         };
+        let start = PageStart {
+            batch,
+            class,
+            kind,
+            exact: true,
+        };
         let mut queued = Vec::with_capacity(filters.len());
         for filter in filters {
             let subscription_id = next_id();
             let filters = vec![filter.filter];
             queued.push((subscription_id.clone(), filters.clone()));
-            session.queue.push_back(QueuedStart {
-                subscription_id,
-                batch,
-                class,
-                kind,
-                pagination: GroupedPagination::new(filters, &session.pages),
-                exact: true,
-            });
+            let pagination = GroupedPagination::new(filters, &session.pages);
+            start.queue(session, subscription_id, pagination);
         }
         Ok(queued)
+    }
+}
+
+/// How the pages of one call start: their batch, permit class, the kind of start the gates
+/// count, and whether they fetch exact IDs.
+#[derive(Clone, Copy)]
+struct PageStart {
+    batch: BatchId,
+    class: PermitClass,
+    kind: StartKind,
+    exact: bool,
+}
+
+impl PageStart {
+    /// Queues one page, `pagination` under `subscription_id`, behind what waits in `session`.
+    fn queue<Round, Parked>(
+        self,
+        session: &mut SessionState<Round, Parked>,
+        subscription_id: SubscriptionId,
+        pagination: GroupedPagination,
+    ) {
+        session.queue.push_back(QueuedStart {
+            subscription_id,
+            batch: self.batch,
+            class: self.class,
+            kind: self.kind,
+            pagination,
+            exact: self.exact,
+        });
     }
 }
 

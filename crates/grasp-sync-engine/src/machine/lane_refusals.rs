@@ -2,8 +2,11 @@
 //! a CLOSED of one of its live groups ([`RelayMachine::handle_lane_closed`]) or a NOTICE on it
 //! ([`RelayMachine::handle_lane_notice`]).
 //!
-//! Each refusal is classified and counted in the relay's statistics (once: the CLOSED of a
-//! group a NOTICE already parked for the AUTH is not counted again), then:
+//! Each refusal is classified and counted in the relay's statistics, once per parked group:
+//! an `auth-required:` CLOSED of a group already parked for the AUTH (by a NOTICE that came
+//! first, as some relays send both) is not counted again. A NOTICE that comes after the
+//! CLOSED names no subscription and answers the next unanswered group, so it counts as the
+//! refusal of that one. Then:
 //! - `auth-required:` parks the group on its connection when that connection may still
 //!   authenticate ([`LiveLanes`](crate::machine::lanes::LiveLanes) decides);
 //! - a refusal of what the group asks for ([`refusal_spares_connection`]) costs that group
@@ -34,9 +37,9 @@ mod tests;
 pub struct LaneRefusal {
     /// The refusal, classified.
     pub refusal: Refusal,
-    /// It was counted in the relay's statistics (the driver counts it in the metrics). The
-    /// CLOSED of a group an `auth-required:` NOTICE already parked is the same refusal again
-    /// (some relays send both) and is not counted twice.
+    /// It was counted in the relay's statistics (the driver counts it in the metrics). An
+    /// `auth-required:` CLOSED of a group already parked for the AUTH is the same refusal again
+    /// and is not counted twice.
     pub counted: bool,
     /// What the driver performs.
     pub outcome: LaneRefusalOutcome,

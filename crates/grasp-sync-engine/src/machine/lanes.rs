@@ -115,7 +115,8 @@ pub enum LaneStep {
 pub struct LaneSession {
     /// The connection's session.
     pub key: SessionKey,
-    /// The subscription budget of the relay's session, which each extra connection shares.
+    /// The subscription budget of the relay's session: each extra connection's own ledger
+    /// gets the same.
     pub budget: SessionBudget,
     /// It answers NIP-42 challenges (holds a key).
     pub answers_auth: bool,

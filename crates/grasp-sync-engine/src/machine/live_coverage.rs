@@ -2,7 +2,8 @@
 //! from the index; the machine decides what of it the session holds.
 //!
 //! - **Refused coverage stays out.** Coverage the relay refused by policy, paused or still
-//!   suspect, is left out of every live plan ([`RelayMachine::live_admitted`]).
+//!   suspect, is left out of every live plan: the driver passes each plan what
+//!   [`RelayMachine::live_admitted`] leaves of its coverage.
 //! - **Planned within the live budget.** The session's subscription budget, the learned
 //!   limits and the packing limits bound every plan; what the session cannot hold is split
 //!   by [`super::live_split`] between the extra connections, history and the catch-up.
@@ -10,8 +11,9 @@
 //!   packs the complete set from scratch and replaces every group held, which the plan
 //!   restores if admission fails ([`RelayMachine::plan_live_rebuild`]).
 //! - **Consolidation.** Core groups opened one batch at a time fragment: once they exceed the
-//!   complete set packed from scratch by more than the margin, the set is rebuilt
-//!   ([`RelayMachine::live_fragmented`], the rule in [`super::consolidation`]).
+//!   complete set packed from scratch ([`RelayMachine::plan_live_from_scratch`]) by more than
+//!   the margin, the set is rebuilt ([`RelayMachine::live_fragmented`], the rule in
+//!   [`super::consolidation`]).
 //! - **A rebuild waits.** During a query-rate cooldown, or after the ledger refused it while
 //!   transient subscriptions held the slots, a rebuild is kept pending and tried again
 //!   ([`RelayMachine::defer_rebuild`], [`RelayMachine::handle_rebuild_rolled_back`]).
@@ -63,26 +65,37 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             .collect()
     }
 
-    /// The session's plan for `incoming` next to the groups it holds, and what goes
-    /// elsewhere. `None` without a session; an error when the planner refuses for another
-    /// reason than essential coverage that does not fit (then nothing is live).
+    /// The session's plan for `incoming` (admitted: see [`RelayMachine::live_admitted`]) next to
+    /// the groups it holds, and what goes elsewhere. `None` without a session; an error when
+    /// the planner refuses for another reason than essential coverage that does not fit (then
+    /// nothing is live).
     pub fn plan_live(&self, incoming: Vec<TieredFilter>) -> Option<Result<LiveSplit, PlanRefusal>> {
         let session = self.session.as_ref()?;
         let budget = self.live_budget()?;
         Some(split_live(&held_groups(&session.live), incoming, &budget))
     }
 
-    /// The complete live set `complete` packed from scratch, as a plan that replaces every
-    /// group the session holds and restores them if admission fails. `None` without a
+    /// The complete live set `complete` (admitted) packed from scratch, as if the session held
+    /// nothing: the baseline of the consolidation check. `None` without a session; an error as
+    /// [`RelayMachine::plan_live`].
+    pub fn plan_live_from_scratch(
+        &self,
+        complete: Vec<TieredFilter>,
+    ) -> Option<Result<LiveSplit, PlanRefusal>> {
+        self.session.as_ref()?;
+        let budget = self.live_budget()?;
+        Some(split_live(&[], complete, &budget))
+    }
+
+    /// The complete live set `complete` (admitted) packed from scratch, as a plan that replaces
+    /// every group the session holds and restores them if admission fails. `None` without a
     /// session; an error as [`RelayMachine::plan_live`].
     pub fn plan_live_rebuild(
         &self,
         complete: Vec<TieredFilter>,
     ) -> Option<Result<LiveSplit, PlanRefusal>> {
-        let session = self.session.as_ref()?;
-        let budget = self.live_budget()?;
-        let planned = split_live(&[], complete, &budget).map(|mut split| {
-            let held = held_groups(&session.live);
+        let held = held_groups(&self.session.as_ref()?.live);
+        let planned = self.plan_live_from_scratch(complete)?.map(|mut split| {
             split.plan.close = held.iter().map(|h| h.subscription_id.clone()).collect();
             split.plan.rollback.reopen = held;
             split
@@ -90,21 +103,12 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         Some(planned)
     }
 
-    /// Whether the session's core live groups are fragmented against `complete`, the
-    /// complete live set, packed from scratch: more than `margin` groups above it. `None`
-    /// without a session, or when the complete set cannot be planned.
-    pub fn live_fragmented(
-        &self,
-        complete: Vec<TieredFilter>,
-        margin: usize,
-    ) -> Option<Fragmented> {
+    /// Whether the session's core live groups are fragmented against `baseline`, the groups
+    /// of the complete live set packed from scratch
+    /// ([`RelayMachine::plan_live_from_scratch`]): more than `margin` groups above it. `None`
+    /// without a session, or when they are not.
+    pub fn live_fragmented(&self, baseline: usize, margin: usize) -> Option<Fragmented> {
         let core = self.session.as_ref()?.core_live();
-        let budget = self.live_budget()?;
-        let baseline = split_live(&[], self.live_admitted(complete), &budget)
-            .ok()?
-            .plan
-            .open
-            .len();
         is_fragmented(core, baseline, margin).then_some(Fragmented { core, baseline })
     }
 

@@ -42,7 +42,7 @@ pub const PREPARED_AHEAD: usize = 2;
 /// A negentropy round waiting for its "have" set, a permit, a history slot and the gates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NegRound {
-    /// The round's subscription, registered in its batch.
+    /// The round's subscription, which the driver registers in its batch.
     pub subscription_id: SubscriptionId,
     /// Its batch.
     pub batch: BatchId,

@@ -118,7 +118,7 @@ pub struct RelayStats {
     pub consolidations: u64,
     /// Catch-up queries opened.
     pub catch_ups: u64,
-    /// Historic batches the relay truncated.
+    /// Parts of historic walks the relay truncated (a filter cut short), over every batch.
     pub history_truncated: u64,
     /// Historic batches with events the store failed to save.
     pub history_unsaved: u64,
@@ -126,7 +126,8 @@ pub struct RelayStats {
     pub unsaved_events: u64,
     /// Paging quirks the last session showed (labels from `RelayQuirks::labels`).
     pub quirks: Vec<&'static str>,
-    /// The last refusal's text, cut to 200 characters.
+    /// The last error: a refusal's text (cut to 200 characters), a failed dial, a session's
+    /// end or a failed batch.
     pub last_error: Option<String>,
 }
 

@@ -488,8 +488,8 @@ pub struct Transient {
     pub exact: bool,
 }
 
-/// A transient REQ waiting for a slot and the pacing gates. Its subscription is already
-/// registered in its batch, so the batch cannot confirm before it ran.
+/// A transient REQ waiting for a slot and the pacing gates. The driver registers its
+/// subscription in its batch before anything is sent, so the batch cannot confirm before it ran.
 pub struct QueuedStart {
     /// Its subscription.
     pub subscription_id: SubscriptionId,

@@ -9,6 +9,7 @@ use nostr::{Filter, Kind, SubscriptionId};
 
 use super::*;
 use crate::machine::nip77::NipListing;
+use crate::machine::refused::without_bounds;
 use crate::machine::relay::testing;
 
 type Machine = RelayMachine<(), ()>;
@@ -72,11 +73,19 @@ fn filters_share_reqs_up_to_the_learned_ceiling_queued_in_order_under_the_given_
     assert_eq!(queued_ids(&machine), ["hist-1", "hist-2", "hist-3"]);
     let session = machine.session.as_ref().expect("connected");
     assert!(session.queue.iter().all(|start| start.batch == BatchId(4)));
-    let mut sent: Vec<Filter> = queued.pages.into_iter().flat_map(|(_, f)| f).collect();
-    sent.sort_by_key(|f| format!("{f:?}"));
-    let mut asked = filters(0..7);
-    asked.sort_by_key(|f| format!("{f:?}"));
-    assert_eq!(sent.len(), asked.len(), "every filter is in one page");
+    let mut sent: Vec<String> = queued
+        .pages
+        .into_iter()
+        .flat_map(|(_, f)| f)
+        .map(|f| format!("{:?}", without_bounds(&f)))
+        .collect();
+    sent.sort();
+    let mut asked: Vec<String> = filters(0..7).iter().map(|f| format!("{f:?}")).collect();
+    asked.sort();
+    assert_eq!(
+        sent, asked,
+        "every filter is in exactly one page (which adds its limit)"
+    );
 }
 
 #[test]
@@ -178,12 +187,17 @@ fn nothing_is_queued_without_a_session() {
 }
 
 #[test]
-fn exact_ids_are_fetched_one_page_each_as_the_given_class_and_kind() {
+fn exact_ids_are_fetched_in_pages_of_one_full_filter_as_the_given_class_and_kind() {
+    use grasp_sync_filters::MAX_IDS_PER_FILTER;
     use grasp_sync_ledger::{PermitClass, StartKind};
     let now = Instant::now();
     let mut machine: Machine = testing::connected(now, 20, NipListing::Unknown);
-    let wanted: Vec<nostr::EventId> = (0..3u8)
-        .map(|n| nostr::EventId::from_byte_array([n; 32]))
+    let wanted: Vec<nostr::EventId> = (0..=MAX_IDS_PER_FILTER)
+        .map(|n| {
+            let mut bytes = [0u8; 32];
+            bytes[..8].copy_from_slice(&(n as u64).to_be_bytes());
+            nostr::EventId::from_byte_array(bytes)
+        })
         .collect();
     let queued = machine
         .queue_exact_fetch(
@@ -194,19 +208,32 @@ fn exact_ids_are_fetched_one_page_each_as_the_given_class_and_kind() {
             ids(),
         )
         .expect("filters built");
-    assert_eq!(queued.len(), 1, "three IDs fit one filter");
-    let (id, filters) = &queued[0];
-    assert_eq!(id.to_string(), "hist-1");
-    let asked: Vec<nostr::EventId> = filters[0].ids.iter().flatten().copied().collect();
-    assert_eq!(asked.len(), 3);
-    assert!(wanted.iter().all(|id| asked.contains(id)));
-    let session = machine.session.as_ref().expect("connected");
-    let start = session.queue.back().expect("queued");
-    assert!(start.exact);
+    let names: Vec<String> = queued.iter().map(|(id, _)| id.to_string()).collect();
     assert_eq!(
-        (start.batch, start.class, start.kind),
-        (BatchId(9), PermitClass::Retry, StartKind::Retry)
+        names,
+        ["hist-1", "hist-2"],
+        "one ID more than a filter holds"
     );
+    let mut asked: Vec<nostr::EventId> = queued
+        .iter()
+        .flat_map(|(_, filters)| {
+            assert_eq!(filters.len(), 1, "one filter per page");
+            filters[0].ids.iter().flatten().copied().collect::<Vec<_>>()
+        })
+        .collect();
+    asked.sort();
+    let mut expected = wanted.clone();
+    expected.sort();
+    assert_eq!(asked, expected, "every ID once");
+    let session = machine.session.as_ref().expect("connected");
+    assert_eq!(session.queue.len(), 2);
+    for start in &session.queue {
+        assert!(start.exact);
+        assert_eq!(
+            (start.batch, start.class, start.kind),
+            (BatchId(9), PermitClass::Retry, StartKind::Retry)
+        );
+    }
 
     machine.session = None;
     assert!(

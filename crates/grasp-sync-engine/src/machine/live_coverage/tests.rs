@@ -31,13 +31,23 @@ fn core(n: u64) -> TieredFilter {
 
 /// Holds `n` live groups of one filter each, `live-0` … (core coverage `core(0)` …).
 fn hold_one_filter_groups(machine: &mut Machine, now: Instant, n: u64) {
-    let (ids, open): (Vec<_>, Vec<_>) = (0..n)
-        .map(|i| {
+    hold_groups(machine, now, (0..n).map(|i| (format!("live-{i}"), core(i))));
+}
+
+/// Holds one live group of one filter per `(name, filter)`.
+fn hold_groups(
+    machine: &mut Machine,
+    now: Instant,
+    groups: impl IntoIterator<Item = (String, TieredFilter)>,
+) {
+    let (ids, open): (Vec<_>, Vec<_>) = groups
+        .into_iter()
+        .map(|(name, filter)| {
             let group = FilterGroup {
-                filters: vec![core(i)],
+                filters: vec![filter],
                 payload_bytes: 40,
             };
-            (SubscriptionId::new(format!("live-{i}")), group)
+            (SubscriptionId::new(name), group)
         })
         .unzip();
     let plan = LivePlan {
@@ -101,6 +111,13 @@ fn new_coverage_is_planned_next_to_the_groups_held() {
         split.plan.close.len(),
         "whatever it retires it can restore"
     );
+
+    // Coverage a held group already carries changes nothing.
+    let split = machine
+        .plan_live(vec![core(0)])
+        .expect("a session")
+        .expect("it fits");
+    assert!(split.plan.is_noop(), "{:?}", split.plan);
 }
 
 #[test]
@@ -135,16 +152,24 @@ fn core_groups_more_than_the_margin_above_the_set_packed_from_scratch_are_fragme
     let now = Instant::now();
     let mut machine = connected(now);
     hold_one_filter_groups(&mut machine, now, 6);
-    let complete = || (0..6).map(core).collect::<Vec<_>>();
+    let complete = (0..6).map(core).collect();
+    let baseline = machine
+        .plan_live_from_scratch(complete)
+        .expect("a session")
+        .expect("it fits")
+        .plan
+        .open
+        .len();
+    assert_eq!(baseline, 1, "packed from scratch: one group");
     assert_eq!(
-        machine.live_fragmented(complete(), 2),
+        machine.live_fragmented(baseline, 2),
         Some(Fragmented {
             core: 6,
             baseline: 1
         })
     );
     assert_eq!(
-        machine.live_fragmented(complete(), 5),
+        machine.live_fragmented(baseline, 5),
         None,
         "6 is not above 1 + 5"
     );
@@ -163,19 +188,36 @@ fn core_groups_more_than_the_margin_above_the_set_packed_from_scratch_are_fragme
 }
 
 #[test]
-fn auxiliary_groups_are_retired_once_and_that_is_news_once() {
+fn auxiliary_groups_are_retired_into_the_descendant_fallback() {
     let now = Instant::now();
     let mut machine = connected(now);
+    let descendant = TieredFilter::new(
+        Filter::new().kind(Kind::from(1111)).limit(0),
+        CoverageTier::DescendantCanonical,
+    );
+    hold_groups(
+        &mut machine,
+        now,
+        [("core".to_owned(), core(1)), ("aux".to_owned(), descendant)],
+    );
     assert!(!machine.descendants.is_constrained());
     assert_eq!(
         machine.retire_auxiliary(now),
-        Some(0),
-        "the fallback starts"
+        Some(1),
+        "the auxiliary group"
     );
     assert!(machine.descendants.is_constrained());
+    assert_eq!(testing::transmitted(&mut machine), ["CLOSE aux"]);
+    let session = machine.session.as_ref().expect("connected");
+    assert_eq!(session.live.len(), 1, "the core group stays");
     assert_eq!(machine.retire_auxiliary(now), None, "nothing new");
+
+    // The fallback starting is news even with nothing to close.
+    let mut machine = connected(now);
+    assert_eq!(machine.retire_auxiliary(now), Some(0));
+    let mut machine = connected(now);
     machine.session = None;
-    assert_eq!(machine.retire_auxiliary(now), None);
+    assert_eq!(machine.retire_auxiliary(now), None, "no session");
 }
 
 #[test]

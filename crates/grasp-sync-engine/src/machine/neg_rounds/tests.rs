@@ -324,9 +324,10 @@ fn a_batch_queues_one_round_per_filter_its_held_read_first_then_the_head_reads()
             SubscriptionId::new("neg-x")
         })
         .expect("a session");
+    let jobs = machine_jobs(&mut machine);
+    assert_eq!(jobs.len(), PREPARED_AHEAD);
     assert!(
-        machine_jobs(&mut machine)
-            .iter()
+        jobs.iter()
             .all(|job| matches!(job, Job::ReadHaveSet { .. }))
     );
 }
@@ -356,13 +357,19 @@ fn rounds_that_will_not_start_leave_the_queue_and_their_batch_falls_back() {
     let session = machine.session.as_ref().expect("connected");
     assert!(session.neg_queue.iter().all(|r| r.batch == BatchId(2)));
     assert_eq!(session.neg_queue.len(), 2, "the other batch's rounds stay");
+    assert!(
+        !machine.neg_batches[&BatchId(1)].may_trade_for_req(),
+        "the batch falls back once its rounds ended"
+    );
+    assert!(machine.neg_batches[&BatchId(2)].may_trade_for_req());
 }
 
 #[test]
 fn no_rounds_without_a_session_or_once_the_relay_does_not_speak_nip77() {
     let now = Instant::now();
-    let mut machine = connected(now, NipListing::NotListed);
+    let machine = connected(now, NipListing::NotListed);
     assert!(!machine.nip77_rounds_allowed());
+    let mut machine = connected(now, NipListing::Unknown);
     machine.session = None;
     assert!(!machine.nip77_rounds_allowed());
     assert!(
