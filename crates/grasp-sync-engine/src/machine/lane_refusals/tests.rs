@@ -4,16 +4,16 @@
 
 use std::time::Instant;
 
-use grasp_sync_filters::{CoverageTier, TieredFilter};
 use grasp_sync_health::RefusalCategory;
 use grasp_sync_ledger::{LearnedLimits, SessionBudget};
 use grasp_sync_model::RelayUrl;
-use nostr::{Filter, Kind, SubscriptionId};
+use nostr::SubscriptionId;
 
 use super::*;
 use crate::machine::lanes::{Dialled, LaneSession, LaneStep};
 use crate::machine::nip77::NipListing;
 use crate::machine::relay::testing;
+use crate::machine::relay::testing::live_core as core;
 
 type Machine = RelayMachine<(), ()>;
 
@@ -22,16 +22,6 @@ fn key() -> SessionKey {
         relay: RelayUrl::parse("wss://relay.example.com").expect("valid url"),
         generation: 10,
     }
-}
-
-fn core(n: u64) -> TieredFilter {
-    TieredFilter::new(
-        Filter::new()
-            .kind(Kind::from(1617))
-            .identifier(format!("d{n}"))
-            .limit(0),
-        CoverageTier::Essential,
-    )
 }
 
 /// A connected relay machine with one extra connection (generation 10) that holds two live

@@ -12,21 +12,12 @@ use super::*;
 use crate::machine::live_plan::PlanOutcome;
 use crate::machine::nip77::NipListing;
 use crate::machine::relay::testing;
+use crate::machine::relay::testing::live_core as core;
 
 type Machine = RelayMachine<(), ()>;
 
 fn connected(now: Instant) -> Machine {
     testing::connected(now, 20, NipListing::Unknown)
-}
-
-fn core(n: u64) -> TieredFilter {
-    TieredFilter::new(
-        Filter::new()
-            .kind(Kind::from(1617))
-            .identifier(format!("d{n}"))
-            .limit(0),
-        CoverageTier::Essential,
-    )
 }
 
 /// Holds `n` live groups of one filter each, `live-0` … (core coverage `core(0)` …).

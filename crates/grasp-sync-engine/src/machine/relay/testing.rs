@@ -3,11 +3,13 @@
 
 use std::time::Instant;
 
-use grasp_sync_filters::{GroupedPagination, PageHints, RelayPageSession};
+use grasp_sync_filters::{
+    CoverageTier, GroupedPagination, PageHints, RelayPageSession, TieredFilter,
+};
 use grasp_sync_health::{HealthConfig, RelayHealth};
 use grasp_sync_ledger::{PermitClass, StartKind};
 use grasp_sync_model::{BatchId, RelayUrl};
-use nostr::{Filter, SubscriptionId};
+use nostr::{Filter, Kind, SubscriptionId};
 
 use crate::machine::nip77::NipListing;
 use crate::machine::relay::{Advertised, RelayMachine};
@@ -44,6 +46,17 @@ pub(crate) fn connected<Round, Parked>(
         false,
     ));
     machine
+}
+
+/// Live coverage of repository `d{n}`, in the essential tier.
+pub(crate) fn live_core(n: u64) -> TieredFilter {
+    TieredFilter::new(
+        Filter::new()
+            .kind(Kind::from(1617))
+            .identifier(format!("d{n}"))
+            .limit(0),
+        CoverageTier::Essential,
+    )
 }
 
 /// What `machine` transmits now, in order: `REQ id`, `CLOSE id` or `disconnect`.
