@@ -181,7 +181,7 @@ pub struct RunArgs {
     )]
     pub learned_limits_max_age: Option<String>,
     /// Fetch coverage the store holds nothing of by REQ+EOSE, not NIP-77: true or false
-    /// [default: false].
+    /// [default: true].
     #[arg(
         long,
         env = "GRASP_SYNC_FIRST_SYNC_BY_REQ",
@@ -190,6 +190,16 @@ pub struct RunArgs {
         default_missing_value = "true"
     )]
     pub first_sync_by_req: Option<String>,
+    /// During a first sync, new live groups carry their batch's first historic page: true or
+    /// false [default: true].
+    #[arg(
+        long,
+        env = "GRASP_SYNC_LIVE_FIRST_PAGE",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub live_first_page: Option<String>,
     /// Rejected event IDs the own store remembers at most [default: 100000].
     #[arg(long, env = "GRASP_SYNC_MAX_REJECTED_IDS", value_name = "N")]
     pub max_rejected_ids: Option<usize>,
@@ -245,6 +255,11 @@ impl RunArgs {
                 .first_sync_by_req
                 .as_deref()
                 .map(|value| parse_bool("first_sync_by_req", value))
+                .transpose()?,
+            live_first_page: self
+                .live_first_page
+                .as_deref()
+                .map(|value| parse_bool("live_first_page", value))
                 .transpose()?,
             max_rejected_ids: self.max_rejected_ids,
             auth_key_file: self.auth_key_file.clone(),
@@ -362,6 +377,17 @@ pub struct SimArgs {
         action = clap::ArgAction::Set
     )]
     pub first_sync_by_req: bool,
+    /// During the daemon's first sync, new live groups carry their batch's first historic page
+    /// (`false` to send live groups with `limit: 0` only and fetch history apart).
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub live_first_page: bool,
     /// Skip the naive baseline.
     #[arg(long)]
     pub no_baseline: bool,

@@ -154,6 +154,7 @@ pub async fn run_demo(
             .max_pending_per_relay,
         learned_limits_max_age: grasp_sync_engine::config::DEFAULT_LEARNED_LIMITS_MAX_AGE,
         first_sync_by_req: grasp_sync_engine::EngineConfig::default().first_sync_by_req,
+        live_first_page: grasp_sync_engine::EngineConfig::default().live_first_page,
         max_rejected_ids: grasp_sync_engine::store::DEFAULT_COLD_CAPACITY,
         relay: crate::RelayLimits::default(),
         git: crate::config::GitSettings::default(),

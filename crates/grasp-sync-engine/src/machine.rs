@@ -22,6 +22,8 @@
 //!   end, and when a batch is still a first sync.
 //! - [`history_pages`]: how historic REQs are admitted, packed up to a filter ceiling and
 //!   queued as the first pages of their batch, and exact-ID fetches queued.
+//! - [`live_history`]: a new live group that carries its batch's first historic page, and
+//!   what ends that page early.
 //! - [`req_queue`]: the rule that starts a session's queued live and historic REQs.
 //! - [`neg_rounds`]: a batch's NIP-77 rounds queued in the session, dropped when they will
 //!   not start, and the rule that starts them.
@@ -157,6 +159,7 @@ pub mod jobs;
 pub mod lane_refusals;
 pub mod lanes;
 pub mod live_coverage;
+pub mod live_history;
 pub mod live_plan;
 pub mod live_split;
 pub mod neg_batch;

@@ -86,6 +86,8 @@ pub struct RawConfig {
     pub learned_limits_max_age: Option<String>,
     /// Whether coverage the store barely holds is fetched by REQ+EOSE, not NIP-77.
     pub first_sync_by_req: Option<bool>,
+    /// Whether a first sync's new live groups carry their batch's first historic page.
+    pub live_first_page: Option<bool>,
     /// Rejected event IDs the own store remembers at most (either mode).
     pub max_rejected_ids: Option<usize>,
     /// Mirror repositories here and hold announcements without git data in purgatory.
@@ -172,6 +174,7 @@ impl RawConfig {
                 .or(self.max_recovery_ids_per_relay),
             learned_limits_max_age: over.learned_limits_max_age.or(self.learned_limits_max_age),
             first_sync_by_req: over.first_sync_by_req.or(self.first_sync_by_req),
+            live_first_page: over.live_first_page.or(self.live_first_page),
             max_rejected_ids: over.max_rejected_ids.or(self.max_rejected_ids),
             git_root: over.git_root.or(self.git_root),
             on_sync_hook: over.on_sync_hook.or(self.on_sync_hook),
@@ -236,6 +239,8 @@ pub struct Settings {
     pub learned_limits_max_age: Duration,
     /// Whether coverage the store barely holds is fetched by REQ+EOSE, not NIP-77.
     pub first_sync_by_req: bool,
+    /// Whether a first sync's new live groups carry their batch's first historic page.
+    pub live_first_page: bool,
     /// Most rejected event IDs the own store's rejected-events index remembers, in either
     /// mode (its cold tier's `RejectedConfig::cold_capacity`).
     pub max_rejected_ids: usize,
@@ -359,6 +364,7 @@ impl Settings {
             )?
             .unwrap_or(defaults.learned_limits_max_age),
             first_sync_by_req: raw.first_sync_by_req.unwrap_or(defaults.first_sync_by_req),
+            live_first_page: raw.live_first_page.unwrap_or(defaults.live_first_page),
             max_rejected_ids: count_in(
                 "max_rejected_ids",
                 raw.max_rejected_ids,
@@ -382,6 +388,7 @@ impl Settings {
             max_waiting_roots: self.max_waiting_roots,
             learned_limits_max_age: self.learned_limits_max_age,
             first_sync_by_req: self.first_sync_by_req,
+            live_first_page: self.live_first_page,
             recovery: RecoveryConfig {
                 max_pending_per_relay: self.max_recovery_ids_per_relay,
                 ..RecoveryConfig::default()

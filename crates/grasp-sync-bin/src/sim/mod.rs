@@ -98,6 +98,8 @@ pub struct SimOptions {
     pub timeout: Duration,
     /// Fetch coverage the daemon's store holds nothing of by REQ+EOSE, not NIP-77.
     pub first_sync_by_req: bool,
+    /// A first sync's new live groups carry their batch's first historic page.
+    pub live_first_page: bool,
     /// Run the naive baseline.
     pub baseline: bool,
     /// Measure the raw ingest rate.
@@ -142,6 +144,7 @@ impl Default for SimOptions {
             batch_window: grasp_sync_engine::EngineConfig::default().batch_window,
             timeout: Duration::from_secs(600),
             first_sync_by_req: grasp_sync_engine::EngineConfig::default().first_sync_by_req,
+            live_first_page: grasp_sync_engine::EngineConfig::default().live_first_page,
             baseline: true,
             raw_ingest: true,
             idle: None,
@@ -213,6 +216,7 @@ impl TryFrom<&SimArgs> for SimOptions {
             batch_window: duration("batch-window", &args.batch_window)?,
             timeout: duration("timeout", &args.timeout)?,
             first_sync_by_req: args.first_sync_by_req,
+            live_first_page: args.live_first_page,
             baseline: !args.no_baseline,
             raw_ingest: !args.no_raw_ingest,
             idle: args
@@ -807,6 +811,7 @@ fn daemon_settings(
             .max_pending_per_relay,
         learned_limits_max_age: grasp_sync_engine::config::DEFAULT_LEARNED_LIMITS_MAX_AGE,
         first_sync_by_req: options.first_sync_by_req,
+        live_first_page: options.live_first_page,
         max_rejected_ids: grasp_sync_engine::store::DEFAULT_COLD_CAPACITY,
         relay: crate::RelayLimits::default(),
         git: crate::config::GitSettings::default(),

@@ -15,6 +15,7 @@ use grasp_sync_model::{
 use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 
 use super::Actor;
+use super::live::LivePage;
 use super::runtime::{Machine, RelayRuntime};
 use crate::machine::eose::EoseAnswer;
 pub(super) use crate::machine::history_pages::FilterCeiling;
@@ -62,20 +63,34 @@ impl Actor {
             addressable_members: &[],
         };
         let budget = FilterBudget::default();
+        let items = PendingItems {
+            repos: needs.repos,
+            root_events: needs.root_events,
+        };
         if live {
             match coverage.live_filters(&budget) {
                 Ok(filters) => {
-                    let _ = self.open_live(relay, filters);
+                    // A first sync's new live groups carry the history's first page.
+                    let page = match since {
+                        None => self.open_live_with_history(relay, filters, &items),
+                        Some(_) => LivePage::NotCarried(filters),
+                    };
+                    match page {
+                        LivePage::Carried => {
+                            self.drive_queue(relay);
+                            return;
+                        }
+                        LivePage::NotCarried(filters) => {
+                            let _ = self.open_live(relay, filters);
+                        }
+                        LivePage::HistoryApart => {}
+                    }
                 }
                 Err(error) => tracing::warn!(%relay, %error, "live filters could not be built"),
             }
         }
         match coverage.historic_filters(since, None, &budget) {
             Ok(filters) => {
-                let items = PendingItems {
-                    repos: needs.repos,
-                    root_events: needs.root_events,
-                };
                 let filters = filters.into_iter().map(|f| f.filter).collect();
                 // Full reconciliation tries NIP-77; a catch-up from `since` is a plain REQ.
                 if since.is_none() {
@@ -328,6 +343,54 @@ impl Actor {
             self.repair_live(relay);
         }
         self.drive_queue(relay);
+    }
+
+    /// Queues again, as historic pages of their batch, the pages of live groups that ended
+    /// before their EOSE ([`crate::machine::live_history`]), registers them and resolves the
+    /// ended ones; a batch whose page could not be queued again fails.
+    pub(super) fn requeue_ended_live_pages(&mut self) {
+        let now = self.now();
+        let relays: Vec<RelayUrl> = self.runtimes.keys().cloned().collect();
+        for relay in relays {
+            let counter = &mut self.next_subscription;
+            let Some(runtime) = self.runtimes.get_mut(&relay) else {
+                continue;
+            };
+            let ended = runtime
+                .machine
+                .requeue_ended_live_pages(now, || super::new_subscription_id(counter, "hist"));
+            if ended.is_empty() {
+                continue;
+            }
+            for (page, queued) in ended {
+                let pending = self
+                    .pending
+                    .batches(&relay)
+                    .iter()
+                    .any(|b| b.batch_id == page.batch);
+                if !pending {
+                    continue;
+                }
+                tracing::debug!(%relay, batch = %page.batch, subscription = %page.subscription_id,
+                    "a live group ended before its page's EOSE; the page goes to history");
+                if !self.register_pages(&relay, page.batch, queued) {
+                    self.fail_batch(
+                        &relay,
+                        page.batch,
+                        "a live group's page could not be queued as history",
+                    );
+                    continue;
+                }
+                if let Some(resolved) = self
+                    .pending
+                    .resolve_subscription(&relay, &page.subscription_id)
+                    && resolved.batch_complete
+                {
+                    self.batch_drained(&relay, resolved.batch_id);
+                }
+            }
+            self.drive_queue(&relay);
+        }
     }
 
     /// Parts of a batch's history the relay cannot page through: the batch is marked so it

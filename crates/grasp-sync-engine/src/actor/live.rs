@@ -6,7 +6,7 @@
 
 use grasp_sync_filters::{CoverageTier, TieredFilter};
 use grasp_sync_ledger::{DeferReason, LivePlan, PlanRefusal};
-use grasp_sync_model::RelayUrl;
+use grasp_sync_model::{PendingItems, RelayUrl, SyncMethod};
 use nostr::SubscriptionId;
 
 use super::Actor;
@@ -49,6 +49,63 @@ impl Actor {
         deferred
     }
 
+    /// During a first sync (a store new at start, a relay that has not completed a historic
+    /// sync), makes `incoming` live in new groups that carry its first historic page, as
+    /// `items`' batch ([`crate::machine::live_history`]).
+    pub(super) fn open_live_with_history(
+        &mut self,
+        relay: &RelayUrl,
+        incoming: Vec<TieredFilter>,
+        items: &PendingItems,
+    ) -> LivePage {
+        let first_sync = self.config.live_first_page
+            && self.new_store
+            && self
+                .relays
+                .get(relay)
+                .is_none_or(|state| state.historic_sync_completed_at.is_none());
+        if !first_sync || incoming.is_empty() {
+            return LivePage::NotCarried(incoming);
+        }
+        let Some((plan, overflow)) = self.plan_live(relay, incoming.clone()) else {
+            return LivePage::NotCarried(incoming);
+        };
+        let allowed = self
+            .runtimes
+            .get(relay)
+            .is_some_and(|r| r.machine.live_page_allowed(&incoming, &plan, &overflow));
+        if !allowed {
+            return LivePage::NotCarried(incoming);
+        }
+        let batch = self
+            .pending
+            .open_batch(relay, items.clone(), SyncMethod::ReqEose);
+        let ids: Vec<SubscriptionId> = plan
+            .open
+            .iter()
+            .map(|_| self.next_subscription_id("live"))
+            .collect();
+        let now = self.now();
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return LivePage::NotCarried(incoming);
+        };
+        let (applied, pages) = runtime
+            .machine
+            .apply_live_plan_with_history(now, plan, ids, batch, &incoming);
+        log_held_back(relay, applied.held_back.as_ref());
+        super::runtime::log_live_driven(relay, applied.driven, self.metrics.as_ref());
+        if pages.is_empty() {
+            // Not applied as planned: nothing carries the page, so history goes the usual way
+            // (the live set is re-derived when what held it back ends).
+            self.pending.abandon_batch(relay, batch);
+            return LivePage::HistoryApart;
+        }
+        tracing::debug!(%relay, %batch, groups = pages.len(), "new live groups carry the first historic page");
+        self.register_queued(relay, batch, pages);
+        self.check_consolidation(relay);
+        LivePage::Carried
+    }
+
     /// `incoming` without coverage the relay refused by policy
     /// ([`RelayMachine::live_admitted`](crate::machine::relay::RelayMachine)).
     pub(super) fn without_refused(
@@ -83,18 +140,7 @@ impl Actor {
             return PlanOutcome::Deferred;
         };
         let applied = runtime.machine.apply_live_plan(now, plan, ids);
-        match &applied.held_back {
-            None => {}
-            Some(PlanHeldBack::Cooldown) => {
-                tracing::debug!(%relay, "live planning waits for the query-rate cooldown");
-            }
-            Some(PlanHeldBack::WouldBeRefused(error)) => {
-                tracing::debug!(%relay, %error, "live admission would be refused; the groups held stay");
-            }
-            Some(PlanHeldBack::Refused(error)) => {
-                tracing::warn!(%relay, %error, "live admission refused; restoring retired groups");
-            }
-        }
+        log_held_back(relay, applied.held_back.as_ref());
         super::runtime::log_live_driven(relay, applied.driven, self.metrics.as_ref());
         applied.outcome
     }
@@ -108,6 +154,33 @@ impl Actor {
     ) -> Option<(LivePlan, Vec<TieredFilter>)> {
         let planned = self.runtimes.get(relay)?.machine.plan_live(incoming)?;
         split_or_log(relay, planned)
+    }
+}
+
+/// What [`Actor::open_live_with_history`] did.
+pub(super) enum LivePage {
+    /// New live groups carry the batch's first page.
+    Carried,
+    /// Nothing changed: the plan could not carry the page. The coverage is given back.
+    NotCarried(Vec<TieredFilter>),
+    /// The live plan was tried but not applied as it was, so nothing carries the page: the
+    /// batch's history is still to open. What held the plan back re-derives the live set.
+    HistoryApart,
+}
+
+/// Logs why a live plan was not applied as it was.
+fn log_held_back(relay: &RelayUrl, held_back: Option<&PlanHeldBack>) {
+    match held_back {
+        None => {}
+        Some(PlanHeldBack::Cooldown) => {
+            tracing::debug!(%relay, "live planning waits for the query-rate cooldown");
+        }
+        Some(PlanHeldBack::WouldBeRefused(error)) => {
+            tracing::debug!(%relay, %error, "live admission would be refused; the groups held stay");
+        }
+        Some(PlanHeldBack::Refused(error)) => {
+            tracing::warn!(%relay, %error, "live admission refused; restoring retired groups");
+        }
     }
 }
 

@@ -251,6 +251,7 @@ impl Actor {
                 () = tokio::time::sleep_until(wake) => {}
             }
             self.handle_timeouts();
+            self.requeue_ended_live_pages();
             self.perform_dials();
             self.perform_jobs();
             self.perform_transmits();

@@ -5,11 +5,13 @@
 //! cooldown nothing changes: live coverage is re-derived when it ends
 //! ([`SessionState::defer_for_cooldown`](crate::machine::session::SessionState)).
 
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use grasp_sync_filters::FilterGroup;
 use grasp_sync_ledger::{LedgerError, LivePlan};
-use nostr::SubscriptionId;
+use grasp_sync_model::BatchId;
+use nostr::{Filter, SubscriptionId};
 
 use crate::machine::relay::RelayMachine;
 use crate::machine::session::{LiveDriven, LiveGroup, UNSENT};
@@ -72,14 +74,37 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         plan: LivePlan,
         ids: Vec<SubscriptionId>,
     ) -> PlanApplied {
+        self.apply_live_plan_as(now, plan, ids, None).0
+    }
+
+    /// [`RelayMachine::apply_live_plan`], with each group the plan opens carrying the first
+    /// page of `history`'s batch over its filters among `history`'s when it is applied as it
+    /// was
+    /// ([`crate::machine::live_history`]); returns those pages too.
+    pub(crate) fn apply_live_plan_as(
+        &mut self,
+        now: Instant,
+        plan: LivePlan,
+        ids: Vec<SubscriptionId>,
+        history: Option<(BatchId, &BTreeSet<Filter>)>,
+    ) -> (PlanApplied, Vec<(SubscriptionId, Vec<Filter>)>) {
         if plan.is_noop() {
-            return PlanApplied::held_back(PlanOutcome::Applied, None);
+            return (
+                PlanApplied::held_back(PlanOutcome::Applied, None),
+                Vec::new(),
+            );
         }
         let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {
-            return PlanApplied::held_back(PlanOutcome::Deferred, None);
+            return (
+                PlanApplied::held_back(PlanOutcome::Deferred, None),
+                Vec::new(),
+            );
         };
         if session.defer_for_cooldown(now) {
-            return PlanApplied::held_back(PlanOutcome::Deferred, Some(PlanHeldBack::Cooldown));
+            return (
+                PlanApplied::held_back(PlanOutcome::Deferred, Some(PlanHeldBack::Cooldown)),
+                Vec::new(),
+            );
         }
         let released = plan
             .close
@@ -89,9 +114,12 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         if !plan.open.is_empty()
             && let Err(error) = ledger.check_live_admission(released, plan.open.len())
         {
-            return PlanApplied::held_back(
-                PlanOutcome::RolledBack,
-                Some(PlanHeldBack::WouldBeRefused(error)),
+            return (
+                PlanApplied::held_back(
+                    PlanOutcome::RolledBack,
+                    Some(PlanHeldBack::WouldBeRefused(error)),
+                ),
+                Vec::new(),
             );
         }
         for id in &plan.close {
@@ -123,25 +151,36 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
                     .map(|permits| (reopen, permits))
             }
         };
+        let page_batch = history.filter(|_| outcome == PlanOutcome::Applied);
+        let mut pages = Vec::new();
         if let Some((groups, permits)) = admitted {
             for ((id, group), permit) in groups.into_iter().zip(permits) {
                 session.live_queue.push_back(id.clone());
                 session.live.insert(
-                    id,
+                    id.clone(),
                     LiveGroup {
                         group,
                         permit,
                         sent: UNSENT,
+                        history: None,
                     },
                 );
+                if let Some((batch, page)) = page_batch
+                    && let Some(filters) = session.attach_live_page(&id, batch, page)
+                {
+                    pages.push((id, filters));
+                }
             }
         }
         let driven = self.drive_live(now);
         self.note_peak();
-        PlanApplied {
-            outcome,
-            held_back,
-            driven,
-        }
+        (
+            PlanApplied {
+                outcome,
+                held_back,
+                driven,
+            },
+            pages,
+        )
     }
 }

@@ -321,7 +321,8 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     }
 
     /// The session delivered `event` for `subscription_id`: counted; an exact-ID fetch's
-    /// delivery counts for its batch's hydration; a historic page's cursor moves; and, when the
+    /// delivery counts for its batch's hydration; a historic page's cursor moves (a live
+    /// group's first page too); and, when the
     /// store was new at the start (`new_store`), its ID is remembered as one this relay
     /// delivered during its first sync.
     pub fn handle_event(
@@ -330,17 +331,21 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         event: &Event,
         new_store: bool,
     ) {
-        let transient = self
-            .session
-            .as_mut()
-            .and_then(|s| s.transients.get_mut(subscription_id));
-        if let Some(transient) = transient {
-            if transient.exact
-                && let Some(neg) = self.neg_batches.get_mut(&transient.batch)
+        if let Some(session) = self.session.as_mut() {
+            if let Some(transient) = session.transients.get_mut(subscription_id) {
+                if transient.exact
+                    && let Some(neg) = self.neg_batches.get_mut(&transient.batch)
+                {
+                    neg.handle_exact_delivery(event.id);
+                }
+                transient.pagination.handle_event(event);
+            } else if let Some(history) = session
+                .live
+                .get_mut(subscription_id)
+                .and_then(|g| g.history.as_mut())
             {
-                neg.handle_exact_delivery(event.id);
+                history.pagination.handle_event(event);
             }
-            transient.pagination.handle_event(event);
         }
         self.stats.events_received += 1;
         if new_store {
@@ -348,7 +353,8 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         }
     }
 
-    /// The store failed to save event `id`, delivered for `subscription_id`. A page of a batch
+    /// The store failed to save event `id`, delivered for `subscription_id`. A page (a
+    /// transient one, or a live group's first page before its EOSE) of a batch
     /// still pending (`pending` says which are) marks its batch, which is then never confirmed;
     /// anything else (live coverage, a retired subscription) is returned, for the driver's
     /// missing-event recovery to fetch again by ID.
@@ -362,8 +368,15 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         let batch = self
             .session
             .as_ref()
-            .and_then(|s| s.transients.get(subscription_id))
-            .map(|t| t.batch)
+            .and_then(|s| {
+                s.transients
+                    .get(subscription_id)
+                    .map(|t| t.batch)
+                    .or_else(|| {
+                        let group = s.live.get(subscription_id)?;
+                        group.history.as_ref().map(|h| h.batch)
+                    })
+            })
             .filter(|batch| pending(*batch));
         match batch {
             Some(batch) => {

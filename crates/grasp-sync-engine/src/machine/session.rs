@@ -21,6 +21,7 @@ use grasp_sync_ledger::{
 use grasp_sync_model::BatchId;
 use nostr::{Filter, SubscriptionId};
 
+use crate::machine::live_history::{EndedPage, LiveHistory};
 use crate::machine::session_auth::SessionAuth;
 use crate::machine::timers::{SessionTimer, Timers};
 use crate::machine::transmit::{Outbound, SessionKey, Transmits};
@@ -72,6 +73,10 @@ pub struct SessionState<Round, Parked> {
     /// REQs, CLOSEs and the disconnect decided for this connection and not yet handed to it,
     /// performed by the driver once per step and when the session is dropped.
     pub transmit: Transmits,
+    /// Pages that rode on a live group that ended before its EOSE (closed by a plan, retired
+    /// by the relay): queued again as historic pages of their batch
+    /// ([`crate::machine::live_history`]).
+    pub ended_live_pages: Vec<EndedPage>,
 }
 
 /// What one [`SessionState::drive_live`] did.
@@ -108,6 +113,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
             auth: SessionAuth::new(answers_auth),
             index_update_waits: false,
             transmit: Transmits::default(),
+            ended_live_pages: Vec::new(),
         }
     }
 
@@ -201,13 +207,14 @@ impl<Round, Parked> SessionState<Round, Parked> {
                 break;
             }
             self.live_queue.pop_front();
-            let Some(filters) = self.live.get(&id).map(|g| g.group.to_filters()) else {
+            let Some(filters) = self.live.get(&id).map(LiveGroup::req_filters) else {
                 continue;
             };
             let sent = self.next_sent(&id, filters.len());
             if let Some(group) = self.live.get_mut(&id) {
                 group.sent = sent;
             }
+            self.handle_live_page_sent(&id, now);
             self.transmit.push(Outbound::Req {
                 subscription_id: id,
                 filters,
@@ -248,9 +255,14 @@ impl<Round, Parked> SessionState<Round, Parked> {
         id: &SubscriptionId,
         now: Instant,
     ) -> Option<Eose> {
-        if let Some(group) = self.live.get(id) {
-            return Some(Eose::Live {
-                filters: group.group.filters.len(),
+        if let Some(group) = self.live.get_mut(id) {
+            let filters = group.group.filters.len();
+            return Some(match group.history.take() {
+                // The group's first page ends; the group stays open as the live tail.
+                Some(history) => {
+                    Eose::Page(self.end_page(history.batch, history.pagination, false))
+                }
+                None => Eose::Live { filters },
             });
         }
         let mut transient = self.transients.remove(id)?;
@@ -258,15 +270,30 @@ impl<Round, Parked> SessionState<Round, Parked> {
         if let Some(permit) = transient.permit.take() {
             let _ = ledger.handle_release(now, &permit, ReleaseReason::EoseCloseEnqueued);
         }
-        let filters = transient.pagination.current_filters();
+        Some(Eose::Page(self.end_page(
+            transient.batch,
+            transient.pagination,
+            transient.exact,
+        )))
+    }
+
+    /// The page of `batch` walking `pagination` reached its EOSE: its next pages or its end,
+    /// and the paging quirks it showed first. An exact-ID fetch (`exact`) is never paged.
+    fn end_page(
+        &mut self,
+        batch: BatchId,
+        pagination: GroupedPagination,
+        exact: bool,
+    ) -> PageEnded {
+        let filters = pagination.current_filters();
         let known = self.pages.quirks().labels();
-        let step = if transient.exact {
+        let step = if exact {
             // An exact-ID fetch asks for what it names: it is never paged.
             PageStep::Complete {
                 truncated: Vec::new(),
             }
         } else {
-            transient.pagination.handle_eose(&mut self.pages)
+            pagination.handle_eose(&mut self.pages)
         };
         let learned_quirks = self
             .pages
@@ -275,12 +302,12 @@ impl<Round, Parked> SessionState<Round, Parked> {
             .into_iter()
             .filter(|label| !known.contains(label))
             .collect();
-        Some(Eose::Page(PageEnded {
-            batch: transient.batch,
+        PageEnded {
+            batch,
             filters,
             step,
             learned_quirks,
-        }))
+        }
     }
 
     /// Ends the historic work of `batch`, or of every batch (`None`): its pages in flight get
@@ -293,6 +320,12 @@ impl<Round, Parked> SessionState<Round, Parked> {
         now: Instant,
     ) {
         let of_batch = |b: BatchId| batch.is_none_or(|batch| batch == b);
+        // A live group keeps its subscription; only the page it carries ends.
+        for group in self.live.values_mut() {
+            if group.history.as_ref().is_some_and(|h| of_batch(h.batch)) {
+                group.history = None;
+            }
+        }
         let doomed: Vec<SubscriptionId> = self
             .transients
             .iter()
@@ -351,6 +384,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
         let Some(held) = self.live.remove(id) else {
             return false;
         };
+        self.note_live_page_ended(id, &held);
         // Releasing our own live permit cannot be refused; a stale one is a no-op.
         let _ = ledger.handle_release(now, &held.permit, ReleaseReason::LiveRetired);
         if held.was_sent() {
@@ -382,6 +416,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
         now: Instant,
     ) {
         if let Some(group) = self.live.remove(id) {
+            self.note_live_page_ended(id, &group);
             let _ = ledger.handle_release(now, &group.permit, ReleaseReason::Closed);
         }
     }
@@ -406,6 +441,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
                 expired.push(transient.batch);
             }
         }
+        expired.extend(self.expire_live_pages(now));
         expired
     }
 }
@@ -418,6 +454,9 @@ pub struct LiveGroup {
     pub permit: Permit,
     /// Send order within the session; [`UNSENT`] while its REQ waits in the live queue.
     pub sent: u64,
+    /// The first historic page it carries until its EOSE, if any
+    /// ([`crate::machine::live_history`]).
+    pub history: Option<LiveHistory>,
 }
 
 /// The groups of `live` as the live planner takes them.
@@ -434,6 +473,19 @@ impl LiveGroup {
     /// Whether its REQ was sent (a CLOSE is due when it is retired).
     pub fn was_sent(&self) -> bool {
         self.sent != UNSENT
+    }
+
+    /// The filters its REQ carries: while it carries a page, the page's with the page limit
+    /// and the others with `limit: 0`; else its own, with `limit: 0`.
+    pub fn req_filters(&self) -> Vec<Filter> {
+        match &self.history {
+            Some(history) => {
+                let mut filters = history.pagination.current_filters();
+                filters.extend(history.others.iter().cloned());
+                filters
+            }
+            None => self.group.to_filters(),
+        }
     }
 
     /// Whether the group carries descendant coverage: auxiliary, retired before core coverage
@@ -458,7 +510,8 @@ pub enum Eose {
     Page(PageEnded),
 }
 
-/// A historic page that reached its EOSE: closed, its slot released.
+/// A historic page that reached its EOSE: a transient one closed and its slot released, a
+/// live group's first page left open as the live tail.
 #[derive(Debug)]
 pub struct PageEnded {
     /// The page's batch.

@@ -30,6 +30,8 @@ pub enum SessionTimer {
     GateWait,
     /// Live planning waits for a query-rate cooldown: re-derive live coverage then.
     LiveRepair,
+    /// The earliest EOSE due on a live group carrying a historic page.
+    LivePageWatchdog,
 }
 
 /// Deadlines by name. Bounded by the names: at most one deadline per variant of `T`.

@@ -75,10 +75,12 @@ fn network() -> (MemoryNetwork, Vec<Event>) {
     (network, events)
 }
 
-/// History by NIP-77 only: a new store's first sync would take it by REQ+EOSE.
+/// History by NIP-77 only: a new store's first sync would take it by REQ+EOSE, its first
+/// pages on the live groups.
 fn config(network: &MemoryNetwork) -> EngineConfig {
     EngineConfig {
         first_sync_by_req: false,
+        live_first_page: false,
         ..test_config(&network.urls()[..1])
     }
 }

@@ -13,6 +13,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use grasp_sync_engine::EngineConfig;
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{RootKind, ThreadTag, reply, root};
 use grasp_sync_testkit::{
@@ -64,6 +65,7 @@ async fn run_profile(name: &str, profile: TestRelayConfig) -> Figures {
         &urls[..1],
         &generated.expected,
         None,
+        true,
     )
     .await;
     figures.page_rereads = page_rereads(&network.stats(&urls[1]), &generated.relay_events[1]);
@@ -96,6 +98,17 @@ async fn run_case(
     name: &str,
     profile: TestRelayConfig,
     thread: impl FnOnce(&RepoFixture) -> Case,
+) -> Figures {
+    run_case_with(name, profile, thread, true).await
+}
+
+/// [`run_case`], with the first page of each batch riding on its live groups or not
+/// (`live_first_page`).
+async fn run_case_with(
+    name: &str,
+    profile: TestRelayConfig,
+    thread: impl FnOnce(&RepoFixture) -> Case,
+    live_first_page: bool,
 ) -> Figures {
     let bootstrap = "ws://bootstrap.memory".to_owned();
     let strict = "ws://strict.memory".to_owned();
@@ -132,7 +145,16 @@ async fn run_case(
     // With events known beforehand, the strict relay joins once they are stored, so its first
     // REQ covers them all.
     let late = (!known.is_empty()).then_some(&known);
-    measure(name, &network, &strict, &[bootstrap], &expected, late).await
+    measure(
+        name,
+        &network,
+        &strict,
+        &[bootstrap],
+        &expected,
+        late,
+        live_first_page,
+    )
+    .await
 }
 
 /// The events of a hand-built case: all on the strict relay, some also on the bootstrap
@@ -163,11 +185,16 @@ async fn measure(
     bootstrap: &[String],
     expected: &BTreeSet<EventId>,
     join_after: Option<&BTreeSet<EventId>>,
+    live_first_page: bool,
 ) -> Figures {
     if join_after.is_some() {
         network.kill(strict);
     }
-    let run = start_paused_engine(network, test_config(bootstrap)).await;
+    let config = EngineConfig {
+        live_first_page,
+        ..test_config(bootstrap)
+    };
+    let run = start_paused_engine(network, config).await;
     if let Some(known) = join_after {
         let stored = wait_until(Duration::from_secs(60), || async {
             run.count_stored(known).await == known.len()
@@ -513,8 +540,21 @@ fn wide_history(fixture: &RepoFixture) -> Case {
 
 #[tokio::test(start_paused = true)]
 async fn a_seven_filter_req_arrives_whole_from_a_relay_capping_150_per_req() {
-    let name = "wide REQ, per-REQ-cap-like";
+    // The first pages ride on live groups of fewer filters; the history is complete.
+    let name = "wide history on live groups, per-REQ-cap-like";
     let figures = run_case(name, TestRelayConfig::per_req_cap_like(), wide_history).await;
+    assert_eq!(figures.synced, 481);
+    assert_only_boundaries_fetched_twice(name, &figures, 150);
+
+    // Fetched apart from the live groups, the batch's seven filters go in one historic REQ.
+    let name = "wide REQ, per-REQ-cap-like";
+    let figures = run_case_with(
+        name,
+        TestRelayConfig::per_req_cap_like(),
+        wide_history,
+        false,
+    )
+    .await;
     assert_eq!(figures.synced, 481);
     assert!(
         figures.widest_req >= 7,

@@ -14,6 +14,7 @@ mod delivery;
 mod discovery;
 mod exit;
 mod learned_restart;
+mod live_page;
 mod negentropy;
 mod notice;
 mod participants;

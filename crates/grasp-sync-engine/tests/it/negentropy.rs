@@ -191,6 +191,8 @@ async fn a_partly_serving_relay_gets_one_retry_then_recovery_and_is_promoted_whe
     let (network, expected) = home_serving(serve.clone(), 40);
     let urls = network.urls();
     let mut config = test_config(&urls[..1]);
+    // NIP-77 reconciles the first sync: no page rides on the live groups.
+    config.live_first_page = false;
     config.recovery = RecoveryConfig {
         base_backoff: Duration::from_millis(500),
         max_backoff: Duration::from_secs(2),
@@ -522,6 +524,8 @@ async fn a_relay_that_ignores_neg_open_costs_one_short_probe_and_is_remembered()
     let urls = network.urls();
     let (bootstrap, home) = (&urls[0], &urls[1]);
     let mut config = test_config(&urls[..1]);
+    // The first sync's batches go to NIP-77 first: no page rides on the live groups.
+    config.live_first_page = false;
     config.health = HealthConfig {
         connect_backoff_base: Duration::from_millis(200),
         stability_period: Duration::from_secs(1),
@@ -690,7 +694,13 @@ async fn a_new_stores_first_sync_takes_what_another_relay_delivered_a_little_of_
     ]);
     let urls = network.urls();
     let (bootstrap, first, second) = (&urls[0], &urls[1], &urls[2]);
-    let run = start_paused_engine(&network, test_config(&urls[..1])).await;
+    // The rule under test routes batches that NIP-77 would take: no page rides on the live
+    // groups.
+    let config = grasp_sync_engine::EngineConfig {
+        live_first_page: false,
+        ..test_config(&urls[..1])
+    };
+    let run = start_paused_engine(&network, config).await;
     run.wait_for_store(&ids(&thread), Duration::from_secs(600))
         .await;
     run.settle(first, Duration::from_secs(600)).await;

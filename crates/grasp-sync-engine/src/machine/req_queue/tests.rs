@@ -111,6 +111,7 @@ fn queued_live_groups_are_sent_before_history() {
             },
             permit,
             sent: UNSENT,
+            history: None,
         },
     );
     session.live_queue.push_back(id);

@@ -47,6 +47,7 @@ fn queue_live(session: &mut Session, ledger: &mut SubscriptionLedger, now: Insta
             group,
             permit,
             sent: UNSENT,
+            history: None,
         },
     );
     session.live_queue.push_back(id(n));
