@@ -190,8 +190,8 @@ pub struct RunArgs {
         default_missing_value = "true"
     )]
     pub first_sync_by_req: Option<String>,
-    /// During a first sync, new live groups carry their batch's first historic page: true or
-    /// false [default: true].
+    /// During a first sync, new live groups carry their batch's first historic page
+    /// (experimental): true or false [default: false].
     #[arg(
         long,
         env = "GRASP_SYNC_LIVE_FIRST_PAGE",
@@ -378,12 +378,13 @@ pub struct SimArgs {
     )]
     pub first_sync_by_req: bool,
     /// During the daemon's first sync, new live groups carry their batch's first historic page
-    /// (`false` to send live groups with `limit: 0` only and fetch history apart).
+    /// (experimental; by default live groups send `limit: 0` only and history is fetched
+    /// apart).
     #[arg(
         long,
         value_name = "BOOL",
         num_args = 0..=1,
-        default_value_t = true,
+        default_value_t = false,
         default_missing_value = "true",
         action = clap::ArgAction::Set
     )]

@@ -356,13 +356,17 @@ impl Actor {
             let Some(runtime) = self.runtimes.get_mut(&relay) else {
                 continue;
             };
-            let ended = runtime
-                .machine
-                .requeue_ended_live_pages(now, || super::new_subscription_id(counter, "hist"));
+            let pending = &self.pending;
+            let ended = runtime.machine.requeue_ended_live_pages(
+                now,
+                |batch| pending.batches(&relay).iter().any(|b| b.batch_id == batch),
+                || super::new_subscription_id(counter, "hist"),
+            );
             if ended.is_empty() {
                 continue;
             }
             for (page, queued) in ended {
+                // A batch an earlier page of this loop failed is gone, its pages with it.
                 let pending = self
                     .pending
                     .batches(&relay)

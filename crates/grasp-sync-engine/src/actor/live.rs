@@ -10,6 +10,7 @@ use grasp_sync_model::{PendingItems, RelayUrl, SyncMethod};
 use nostr::SubscriptionId;
 
 use super::Actor;
+use super::history::FilterCeiling;
 use crate::machine::catch_up::catch_up_filters;
 use crate::machine::live_coverage::Fragmented;
 use crate::machine::live_plan::{PlanHeldBack, PlanOutcome};
@@ -51,59 +52,78 @@ impl Actor {
 
     /// During a first sync (a store new at start, a relay that has not completed a historic
     /// sync), makes `incoming` live in new groups that carry its first historic page, as
-    /// `items`' batch ([`crate::machine::live_history`]).
+    /// `items`' batch ([`crate::machine::live_history`]). Coverage another relay already
+    /// confirmed is not carried: the store holds its events, and the usual batch asks the store
+    /// first, so that they are not fetched again.
     pub(super) fn open_live_with_history(
         &mut self,
         relay: &RelayUrl,
         incoming: Vec<TieredFilter>,
         items: &PendingItems,
     ) -> LivePage {
+        let now = self.now();
         let first_sync = self.config.live_first_page
             && self.new_store
             && self
                 .relays
                 .get(relay)
                 .is_none_or(|state| state.historic_sync_completed_at.is_none());
-        if !first_sync || incoming.is_empty() {
+        if !first_sync || incoming.is_empty() || self.confirmed_elsewhere(relay, items) {
             return LivePage::NotCarried(incoming);
         }
         let Some((plan, overflow)) = self.plan_live(relay, incoming.clone()) else {
             return LivePage::NotCarried(incoming);
         };
-        let allowed = self
-            .runtimes
-            .get(relay)
-            .is_some_and(|r| r.machine.live_page_allowed(&incoming, &plan, &overflow));
-        if !allowed {
-            return LivePage::NotCarried(incoming);
-        }
-        let batch = self
-            .pending
-            .open_batch(relay, items.clone(), SyncMethod::ReqEose);
         let ids: Vec<SubscriptionId> = plan
             .open
             .iter()
             .map(|_| self.next_subscription_id("live"))
             .collect();
-        let now = self.now();
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return LivePage::NotCarried(incoming);
         };
+        if !runtime
+            .machine
+            .live_page_allowed(now, &incoming, &plan, &overflow)
+        {
+            return LivePage::NotCarried(incoming);
+        }
+        let batch = self
+            .pending
+            .open_batch(relay, items.clone(), SyncMethod::ReqEose);
         let (applied, pages) = runtime
             .machine
             .apply_live_plan_with_history(now, plan, ids, batch, &incoming);
         log_held_back(relay, applied.held_back.as_ref());
         super::runtime::log_live_driven(relay, applied.driven, self.metrics.as_ref());
         if pages.is_empty() {
-            // Not applied as planned: nothing carries the page, so history goes the usual way
-            // (the live set is re-derived when what held it back ends).
+            // Not applied as planned (a cooldown, or the ledger would refuse the groups):
+            // nothing carries the page, so history goes the usual way.
             self.pending.abandon_batch(relay, batch);
             return LivePage::HistoryApart;
         }
-        tracing::debug!(%relay, %batch, groups = pages.len(), "new live groups carry the first historic page");
-        self.register_queued(relay, batch, pages);
+        tracing::debug!(%relay, %batch, groups = pages.carried.len(), apart = pages.apart.len(),
+            "new live groups carry the first historic page");
+        self.register_queued(relay, batch, pages.carried);
+        if !pages.apart.is_empty()
+            && !self.queue_req_groups(relay, batch, pages.apart, FilterCeiling::Learned)
+        {
+            self.fail_batch(relay, batch, "historic filters could not be queued");
+        }
         self.check_consolidation(relay);
         LivePage::Carried
+    }
+
+    /// Whether a relay other than `relay` confirmed any of `items`.
+    fn confirmed_elsewhere(&self, relay: &RelayUrl, items: &PendingItems) -> bool {
+        self.relays.iter().any(|(url, state)| {
+            url != relay
+                && (items.repos.keys().any(|r| state.repos.contains_key(r))
+                    || items
+                        .root_events
+                        .iter()
+                        .any(|id| state.root_events.contains(id)))
+        })
     }
 
     /// `incoming` without coverage the relay refused by policy
@@ -163,8 +183,9 @@ pub(super) enum LivePage {
     Carried,
     /// Nothing changed: the plan could not carry the page. The coverage is given back.
     NotCarried(Vec<TieredFilter>),
-    /// The live plan was tried but not applied as it was, so nothing carries the page: the
-    /// batch's history is still to open. What held the plan back re-derives the live set.
+    /// The live plan was tried but not applied as it was (a query-rate cooldown, or the ledger
+    /// would refuse its groups), so nothing carries the page: the batch's history is still to
+    /// open. The live set is as `open_live` would have left it.
     HistoryApart,
 }
 

@@ -1,7 +1,9 @@
 //! An EOSE as an input of the relay's machine ([`RelayMachine::handle_eose`]).
 //!
 //! Every EOSE, live or historic, tells the learned limits that the relay took that REQ's
-//! filter count. A live group stays open. A historic page is closed and its slot released; then:
+//! filter count. A live group stays open. A historic page is closed and its slot released (a
+//! live group's first page, [`crate::machine::live_history`], ends the same way but its group
+//! stays open); then:
 //! - refused coverage it settles (suspects that proved innocent) is forgotten;
 //! - paging quirks it showed first are kept in the relay's statistics;
 //! - its next pages go to the front of the session's queue, under IDs the driver gives;
@@ -27,7 +29,7 @@ mod tests;
 /// What an EOSE did to the relay's machine.
 #[derive(Debug)]
 pub enum EoseAnswer {
-    /// A live group's first EOSE: it stays open.
+    /// A live group's EOSE that ended no page: it stays open.
     Live {
         /// The filter count its REQ proved the relay takes, when that is more than before.
         proved: Option<usize>,

@@ -10,6 +10,10 @@
 //!   REQ with `limit: 0`, as before, so nothing held is fetched again. The driver checks that
 //!   the plan places all of the batch's coverage in the groups it opens
 //!   ([`plan_carries_page`]).
+//! - **A bounded burst.** A page is sent at once, not paced, so the pages in flight on a
+//!   session together ask for no more events than one full historic page
+//!   ([`RelayMachine::live_page_budget`]); the batch's filters in groups past that budget go
+//!   as paced historic pages of the same batch.
 //! - **Paged like any page.** Events on the group before its EOSE move the page's cursors; at
 //!   the EOSE the walk's next pages are queued as ordinary paced pages of the batch, and the
 //!   group's REQ is never sent again with a limit.
@@ -38,6 +42,25 @@ use crate::machine::timers::SessionTimer;
 #[cfg(test)]
 mod tests;
 
+/// The first pages a plan's new groups carry, and the batch's filters that did not fit the
+/// budget of pages in flight.
+#[derive(Debug, Default)]
+pub struct LivePages {
+    /// Each carrying group's subscription and its page's filters, for the driver to register
+    /// in the batch.
+    pub carried: Vec<(SubscriptionId, Vec<Filter>)>,
+    /// The batch's filters in groups that carry no page (their limit is 0): the driver queues
+    /// them as paced historic pages of the batch.
+    pub apart: Vec<Filter>,
+}
+
+impl LivePages {
+    /// Whether nothing of the batch rides on the groups or waits apart.
+    pub fn is_empty(&self) -> bool {
+        self.carried.is_empty() && self.apart.is_empty()
+    }
+}
+
 /// A live group's page that ended before its EOSE.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndedPage {
@@ -64,11 +87,10 @@ pub struct LiveHistory {
 }
 
 impl<Round, Parked> RelayMachine<Round, Parked> {
-    /// Applies `plan` at `now` as [`RelayMachine::apply_live_plan`] does, and makes each group
-    /// it opens carry the first historic page of `batch` over the group's filters among
-    /// `incoming`, the batch's live coverage. Returns what the plan did and each page's
-    /// subscription and filters, for the driver to register in the batch: none when the plan
-    /// was not applied as it was.
+    /// Applies `plan` at `now` as [`RelayMachine::apply_live_plan`] does, and makes the groups
+    /// it opens carry the first historic page of `batch` over their filters among `incoming`,
+    /// the batch's live coverage, as far as [`RelayMachine::live_page_budget`] allows. Returns
+    /// what the plan did and the pages (nothing when the plan was not applied as it was).
     pub fn apply_live_plan_with_history(
         &mut self,
         now: Instant,
@@ -76,19 +98,84 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         ids: Vec<SubscriptionId>,
         batch: BatchId,
         incoming: &[TieredFilter],
-    ) -> (PlanApplied, Vec<(SubscriptionId, Vec<Filter>)>) {
+    ) -> (PlanApplied, LivePages) {
         let page: BTreeSet<Filter> = incoming.iter().map(|f| f.filter.clone()).collect();
         self.apply_live_plan_as(now, plan, ids, Some((batch, &page)))
     }
 
+    /// How many events the pages that ride on live groups may ask for together: one full
+    /// historic page, the page limit times the filters a historic REQ carries. A live page
+    /// is sent at once, not paced, so the relay never sends more history at once than one
+    /// paced page would, and a burst stays well within the session's inbound buffer.
+    pub fn live_page_budget(&self) -> usize {
+        let Some(session) = self.session.as_ref() else {
+            return 0;
+        };
+        let per_req = self
+            .history_pack_limits(FilterCeiling::Learned)
+            .map_or(1, |limits| limits.max_filters_per_req.max(1));
+        session.pages.page_limit().saturating_mul(per_req)
+    }
+
+    /// Makes the groups `ids` carry the first page of `batch` over their filters among `page`,
+    /// in order, while the pages in flight ask for no more events than
+    /// [`RelayMachine::live_page_budget`] (the first page in flight always may). What does not
+    /// fit is returned apart, for the driver to queue as paced pages of the batch.
+    pub(crate) fn attach_live_pages(
+        &mut self,
+        ids: &[SubscriptionId],
+        batch: BatchId,
+        page: &BTreeSet<Filter>,
+    ) -> LivePages {
+        let budget = self.live_page_budget();
+        let mut pages = LivePages::default();
+        let Some(session) = self.session.as_mut() else {
+            return pages;
+        };
+        let limit = session.pages.page_limit();
+        let asked = |filters: usize| filters.saturating_mul(limit);
+        let mut in_flight: usize = session
+            .live
+            .values()
+            .filter_map(|g| g.history.as_ref())
+            .map(|h| asked(h.pagination.current_filters().len()))
+            .sum();
+        for id in ids {
+            let Some(group) = session.live.get(id) else {
+                continue;
+            };
+            let mine: Vec<Filter> = group
+                .group
+                .to_filters()
+                .into_iter()
+                .filter(|f| page.contains(f))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let wanted = asked(mine.len());
+            if in_flight > 0 && in_flight.saturating_add(wanted) > budget {
+                pages.apart.extend(mine);
+                continue;
+            }
+            if let Some(filters) = session.attach_live_page(id, batch, page) {
+                in_flight = in_flight.saturating_add(wanted);
+                pages.carried.push((id.clone(), filters));
+            }
+        }
+        pages
+    }
+
     /// Queues the pages of live groups that ended before their EOSE again, at `now`, as
     /// historic pages of their batches (admitted and packed as
-    /// [`RelayMachine::queue_history`] does, under IDs `next_id` gives). Returns, per ended
-    /// page, its batch, the ended live subscription and what was queued, for the driver to
+    /// [`RelayMachine::queue_history`] does, under IDs `next_id` gives). A page whose batch is
+    /// no longer pending (`pending` says which are) is dropped. Returns, per page queued
+    /// again, its batch, the ended live subscription and what was queued, for the driver to
     /// register the new pages before it resolves the ended one.
     pub fn requeue_ended_live_pages(
         &mut self,
         now: Instant,
+        pending: impl Fn(BatchId) -> bool,
         mut next_id: impl FnMut() -> SubscriptionId,
     ) -> Vec<(EndedPage, Option<QueuedHistory>)> {
         let ended = self
@@ -98,6 +185,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             .unwrap_or_default();
         ended
             .into_iter()
+            .filter(|page| pending(page.batch))
             .map(|page| {
                 let queued = self.queue_history(
                     now,
@@ -166,9 +254,9 @@ impl<Round, Parked> SessionState<Round, Parked> {
     }
 
     /// The pages past their deadline at `now` are dropped (their groups stay live); returns
-    /// their batches, to fail. The watchdog's timer is armed for the next deadline.
-    pub(crate) fn expire_live_pages(&mut self, now: Instant) -> Vec<BatchId> {
-        let mut expired = Vec::new();
+    /// their batches, each once, to fail. The watchdog's timer is armed for the next deadline.
+    pub(crate) fn expire_live_pages(&mut self, now: Instant) -> BTreeSet<BatchId> {
+        let mut expired = BTreeSet::new();
         let mut next = None::<Instant>;
         for group in self.live.values_mut() {
             let Some(deadline) = group.history.as_ref().and_then(|h| h.deadline) else {
@@ -176,7 +264,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
             };
             if deadline <= now {
                 if let Some(history) = group.history.take() {
-                    expired.push(history.batch);
+                    expired.insert(history.batch);
                 }
             } else {
                 next = Some(next.map_or(deadline, |n| n.min(deadline)));
@@ -223,11 +311,14 @@ pub fn plan_carries_page(
 }
 
 impl<Round, Parked> RelayMachine<Round, Parked> {
-    /// Whether `plan` for `incoming` may carry its first historic page on this session
-    /// ([`plan_carries_page`]): only while the relay refused no coverage by policy (refused
-    /// coverage is settled by REQs of its own).
+    /// Whether `plan` for `incoming` may carry its first historic page on this session at
+    /// `now` ([`plan_carries_page`]): only while no health pause holds history back, while the
+    /// relay refused no coverage by policy (refused coverage is settled by REQs of its own), and
+    /// when the session holds none of `incoming` live already (a held filter's history would
+    /// go unfetched, or be fetched again, once a repack reopened it).
     pub fn live_page_allowed(
         &self,
+        now: Instant,
         incoming: &[TieredFilter],
         plan: &LivePlan,
         overflow: &[TieredFilter],
@@ -235,7 +326,14 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         let Some(session) = self.session.as_ref() else {
             return false;
         };
-        self.refused.is_empty()
+        let held: BTreeSet<&Filter> = session
+            .live
+            .values()
+            .flat_map(|g| g.group.filters.iter().map(|f| &f.filter))
+            .collect();
+        self.health.sync_paused_until(now).is_none()
+            && self.refused.is_empty()
+            && !incoming.iter().any(|f| held.contains(&f.filter))
             && plan_carries_page(
                 incoming,
                 plan,

@@ -13,6 +13,7 @@ use grasp_sync_ledger::{LedgerError, LivePlan};
 use grasp_sync_model::BatchId;
 use nostr::{Filter, SubscriptionId};
 
+use crate::machine::live_history::LivePages;
 use crate::machine::relay::RelayMachine;
 use crate::machine::session::{LiveDriven, LiveGroup, UNSENT};
 
@@ -87,23 +88,23 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         plan: LivePlan,
         ids: Vec<SubscriptionId>,
         history: Option<(BatchId, &BTreeSet<Filter>)>,
-    ) -> (PlanApplied, Vec<(SubscriptionId, Vec<Filter>)>) {
+    ) -> (PlanApplied, LivePages) {
         if plan.is_noop() {
             return (
                 PlanApplied::held_back(PlanOutcome::Applied, None),
-                Vec::new(),
+                LivePages::default(),
             );
         }
         let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {
             return (
                 PlanApplied::held_back(PlanOutcome::Deferred, None),
-                Vec::new(),
+                LivePages::default(),
             );
         };
         if session.defer_for_cooldown(now) {
             return (
                 PlanApplied::held_back(PlanOutcome::Deferred, Some(PlanHeldBack::Cooldown)),
-                Vec::new(),
+                LivePages::default(),
             );
         }
         let released = plan
@@ -119,7 +120,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
                     PlanOutcome::RolledBack,
                     Some(PlanHeldBack::WouldBeRefused(error)),
                 ),
-                Vec::new(),
+                LivePages::default(),
             );
         }
         for id in &plan.close {
@@ -151,8 +152,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
                     .map(|permits| (reopen, permits))
             }
         };
-        let page_batch = history.filter(|_| outcome == PlanOutcome::Applied);
-        let mut pages = Vec::new();
+        let mut opened_ids = Vec::new();
         if let Some((groups, permits)) = admitted {
             for ((id, group), permit) in groups.into_iter().zip(permits) {
                 session.live_queue.push_back(id.clone());
@@ -165,13 +165,13 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
                         history: None,
                     },
                 );
-                if let Some((batch, page)) = page_batch
-                    && let Some(filters) = session.attach_live_page(&id, batch, page)
-                {
-                    pages.push((id, filters));
-                }
+                opened_ids.push(id);
             }
         }
+        let pages = match history.filter(|_| outcome == PlanOutcome::Applied) {
+            Some((batch, page)) => self.attach_live_pages(&opened_ids, batch, page),
+            None => LivePages::default(),
+        };
         let driven = self.drive_live(now);
         self.note_peak();
         (

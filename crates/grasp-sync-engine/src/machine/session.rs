@@ -246,8 +246,9 @@ impl<Round, Parked> SessionState<Round, Parked> {
             + self.neg_in_flight.len()
     }
 
-    /// An EOSE for `id` at `now`. A live group stays open. A historic page is closed, its slot
-    /// released and its walk moved on: the next pages, or its end. `None` for a subscription
+    /// An EOSE for `id` at `now`. A live group stays open; the first page it carried, if any,
+    /// ends. A historic page is closed, its slot released and its walk moved on: the next
+    /// pages, or its end. `None` for a subscription
     /// the session no longer holds (refused, retired, expired), whose EOSE proves nothing.
     pub fn handle_eose(
         &mut self,
@@ -258,9 +259,12 @@ impl<Round, Parked> SessionState<Round, Parked> {
         if let Some(group) = self.live.get_mut(id) {
             let filters = group.group.filters.len();
             return Some(match group.history.take() {
-                // The group's first page ends; the group stays open as the live tail.
+                // The group's first page ends; the group stays open as the live tail. Its REQ
+                // carried the group's other filters too, which the relay accepted with it.
                 Some(history) => {
-                    Eose::Page(self.end_page(history.batch, history.pagination, false))
+                    let mut page = self.end_page(history.batch, history.pagination, false);
+                    page.filters.extend(history.others);
+                    Eose::Page(page)
                 }
                 None => Eose::Live { filters },
             });
@@ -441,7 +445,11 @@ impl<Round, Parked> SessionState<Round, Parked> {
                 expired.push(transient.batch);
             }
         }
-        expired.extend(self.expire_live_pages(now));
+        for batch in self.expire_live_pages(now) {
+            if !expired.contains(&batch) {
+                expired.push(batch);
+            }
+        }
         expired
     }
 }
@@ -501,7 +509,8 @@ impl LiveGroup {
 /// What an EOSE ended.
 #[derive(Debug)]
 pub enum Eose {
-    /// A live group's first EOSE: it stays open. Its REQ carried `filters` filters.
+    /// A live group's EOSE that ended no page: it stays open. Its REQ carried `filters`
+    /// filters.
     Live {
         /// How many filters its REQ carried.
         filters: usize,

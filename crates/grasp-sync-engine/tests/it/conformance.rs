@@ -65,7 +65,7 @@ async fn run_profile(name: &str, profile: TestRelayConfig) -> Figures {
         &urls[..1],
         &generated.expected,
         None,
-        true,
+        false,
     )
     .await;
     figures.page_rereads = page_rereads(&network.stats(&urls[1]), &generated.relay_events[1]);
@@ -99,7 +99,7 @@ async fn run_case(
     profile: TestRelayConfig,
     thread: impl FnOnce(&RepoFixture) -> Case,
 ) -> Figures {
-    run_case_with(name, profile, thread, true).await
+    run_case_with(name, profile, thread, false).await
 }
 
 /// [`run_case`], with the first page of each batch riding on its live groups or not
@@ -540,21 +540,22 @@ fn wide_history(fixture: &RepoFixture) -> Case {
 
 #[tokio::test(start_paused = true)]
 async fn a_seven_filter_req_arrives_whole_from_a_relay_capping_150_per_req() {
-    // The first pages ride on live groups of fewer filters; the history is complete.
+    // With `live_first_page`, the first pages ride on live groups of fewer filters; the
+    // history is complete.
     let name = "wide history on live groups, per-REQ-cap-like";
-    let figures = run_case(name, TestRelayConfig::per_req_cap_like(), wide_history).await;
+    let figures = run_case_with(
+        name,
+        TestRelayConfig::per_req_cap_like(),
+        wide_history,
+        true,
+    )
+    .await;
     assert_eq!(figures.synced, 481);
     assert_only_boundaries_fetched_twice(name, &figures, 150);
 
     // Fetched apart from the live groups, the batch's seven filters go in one historic REQ.
     let name = "wide REQ, per-REQ-cap-like";
-    let figures = run_case_with(
-        name,
-        TestRelayConfig::per_req_cap_like(),
-        wide_history,
-        false,
-    )
-    .await;
+    let figures = run_case(name, TestRelayConfig::per_req_cap_like(), wide_history).await;
     assert_eq!(figures.synced, 481);
     assert!(
         figures.widest_req >= 7,

@@ -1,4 +1,5 @@
-//! A first sync's new live groups carry the first page of their history: one REQ fetches a
+//! With `live_first_page`, a first sync's new live groups carry the first page of their
+//! history: one REQ fetches a
 //! short history and stays open as the live tail, and a longer history walks on from it in
 //! paced historic pages. On paused time over memory relays.
 
@@ -7,7 +8,7 @@ use std::time::Duration;
 use grasp_sync_engine::EngineConfig;
 use grasp_sync_testkit::nip34::{RepoTag, repo_comment};
 use grasp_sync_testkit::{MemoryNetwork, QueryStart, StartKind, TestRelayConfig};
-use nostr::{Event, Filter, Keys};
+use nostr::{Filter, Keys};
 
 use crate::support::{
     BOOTSTRAP, HOME, PausedEngine, RepoFixture, background, ids, repo_network, start_paused_engine,
@@ -43,6 +44,14 @@ fn limits(start: &QueryStart, coordinate: &str) -> Vec<Option<usize>> {
         .collect()
 }
 
+/// The engine's configuration with `live_first_page` on.
+fn carrying() -> EngineConfig {
+    EngineConfig {
+        live_first_page: true,
+        ..test_config(&[BOOTSTRAP.to_owned()])
+    }
+}
+
 /// A first sync of one repository whose thread lives on a relay configured as `home`, until
 /// the store holds the thread.
 async fn first_sync(
@@ -56,22 +65,26 @@ async fn first_sync(
     (network, fixture, run)
 }
 
-/// A new comment on the repository, created now.
-fn new_comment(run: &PausedEngine, fixture: &RepoFixture) -> Event {
-    repo_comment(
+/// A new comment on the repository, published on [`HOME`] after the first sync, reaches the
+/// store through the live tail; then the engine stops.
+async fn live_tail_delivers(network: &MemoryNetwork, fixture: &RepoFixture, run: PausedEngine) {
+    let comment = repo_comment(
         &Keys::generate(),
         &fixture.repo,
         RepoTag::LowerA,
         "after the first sync",
         run.unix_now(),
     )
-    .expect("comment")
+    .expect("comment");
+    network.publish(HOME, comment.clone());
+    run.wait_for_store(&ids(&[comment]), Duration::from_secs(60))
+        .await;
+    run.engine.shutdown().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_short_history_comes_with_the_live_tail_in_one_req() {
-    let config = test_config(&[BOOTSTRAP.to_owned()]);
-    let (network, fixture, run) = first_sync(TestRelayConfig::default(), config).await;
+    let (network, fixture, run) = first_sync(TestRelayConfig::default(), carrying()).await;
     let coordinate = fixture.repo.coordinate();
 
     let naming = reqs_naming(&network, &coordinate);
@@ -96,15 +109,7 @@ async fn a_short_history_comes_with_the_live_tail_in_one_req() {
         "{naming:#?}"
     );
 
-    // The live tail delivers what comes next.
-    let comment = new_comment(&run, &fixture);
-    network.publish(HOME, comment.clone());
-    run.wait_for_store(
-        &ids(std::slice::from_ref(&comment)),
-        Duration::from_secs(60),
-    )
-    .await;
-    run.engine.shutdown().await;
+    live_tail_delivers(&network, &fixture, run).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -135,8 +140,7 @@ async fn a_longer_history_walks_on_from_the_live_page_in_paced_pages() {
         max_filter_limit: Some(3),
         ..TestRelayConfig::default()
     };
-    let config = test_config(&[BOOTSTRAP.to_owned()]);
-    let (network, fixture, run) = first_sync(home, config).await;
+    let (network, fixture, run) = first_sync(home, carrying()).await;
     let coordinate = fixture.repo.coordinate();
 
     let naming = reqs_naming(&network, &coordinate);
@@ -165,12 +169,5 @@ async fn a_longer_history_walks_on_from_the_live_page_in_paced_pages() {
         "live groups repacked later fetch nothing again: {naming:#?}"
     );
 
-    let comment = new_comment(&run, &fixture);
-    network.publish(HOME, comment.clone());
-    run.wait_for_store(
-        &ids(std::slice::from_ref(&comment)),
-        Duration::from_secs(60),
-    )
-    .await;
-    run.engine.shutdown().await;
+    live_tail_delivers(&network, &fixture, run).await;
 }

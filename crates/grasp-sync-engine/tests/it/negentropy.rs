@@ -632,8 +632,11 @@ async fn run_over(
     let urls = network.urls();
     let home = &urls[1];
     let before = network.stats(home);
+    // The rule under test routes batches between NIP-77 and REQ+EOSE: no page rides on the
+    // live groups.
     let config = grasp_sync_engine::EngineConfig {
         first_sync_by_req,
+        live_first_page: false,
         ..test_config(&urls[..1])
     };
     let over = match restart {
@@ -694,13 +697,7 @@ async fn a_new_stores_first_sync_takes_what_another_relay_delivered_a_little_of_
     ]);
     let urls = network.urls();
     let (bootstrap, first, second) = (&urls[0], &urls[1], &urls[2]);
-    // The rule under test routes batches that NIP-77 would take: no page rides on the live
-    // groups.
-    let config = grasp_sync_engine::EngineConfig {
-        live_first_page: false,
-        ..test_config(&urls[..1])
-    };
-    let run = start_paused_engine(&network, config).await;
+    let run = start_paused_engine(&network, test_config(&urls[..1])).await;
     run.wait_for_store(&ids(&thread), Duration::from_secs(600))
         .await;
     run.settle(first, Duration::from_secs(600)).await;

@@ -4,13 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use grasp_sync_filters::{CoverageTier, FilterGroup, PageHints, RelayPageSession, TieredFilter};
+use grasp_sync_filters::{CoverageTier, FilterGroup, TieredFilter};
 use grasp_sync_ledger::LivePlan;
 use nostr::{EventBuilder, Keys, Kind, Tag, Timestamp};
 
 use super::*;
 use crate::machine::live_plan::PlanOutcome;
-use crate::machine::nip77::NipListing;
 use crate::machine::relay::testing;
 
 type Machine = RelayMachine<(), ()>;
@@ -27,12 +26,7 @@ fn filter(n: u64) -> Filter {
 
 /// A relay machine whose relay returns at most `max_limit` events per page.
 fn connected(now: Instant, max_limit: usize) -> Machine {
-    let mut machine = testing::connected(now, 20, NipListing::Unknown);
-    machine.session.as_mut().expect("connected").pages = RelayPageSession::new(PageHints {
-        max_limit: Some(max_limit),
-        default_limit: None,
-    });
-    machine
+    testing::connected_paging(now, max_limit)
 }
 
 fn queued(machine: &Machine) -> Vec<String> {

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use grasp_sync_filters::{CoverageTier, FilterGroup, PageHints, RelayPageSession, TieredFilter};
+use grasp_sync_filters::{CoverageTier, FilterGroup, TieredFilter};
 use grasp_sync_ledger::{DeferReason, Deferred, LivePlan, PermitClass, WATCHDOG_TIMEOUT};
 use grasp_sync_model::BatchId;
 use nostr::{Event, EventBuilder, Filter, Keys, Kind, SubscriptionId, Tag, Timestamp};
@@ -13,7 +13,6 @@ use nostr::{Event, EventBuilder, Filter, Keys, Kind, SubscriptionId, Tag, Timest
 use super::*;
 use crate::machine::eose::EoseAnswer;
 use crate::machine::live_plan::PlanOutcome;
-use crate::machine::nip77::NipListing;
 use crate::machine::relay::{Unsaved, testing};
 use crate::machine::transmit::Outbound;
 
@@ -25,14 +24,9 @@ fn id(name: &str) -> SubscriptionId {
     SubscriptionId::new(name)
 }
 
-/// A machine whose relay returns at most `max_limit` events per page.
+/// A relay machine whose relay returns at most `max_limit` events per page.
 fn connected(now: Instant, max_limit: usize) -> Machine {
-    let mut machine = testing::connected(now, 20, NipListing::Unknown);
-    machine.session.as_mut().expect("connected").pages = RelayPageSession::new(PageHints {
-        max_limit: Some(max_limit),
-        default_limit: None,
-    });
-    machine
+    testing::connected_paging(now, max_limit)
 }
 
 fn group(ns: &[u64]) -> FilterGroup {
@@ -89,7 +83,7 @@ fn carrying(now: Instant, max_limit: usize) -> Machine {
         &incoming(&[1, 2]),
     );
     assert_eq!(applied.outcome, PlanOutcome::Applied);
-    assert_eq!(pages.len(), 1);
+    assert_eq!(pages.carried.len(), 1);
     machine
 }
 
@@ -153,18 +147,40 @@ fn a_plan_carries_the_page_only_when_it_opens_all_of_the_coverage() {
 }
 
 #[test]
-fn refused_coverage_keeps_the_page_off_live_groups() {
+fn no_page_rides_on_refused_held_or_paused_coverage() {
     let now = Instant::now();
-    let mut machine = connected(now, 500);
     let plan = opening(vec![group(&[1])]);
-    assert!(machine.live_page_allowed(&incoming(&[1]), &plan, &[]));
+    let machine = connected(now, 500);
+    assert!(machine.live_page_allowed(now, &incoming(&[1]), &plan, &[]));
+
+    // Coverage the relay refused by policy.
+    let mut refused = connected(now, 500);
     let other = Filter::new().kind(Kind::from(1621)).identifier("other");
     assert!(
-        machine
+        refused
             .refused
             .handle_refusal(&[other], now + Duration::from_secs(86_400))
     );
-    assert!(!machine.live_page_allowed(&incoming(&[1]), &plan, &[]));
+    assert!(!refused.live_page_allowed(now, &incoming(&[1]), &plan, &[]));
+
+    // Coverage the session holds live already: its history would go unfetched.
+    let mut held = connected(now, 500);
+    held.apply_live_plan(now, opening(vec![group(&[1])]), vec![id("held")]);
+    let repack = LivePlan {
+        open: vec![group(&[1, 2])],
+        close: vec![id("held")],
+        ..LivePlan::default()
+    };
+    assert!(!held.live_page_allowed(now, &incoming(&[1, 2]), &repack, &[]));
+    assert!(held.live_page_allowed(now, &incoming(&[2]), &repack, &[]));
+
+    // A health pause holds history back.
+    let mut paused = connected(now, 500);
+    paused
+        .health
+        .handle_failure(grasp_sync_health::PauseKind::Request, now);
+    assert!(paused.health.sync_paused_until(now).is_some());
+    assert!(!paused.live_page_allowed(now, &incoming(&[1]), &plan, &[]));
 }
 
 #[test]
@@ -250,10 +266,14 @@ fn a_full_live_page_walks_on_in_paced_pages_of_its_batch() {
 fn requeued(machine: &mut Machine, now: Instant) -> Vec<(BatchId, String, Vec<String>)> {
     let mut named = 0;
     machine
-        .requeue_ended_live_pages(now, || {
-            named += 1;
-            id(&format!("h{named}"))
-        })
+        .requeue_ended_live_pages(
+            now,
+            |_| true,
+            || {
+                named += 1;
+                id(&format!("h{named}"))
+            },
+        )
         .into_iter()
         .map(|(page, queued)| {
             let pages = queued
@@ -394,8 +414,12 @@ fn held_filters_repacked_beside_the_page_are_sent_with_limit_0() {
         BATCH,
         &incoming(&[1, 2]),
     );
-    assert_eq!(pages.len(), 1);
-    assert_eq!(pages[0].1.len(), 2, "the page is the batch's filters only");
+    assert_eq!(pages.carried.len(), 1);
+    assert_eq!(
+        pages.carried[0].1.len(),
+        2,
+        "the page is the batch's filters only"
+    );
 
     let sent = reqs(&mut machine);
 
@@ -427,8 +451,112 @@ fn a_group_holding_none_of_the_batchs_filters_carries_no_page() {
         BATCH,
         &incoming(&[1]),
     );
-    let names: Vec<String> = pages.iter().map(|(id, _)| id.to_string()).collect();
+    let names: Vec<String> = pages.carried.iter().map(|(id, _)| id.to_string()).collect();
     assert_eq!(names, ["l1"]);
     let session = machine.session.as_ref().expect("connected");
     assert!(session.live[&id("l9")].history.is_none());
+}
+
+#[test]
+fn an_ended_page_of_a_batch_no_longer_pending_is_dropped() {
+    let now = Instant::now();
+    let mut machine = carrying(now, 500);
+    let _ = reqs(&mut machine);
+    let session = machine.session.as_mut().expect("connected");
+    let ledger = machine.ledger.as_mut().expect("ledger");
+    assert!(session.close_live(ledger, &id("l1"), now));
+
+    let queued = machine.requeue_ended_live_pages(now, |_| false, || id("h1"));
+
+    assert!(queued.is_empty());
+    assert!(
+        machine
+            .session
+            .as_ref()
+            .expect("connected")
+            .queue
+            .is_empty()
+    );
+}
+
+#[test]
+fn the_watchdog_fails_a_batch_once_whatever_its_groups() {
+    let now = Instant::now();
+    let mut machine = connected(now, 500);
+    let (_, pages) = machine.apply_live_plan_with_history(
+        now,
+        opening(vec![group(&[1]), group(&[2])]),
+        vec![id("l1"), id("l2")],
+        BATCH,
+        &incoming(&[1, 2]),
+    );
+    assert_eq!(pages.carried.len(), 2);
+    let _ = reqs(&mut machine);
+    let session = machine.session.as_mut().expect("connected");
+    let ledger = machine.ledger.as_mut().expect("ledger");
+
+    assert_eq!(
+        session.handle_watchdog(ledger, now + WATCHDOG_TIMEOUT),
+        vec![BATCH]
+    );
+}
+
+#[test]
+fn a_page_eose_proves_every_filter_its_req_carried() {
+    let now = Instant::now();
+    let mut machine = connected(now, 500);
+    let _ = machine.apply_live_plan_with_history(
+        now,
+        opening(vec![group(&[1, 2, 9])]),
+        vec![id("l1")],
+        BATCH,
+        &incoming(&[1, 2]),
+    );
+    let _ = reqs(&mut machine);
+    assert!(machine.learned.proven_filters() < 3);
+
+    let answer = machine.handle_eose(now, &id("l1"), unnamed);
+
+    assert!(matches!(answer, Some(EoseAnswer::Page(_))));
+    assert_eq!(machine.learned.proven_filters(), 3);
+}
+
+#[test]
+fn the_pages_in_flight_ask_for_no_more_than_one_historic_page() {
+    let now = Instant::now();
+    // Ten events a page, one filter a historic REQ: the pages in flight may ask for ten.
+    let mut machine = connected(now, 10);
+    let _ = machine.learned.handle_filter_count_refusal(now, Some(2));
+    assert_eq!(machine.live_page_budget(), 10);
+
+    let (_, pages) = machine.apply_live_plan_with_history(
+        now,
+        opening(vec![group(&[1]), group(&[2]), group(&[3])]),
+        vec![id("l1"), id("l2"), id("l3")],
+        BATCH,
+        &incoming(&[1, 2, 3]),
+    );
+
+    // The first page always rides; the others wait apart, for paced history of the batch.
+    let carried: Vec<String> = pages.carried.iter().map(|(id, _)| id.to_string()).collect();
+    assert_eq!(carried, ["l1"]);
+    assert_eq!(
+        pages.apart,
+        vec![testing::live_core(2).filter, testing::live_core(3).filter]
+    );
+    let sent = reqs(&mut machine);
+    let limits: Vec<Option<usize>> = sent.iter().map(|(_, f)| f[0].limit).collect();
+    assert_eq!(limits, [Some(10), Some(0), Some(0)]);
+
+    // Once the first page ended, the next batch's page may ride again.
+    let _ = machine.handle_eose(now, &id("l1"), unnamed);
+    let (_, pages) = machine.apply_live_plan_with_history(
+        now,
+        opening(vec![group(&[4])]),
+        vec![id("l4")],
+        BatchId(8),
+        &incoming(&[4]),
+    );
+    assert_eq!(pages.carried.len(), 1);
+    assert!(pages.apart.is_empty());
 }

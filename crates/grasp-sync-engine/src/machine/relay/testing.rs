@@ -48,6 +48,20 @@ pub(crate) fn connected<Round, Parked>(
     machine
 }
 
+/// [`connected`], with 20 subscriptions advertised and NIP-77 unknown, whose relay returns at
+/// most `max_limit` events per page.
+pub(crate) fn connected_paging<Round, Parked>(
+    now: Instant,
+    max_limit: usize,
+) -> RelayMachine<Round, Parked> {
+    let mut machine = connected(now, 20, NipListing::Unknown);
+    machine.session.as_mut().expect("connected").pages = RelayPageSession::new(PageHints {
+        max_limit: Some(max_limit),
+        default_limit: None,
+    });
+    machine
+}
+
 /// Live coverage of repository `d{n}`, in the essential tier.
 pub(crate) fn live_core(n: u64) -> TieredFilter {
     TieredFilter::new(
