@@ -4,12 +4,16 @@
 //! During a first sync, a batch's new coverage needs both its history and a live tail. Instead
 //! of a paced historic REQ and a `limit: 0` REQ over the same coverage, one REQ does both: the
 //! live groups the plan opens send the batch's filters with the page limit, their EOSE ends the
-//! first page, and they stay open as the live tail. The rules:
+//! first page, and they stay open as the live tail. The driver asks for it only with
+//! `EngineConfig::live_first_page` (experimental, off by default), and not for coverage another
+//! relay already confirmed (the store holds it). The rules:
 //! - **Only the batch's filters, only in new groups.** The page covers the batch's filters in
 //!   the groups the plan opens. Held filters a repack moved into those groups go in the same
 //!   REQ with `limit: 0`, as before, so nothing held is fetched again. The driver checks that
 //!   the plan places all of the batch's coverage in the groups it opens
-//!   ([`plan_carries_page`]).
+//!   ([`plan_carries_page`]), and this session holds none of it live already, refused none of
+//!   its coverage by policy, and is under no health pause
+//!   ([`RelayMachine::live_page_allowed`]).
 //! - **A bounded burst.** A page is sent at once, not paced, so the pages in flight on a
 //!   session together ask for no more events than one full historic page
 //!   ([`RelayMachine::live_page_budget`]); the batch's filters in groups past that budget go
