@@ -245,7 +245,7 @@ pub enum NipListing {
 #[non_exhaustive]
 pub enum NegentropyError {
     /// The relay does not speak NIP-77: it said the verb is unknown, unsupported or turned off
-    /// (see [`classify_refusal`](crate::transport::classify_refusal) and `notice_ends_round`), or the client library detected it.
+    /// (see [`classify_refusal`](crate::transport::classify_refusal) and `notice_ends_round`).
     #[error("negentropy unsupported by relay")]
     Unsupported,
     /// The NEG-OPEN went out and the relay did not answer it within the round's first-answer
@@ -253,7 +253,7 @@ pub enum NegentropyError {
     #[error("relay did not answer the negentropy open")]
     NoAnswer,
     /// The round did not finish before its deadline although the relay answered its NEG-OPEN
-    /// (a stalled exchange), or it never got its turn to open.
+    /// (a stalled exchange).
     #[error("negentropy round timed out")]
     Timeout,
     /// The relay refused because of its query rate.

@@ -26,7 +26,7 @@ pub struct RoundLimits {
     /// from when the NEG-OPEN goes out; otherwise the round ends with
     /// [`NegentropyError::NoAnswer`].
     pub first_answer: Duration,
-    /// The whole round, the wait for its turn to open included, ends by then.
+    /// The whole round ends by then.
     pub deadline: Duration,
     /// The session does not know yet whether the relay speaks NIP-77. A NOTICE cannot name the
     /// round it answers; during a probe, one saying that some message is unsupported or could

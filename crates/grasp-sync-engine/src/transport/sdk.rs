@@ -6,7 +6,8 @@
 //! broadcast (`RelayNotification::Message`, which fires for every delivery, unlike
 //! `RelayNotification::Event`) and forwarded in order into a bounded channel. If the broadcast
 //! overflows, messages were lost and the session reports [`RelayInbound::Lagged`]. NIP-77 rounds
-//! run through the library's reconciliation as dry runs (`round`).
+//! are dry runs the session drives itself over the `negentropy` crate (`round`), because the
+//! library's own reconciliation passes a round that lost messages as complete.
 //!
 //! NIP-42: with a key ([`SdkConnector::with_auth_keys`]) the pool's automatic authentication
 //! answers every challenge of the session; without one it is off and challenges go
@@ -16,6 +17,7 @@
 //! [`RelayInbound::Authenticated`], [`RelayInbound::AuthFailed`]) and retries refused work itself.
 
 mod round;
+mod routes;
 #[cfg(test)]
 mod tests;
 
@@ -32,7 +34,7 @@ use nostr_sdk::pool::pool::RelayPoolBuilder;
 use nostr_sdk::pool::{RelayNotification, RelayOptions, RelayPool, RelayPoolOptions, RelayStatus};
 use tokio::sync::{broadcast, mpsc};
 
-use self::round::NegRounds;
+use self::routes::RoundRoutes;
 use super::negentropy::{NegentropyDiff, NegentropyError, RoundLimits};
 use super::{
     GuardedWebSocket, RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession,
@@ -171,13 +173,19 @@ impl RelayConnector for SdkConnector {
             }));
         }
         let (tx, inbound) = mpsc::channel(self.options.inbound_capacity);
-        tokio::spawn(forward(notifications, tx, self.auth.is_some()));
+        let routes = RoundRoutes::default();
+        tokio::spawn(forward(
+            notifications,
+            tx,
+            routes.clone(),
+            self.auth.is_some(),
+        ));
         let session = SdkSession {
             authenticates: self.auth.is_some(),
             url: url.clone(),
             pool,
             relay,
-            rounds: NegRounds::default(),
+            routes,
             transport,
         };
         Ok(RelayConnection {
@@ -200,7 +208,8 @@ struct SdkSession {
     url: RelayUrl,
     pool: RelayPool,
     relay: Relay,
-    rounds: NegRounds,
+    /// The NIP-77 rounds in progress, which the session's reader hands their answers.
+    routes: RoundRoutes,
     /// The session's WebSocket transport, which counts its bytes.
     transport: GuardedWebSocket,
 }
@@ -240,12 +249,10 @@ impl RelaySession for SdkSession {
         id: SubscriptionId,
         filters: Vec<Filter>,
     ) -> Result<(), TransportError> {
-        self.rounds.handle_req(&id);
         self.send(ClientMessage::req(id, filters))
     }
 
     async fn close(&self, id: SubscriptionId) -> Result<(), TransportError> {
-        self.rounds.handle_close(&id);
         self.send(ClientMessage::close(id))
     }
 
@@ -259,7 +266,7 @@ impl RelaySession for SdkSession {
         have: Vec<(EventId, Timestamp)>,
         limits: RoundLimits,
     ) -> Result<NegentropyDiff, NegentropyError> {
-        self.rounds.run(&self.relay, filter, have, limits).await
+        round::run(&self.relay, &self.routes, filter, have, limits).await
     }
 
     async fn disconnect(&self) {
@@ -268,11 +275,23 @@ impl RelaySession for SdkSession {
     }
 }
 
-/// Forwards the SDK's notifications for one relay into the session's inbound channel, in order.
-/// A challenge is reported only when the pool answers it (`authenticates`).
+/// Forwards the SDK's notifications for one relay into the session's inbound channel, in order,
+/// and hands the NIP-77 rounds in progress their answers (`routes`). A challenge is reported
+/// only when the pool answers it (`authenticates`).
 async fn forward(
+    notifications: broadcast::Receiver<RelayNotification>,
+    tx: mpsc::Sender<RelayInbound>,
+    routes: RoundRoutes,
+    authenticates: bool,
+) {
+    forward_until_ended(notifications, tx, &routes, authenticates).await;
+    routes.end();
+}
+
+async fn forward_until_ended(
     mut notifications: broadcast::Receiver<RelayNotification>,
     tx: mpsc::Sender<RelayInbound>,
+    routes: &RoundRoutes,
     authenticates: bool,
 ) {
     loop {
@@ -280,10 +299,12 @@ async fn forward(
             Ok(RelayNotification::Message {
                 message: RelayMessage::Auth { .. },
             }) if authenticates => RelayInbound::AuthChallenge,
-            Ok(RelayNotification::Message { message }) => match translate(message) {
-                Some(inbound) => inbound,
-                None => continue,
-            },
+            Ok(RelayNotification::Message { message }) => {
+                match routes.deliver(message).and_then(translate) {
+                    Some(inbound) => inbound,
+                    None => continue,
+                }
+            }
             Ok(RelayNotification::Authenticated) => RelayInbound::Authenticated,
             Ok(RelayNotification::AuthenticationFailed) => RelayInbound::AuthFailed,
             Ok(RelayNotification::RelayStatus { status }) => match status {
@@ -297,7 +318,10 @@ async fn forward(
                 RelayInbound::Disconnected
             }
             Ok(_) => continue,
-            Err(broadcast::error::RecvError::Lagged(lost)) => RelayInbound::Lagged(lost),
+            Err(broadcast::error::RecvError::Lagged(lost)) => {
+                routes.fail_all();
+                RelayInbound::Lagged(lost)
+            }
         };
         let ended = inbound == RelayInbound::Disconnected;
         if tx.send(inbound).await.is_err() || ended {
