@@ -191,7 +191,7 @@ pub struct RunArgs {
     )]
     pub first_sync_by_req: Option<String>,
     /// During a first sync, new live groups carry their batch's first historic page
-    /// (experimental): true or false [default: false].
+    /// (`false`: live groups send `limit: 0` only): true or false [default: true].
     #[arg(
         long,
         env = "GRASP_SYNC_LIVE_FIRST_PAGE",
@@ -378,13 +378,13 @@ pub struct SimArgs {
     )]
     pub first_sync_by_req: bool,
     /// During the daemon's first sync, new live groups carry their batch's first historic page
-    /// (experimental; by default live groups send `limit: 0` only and history is fetched
+    /// (the engine's default; `false` sends live groups with `limit: 0` only and fetches history
     /// apart).
     #[arg(
         long,
         value_name = "BOOL",
         num_args = 0..=1,
-        default_value_t = false,
+        default_value_t = grasp_sync_engine::EngineConfig::default().live_first_page,
         default_missing_value = "true",
         action = clap::ArgAction::Set
     )]

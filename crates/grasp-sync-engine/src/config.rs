@@ -36,8 +36,7 @@ pub struct EngineConfig {
     /// completed a historic sync yet, a batch's first historic page rides on the new live
     /// groups of its coverage: one REQ, sent with the page limit, fetches the history and stays
     /// open as the live tail; further pages are paced as usual. False (the default) sends live
-    /// groups with `limit: 0` only and fetches history apart. Experimental: a first sync at ten
-    /// times the gitnostr network's size does not converge with it in the simulation.
+    /// groups with `limit: 0` only and fetches history apart. True by default.
     pub live_first_page: bool,
     /// Self-feed batch window (the interval is not reset by events).
     pub batch_window: Duration,
@@ -87,7 +86,7 @@ impl Default for EngineConfig {
             max_waiting_roots: grasp_sync_model::DEFAULT_MAX_WAITING_ROOTS,
             learned_limits_max_age: DEFAULT_LEARNED_LIMITS_MAX_AGE,
             first_sync_by_req: true,
-            live_first_page: false,
+            live_first_page: true,
             batch_window: Duration::from_secs(5),
             purgatory_interval: Duration::from_secs(5),
             health_tick: Duration::from_secs(2),

@@ -504,9 +504,9 @@ fn remote_data_bounds_are_read_range_checked_and_reach_the_engine() {
     assert!(engine.first_sync_by_req, "on unless switched off");
     let off = check_toml("first_sync_by_req = false").expect("valid");
     assert!(!off.engine_config(&service).first_sync_by_req);
-    assert!(!engine.live_first_page, "off unless switched on");
-    let on = check_toml("live_first_page = true").expect("valid");
-    assert!(on.engine_config(&service).live_first_page);
+    assert!(engine.live_first_page, "on unless switched off");
+    let off = check_toml("live_first_page = false").expect("valid");
+    assert!(!off.engine_config(&service).live_first_page);
     assert_eq!(
         engine.recovery.base_backoff,
         grasp_sync_engine::RecoveryConfig::default().base_backoff

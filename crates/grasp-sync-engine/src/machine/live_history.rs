@@ -5,7 +5,7 @@
 //! of a paced historic REQ and a `limit: 0` REQ over the same coverage, one REQ does both: the
 //! live groups the plan opens send the batch's filters with the page limit, their EOSE ends the
 //! first page, and they stay open as the live tail. The driver asks for it only with
-//! `EngineConfig::live_first_page` (experimental, off by default), and not for coverage another
+//! `EngineConfig::live_first_page` (on by default), and not for coverage another
 //! relay already confirmed (the store holds it). The rules:
 //! - **Only the batch's filters, only in new groups.** The page covers the batch's filters in
 //!   the groups the plan opens. Held filters a repack moved into those groups go in the same
