@@ -4,8 +4,8 @@
 //!
 //! A relay is warned about once, on its first fallback, whatever the reason. Any query-rate
 //! refusal (from a negentropy round or from any REQ) turns NIP-77 off for the rest of the
-//! relay's connection session, because the client library owns the NEG-MSG continuations and
-//! the engine cannot pace them; so does a relay saying it does not speak NIP-77. A new session
+//! relay's connection session, because a round's NEG-MSG continuations answer the relay at
+//! once and the engine does not pace them; so does a relay saying it does not speak NIP-77. A new session
 //! turns it back on.
 
 use std::collections::BTreeSet;

@@ -153,9 +153,9 @@ pub trait RelaySession: Send + Sync + 'static {
     /// talkative the relay, ends by `limits.deadline`, and with
     /// [`NegentropyError::NoAnswer`] when the relay has not answered the NEG-OPEN within
     /// `limits.first_answer` ([`RoundLimits::NORMAL`] and [`RoundLimits::PROBE`] are the
-    /// usual limits). Rounds on one session may run concurrently, but open one at a time
-    /// (until the relay's first answer); that wait counts against the deadline. A round that
-    /// ends early tells the relay to free it (NEG-CLOSE).
+    /// usual limits). Rounds on one session may run concurrently. A round that ends early
+    /// after the relay answered tells the relay to free it (NEG-CLOSE), and one that may have
+    /// missed an answer fails rather than return a partial diff.
     async fn negentropy_diff(
         &self,
         filter: Filter,

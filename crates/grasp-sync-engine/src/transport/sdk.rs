@@ -7,7 +7,8 @@
 //! `RelayNotification::Event`) and forwarded in order into a bounded channel. If the broadcast
 //! overflows, messages were lost and the session reports [`RelayInbound::Lagged`]. NIP-77 rounds
 //! are dry runs the session drives itself over the `negentropy` crate (`round`), because the
-//! library's own reconciliation passes a round that lost messages as complete.
+//! library's own reconciliation passes a round that lost messages as complete; a second reader
+//! of the broadcast, which never waits on the engine, hands each round its answers (`routes`).
 //!
 //! NIP-42: with a key ([`SdkConnector::with_auth_keys`]) the pool's automatic authentication
 //! answers every challenge of the session; without one it is off and challenges go
@@ -152,6 +153,7 @@ impl RelayConnector for SdkConnector {
             .map_err(|e| TransportError::Connect(e.to_string()))?;
         // Subscribe to notifications before connecting so nothing is missed.
         let notifications = relay.notifications();
+        let answers = relay.notifications();
         let handshake = tokio::time::timeout(timeout, relay.try_connect(timeout)).await;
         match handshake {
             Err(_) => {
@@ -174,12 +176,8 @@ impl RelayConnector for SdkConnector {
         }
         let (tx, inbound) = mpsc::channel(self.options.inbound_capacity);
         let routes = RoundRoutes::default();
-        tokio::spawn(forward(
-            notifications,
-            tx,
-            routes.clone(),
-            self.auth.is_some(),
-        ));
+        tokio::spawn(forward(notifications, tx, self.auth.is_some()));
+        tokio::spawn(route_round_answers(answers, routes.clone()));
         let session = SdkSession {
             authenticates: self.auth.is_some(),
             url: url.clone(),
@@ -275,23 +273,11 @@ impl RelaySession for SdkSession {
     }
 }
 
-/// Forwards the SDK's notifications for one relay into the session's inbound channel, in order,
-/// and hands the NIP-77 rounds in progress their answers (`routes`). A challenge is reported
-/// only when the pool answers it (`authenticates`).
+/// Forwards the SDK's notifications for one relay into the session's inbound channel, in order.
+/// A challenge is reported only when the pool answers it (`authenticates`).
 async fn forward(
-    notifications: broadcast::Receiver<RelayNotification>,
-    tx: mpsc::Sender<RelayInbound>,
-    routes: RoundRoutes,
-    authenticates: bool,
-) {
-    forward_until_ended(notifications, tx, &routes, authenticates).await;
-    routes.end();
-}
-
-async fn forward_until_ended(
     mut notifications: broadcast::Receiver<RelayNotification>,
     tx: mpsc::Sender<RelayInbound>,
-    routes: &RoundRoutes,
     authenticates: bool,
 ) {
     loop {
@@ -299,12 +285,10 @@ async fn forward_until_ended(
             Ok(RelayNotification::Message {
                 message: RelayMessage::Auth { .. },
             }) if authenticates => RelayInbound::AuthChallenge,
-            Ok(RelayNotification::Message { message }) => {
-                match routes.deliver(message).and_then(translate) {
-                    Some(inbound) => inbound,
-                    None => continue,
-                }
-            }
+            Ok(RelayNotification::Message { message }) => match translate(message) {
+                Some(inbound) => inbound,
+                None => continue,
+            },
             Ok(RelayNotification::Authenticated) => RelayInbound::Authenticated,
             Ok(RelayNotification::AuthenticationFailed) => RelayInbound::AuthFailed,
             Ok(RelayNotification::RelayStatus { status }) => match status {
@@ -318,16 +302,40 @@ async fn forward_until_ended(
                 RelayInbound::Disconnected
             }
             Ok(_) => continue,
-            Err(broadcast::error::RecvError::Lagged(lost)) => {
-                routes.fail_all();
-                RelayInbound::Lagged(lost)
-            }
+            Err(broadcast::error::RecvError::Lagged(lost)) => RelayInbound::Lagged(lost),
         };
         let ended = inbound == RelayInbound::Disconnected;
         if tx.send(inbound).await.is_err() || ended {
             return;
         }
     }
+}
+
+/// Hands the NIP-77 rounds in progress on one session their answers (`routes`). It reads a
+/// receiver of its own and never waits on the engine, so a round's answers are not held up
+/// behind events the engine has not read yet. Lost messages fail every round in progress; the
+/// end of the connection ends them all.
+async fn route_round_answers(
+    mut notifications: broadcast::Receiver<RelayNotification>,
+    routes: RoundRoutes,
+) {
+    loop {
+        match notifications.recv().await {
+            Ok(RelayNotification::Message { message }) => routes.deliver(&message),
+            Ok(RelayNotification::RelayStatus {
+                status:
+                    RelayStatus::Disconnected
+                    | RelayStatus::Terminated
+                    | RelayStatus::Banned
+                    | RelayStatus::Sleeping,
+            })
+            | Ok(RelayNotification::Shutdown)
+            | Err(broadcast::error::RecvError::Closed) => break,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => routes.fail_all(),
+        }
+    }
+    routes.end();
 }
 
 fn translate(message: RelayMessage<'static>) -> Option<RelayInbound> {

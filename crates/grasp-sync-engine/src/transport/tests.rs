@@ -97,6 +97,47 @@ async fn diff_returns_exactly_the_ids_the_relay_holds_and_have_lacks() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_is_answered_while_the_engine_reads_nothing() {
+    let keys = keys();
+    let relay = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("relay");
+    let events = notes(&keys, 200);
+    relay.seed(events.clone()).await.expect("seed");
+    let url = RelayUrl::parse(&relay.url()).expect("relay url");
+    // An inbound channel of one message, which this test never reads.
+    let options = super::sdk::SdkConnectorOptions {
+        inbound_capacity: 1,
+        ..super::sdk::SdkConnectorOptions::default()
+    };
+    let connection = SdkConnector::new(options)
+        .with_address_policy(crate::AddressPolicy::allow_all())
+        .connect(&url, CONNECT_TIMEOUT)
+        .await
+        .expect("connect");
+    // A REQ whose events fill it: the session's reader waits for the engine from here on.
+    connection
+        .session
+        .subscribe(
+            SubscriptionId::new("fill"),
+            vec![Filter::new().kind(Kind::TextNote)],
+        )
+        .await
+        .expect("req");
+    let diff = connection
+        .session
+        .negentropy_diff(
+            Filter::new().kind(Kind::TextNote),
+            have_of(&events[..150]),
+            RoundLimits::within(Duration::from_secs(15)),
+        )
+        .await
+        .expect("diff");
+    let expected: BTreeSet<EventId> = events[150..].iter().map(|e| e.id).collect();
+    assert_eq!(diff.missing, expected.into_iter().collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_is_a_dry_run_that_downloads_nothing() {
     let keys = keys();
     let relay = TestRelay::start(TestRelayConfig::default())
@@ -436,8 +477,8 @@ async fn relay_that_stalls_mid_exchange_times_out_by_the_deadline() {
         NegentropyError::Timeout,
     )
     .await;
-    // The client was past the opening (where the library's own timer applies) when it ended,
-    // and the relay is told to free the round: NEG-CLOSE for the ID it opened.
+    // The relay had answered when the round ended, so it is told to free the round: NEG-CLOSE
+    // for the ID it opened.
     assert!(!relay.frames_with_verb("NEG-MSG").is_empty());
     let opened = relay.frames_with_verb("NEG-OPEN")[0][1].clone();
     let closed = relay.wait_for_verb("NEG-CLOSE").await;
@@ -446,7 +487,7 @@ async fn relay_that_stalls_mid_exchange_times_out_by_the_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_answer_to_neg_open_ends_the_round_at_once() {
-    // The library alone would wait out its initial timeout (here the whole 30 s deadline).
+    // A CLOSED for the round's ID ends it at once, not at the 30 s deadline.
     check(
         Script::Reply(r#"["CLOSED","{sub}","rate-limited: too many queries"]"#),
         Duration::from_secs(30),
@@ -463,7 +504,7 @@ async fn closed_answer_to_neg_open_ends_the_round_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_for_an_open_engine_subscription_does_not_end_a_round() {
-    // An engine REQ whose ID has the library's shape, closed by the relay mid-opening.
+    // An engine REQ whose ID looks like a generated one, closed by the relay mid-round.
     const REQ: &str = "0123456789abcdef0123456789abcdef";
     let relay = ScriptedRelay::start(Script::Reply(
         r#"["CLOSED","0123456789abcdef0123456789abcdef","blocked: not this one"]"#,

@@ -9,9 +9,9 @@
 //! would never be fetched. Here a round whose answers may have been lost fails as a
 //! [`NegentropyError::Protocol`] error, and its batch falls back to REQ+EOSE. Owning the
 //! exchange also gives the round its subscription ID, so a CLOSED or NEG-ERR names it plainly,
-//! and a round that ends early (deadline, refusal NOTICE, broken frame) can send NEG-CLOSE so
-//! the relay frees the negentropy session that strfry-family relays count against the
-//! subscription budget. A round whose NEG-OPEN went out and got no answer within its
+//! and a round that ends early after the relay answered (deadline, refusal NOTICE, broken
+//! frame, lost answers) sends NEG-CLOSE so the relay frees the negentropy session that
+//! strfry-family relays count against the subscription budget. A round whose NEG-OPEN went out and got no answer within its
 //! first-answer deadline ends as `NoAnswer`, so the engine can tell a relay that ignores the
 //! verb from one that answered and then stalled.
 
@@ -55,23 +55,14 @@ pub(super) async fn run(
             .map_err(|_| NegentropyError::NotConnected)
     };
     let id = SubscriptionId::generate();
-    // The route opens before the NEG-OPEN goes out, so no answer is missed.
-    let Some(answers) = routes.open(&id).filter(|_| relay.is_connected()) else {
-        routes.close(&id);
+    // The route opens before the NEG-OPEN goes out, so no answer is missed, and closes however
+    // the round ends.
+    let answers = routes.open(&id);
+    let _route = routes.closing(id.clone());
+    let Some(answers) = answers.filter(|_| relay.is_connected()) else {
         return Err(NegentropyError::NotConnected);
     };
-    let outcome = drive(
-        id.clone(),
-        filter,
-        have,
-        limits,
-        answers,
-        || routes.end_of(),
-        send,
-    )
-    .await;
-    routes.close(&id);
-    outcome
+    drive(id, filter, have, limits, answers, || routes.end_of(), send).await
 }
 
 /// Runs the round `id`: sends its frames through `send` and reads the relay's answers from
@@ -116,7 +107,10 @@ where
     match outcome {
         Ok(()) => Ok(round.diff()),
         Err(error) => {
-            if round.answered && !round.closed_by_relay {
+            // A relay that answered holds a session for the round; so may one whose answer
+            // was lost. One that never answered may not know the verb at all.
+            let lost = matches!(&error, NegentropyError::Protocol(_)) && !round.answered;
+            if (round.answered || lost) && !round.closed_by_relay {
                 // Best effort: if the connection just ended, so did the relay's session.
                 let _ = send(ClientMessage::NegClose {
                     subscription_id: Cow::Borrowed(&round.id),

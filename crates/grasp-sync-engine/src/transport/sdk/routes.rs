@@ -1,13 +1,14 @@
 //! Which NIP-77 rounds are in progress on a session, and the hand-off of each one's answers
 //! from the session's reader.
 //!
-//! A session reads its relay's notification broadcast once. A round's answers (NEG-MSG,
-//! NEG-ERR or CLOSED for its subscription ID) go to that round alone, and every NOTICE goes to
-//! the engine and to every round, since a NOTICE cannot name what it answers. A round then
-//! never reads the busy broadcast itself, so a burst of events on the same connection cannot
-//! make it lose an answer. When an answer can be lost after all (the round's queue is full,
-//! or the reader lost messages from the broadcast), the round's route is dropped and the round
-//! fails: a reconciliation that misses an answer must not pass as complete.
+//! One reader of the relay's notification broadcast per session, apart from the one that feeds
+//! the engine and never waiting on anything, hands each round its answers: a NEG-MSG, NEG-ERR
+//! or CLOSED for its subscription ID, and every NOTICE, since a NOTICE cannot name what it
+//! answers. A round then never reads the busy broadcast itself, so a burst of events on the
+//! same connection does not make it lose an answer while it reconciles. When an answer can be
+//! lost after all (the round's queue is full, or the reader lost messages from the broadcast),
+//! the round's route is dropped and the round fails: a reconciliation that misses an answer
+//! must not pass as complete.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -62,6 +63,12 @@ impl RoundRoutes {
         self.lock().open.remove(id);
     }
 
+    /// Closes the route of the round `id` when dropped, so a round that is cancelled leaves
+    /// nothing behind.
+    pub(super) fn closing(&self, id: SubscriptionId) -> ClosingRoute<'_> {
+        ClosingRoute { routes: self, id }
+    }
+
     /// Why the round's route closed (asked after its receiver returned `None`).
     pub(super) fn end_of(&self) -> RouteEnd {
         if self.lock().ended {
@@ -71,11 +78,10 @@ impl RoundRoutes {
         }
     }
 
-    /// Hands `message` to the rounds it answers. Returns it when the engine should see it
-    /// too: everything except a round's own answers.
-    pub(super) fn deliver(&self, message: RelayMessage<'static>) -> Option<RelayMessage<'static>> {
-        let mut routes = self.lock();
-        let round = match &message {
+    /// Hands `message` to the rounds it answers: a NEG-MSG, NEG-ERR or CLOSED to the round
+    /// with its subscription ID, a NOTICE to every round.
+    pub(super) fn deliver(&self, message: &RelayMessage<'static>) {
+        let round = match message {
             RelayMessage::NegMsg {
                 subscription_id, ..
             }
@@ -84,24 +90,30 @@ impl RoundRoutes {
             }
             | RelayMessage::Closed {
                 subscription_id, ..
-            } => subscription_id.as_ref().clone(),
+            } => subscription_id.as_ref(),
             RelayMessage::Notice(_) => {
-                routes
+                self.lock()
                     .open
                     .retain(|_, route| route.try_send(message.clone()).is_ok());
-                return Some(message);
+                return;
             }
-            _ => return Some(message),
+            _ => return,
         };
-        let Some(route) = routes.open.get(&round) else {
-            return Some(message);
+        let mut routes = self.lock();
+        let Some(route) = routes.open.get(round) else {
+            return;
         };
-        if route.try_send(message).is_err() {
+        if route.try_send(message.clone()).is_err() {
             // Full: the round cannot keep up and would miss this answer. Dropping the route
             // fails it; a closed receiver means the round is already gone.
-            routes.open.remove(&round);
+            routes.open.remove(round);
         }
-        None
+    }
+
+    /// Whether no round has a route.
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.lock().open.is_empty()
     }
 
     /// The reader lost messages: every round in progress may have lost an answer.
@@ -118,5 +130,17 @@ impl RoundRoutes {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Routes> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Closes a round's route when dropped ([`RoundRoutes::closing`]).
+pub(super) struct ClosingRoute<'a> {
+    routes: &'a RoundRoutes,
+    id: SubscriptionId,
+}
+
+impl Drop for ClosingRoute<'_> {
+    fn drop(&mut self) {
+        self.routes.close(&self.id);
     }
 }
