@@ -33,6 +33,18 @@ use crate::transport::negentropy::{
 /// less room for the JSON around it (the limit nostr-sdk's own rounds use).
 const FRAME_SIZE_LIMIT: u64 = 60_000;
 
+/// The most IDs a round takes as missing. The relay names them, so a hostile one could name
+/// any number within the deadline; a round past this fails, and its batch falls back to
+/// REQ+EOSE, which pages. A relay's whole coverage for one filter stays well below it.
+pub(super) const MAX_MISSING_IDS: usize = 200_000;
+
+/// What bounds one round: its deadlines and the most IDs it takes as missing.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    limits: RoundLimits,
+    max_missing: usize,
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -62,7 +74,11 @@ pub(super) async fn run(
     let Some(answers) = answers.filter(|_| relay.is_connected()) else {
         return Err(NegentropyError::NotConnected);
     };
-    drive(id, filter, have, limits, answers, || routes.end_of(), send).await
+    let bounds = Bounds {
+        limits,
+        max_missing: MAX_MISSING_IDS,
+    };
+    drive(id, filter, have, bounds, answers, || routes.end_of(), send).await
 }
 
 /// Runs the round `id`: sends its frames through `send` and reads the relay's answers from
@@ -71,7 +87,7 @@ async fn drive<S, E>(
     id: SubscriptionId,
     filter: Filter,
     have: Vec<(EventId, Timestamp)>,
-    limits: RoundLimits,
+    bounds: Bounds,
     answers: mpsc::Receiver<RelayMessage<'static>>,
     end_of: E,
     send: S,
@@ -89,6 +105,7 @@ where
         answered: false,
         closed_by_relay: false,
         missing: HashSet::new(),
+        max_missing: bounds.max_missing,
         relay_lacks: HashSet::new(),
     };
     send(ClientMessage::NegOpen {
@@ -99,8 +116,8 @@ where
     })?;
     // The relay may stall mid-exchange: the deadline bounds the whole round.
     let outcome = tokio::time::timeout(
-        limits.deadline,
-        round.exchange(&send, answers, &end_of, limits),
+        bounds.limits.deadline,
+        round.exchange(&send, answers, &end_of, bounds.limits),
     )
     .await
     .unwrap_or(Err(NegentropyError::Timeout));
@@ -135,8 +152,9 @@ struct Round<'a> {
     answered: bool,
     /// The relay ended the round itself (NEG-ERR or CLOSED): no NEG-CLOSE is due.
     closed_by_relay: bool,
-    /// IDs the relay holds that the "have" set lacks.
+    /// IDs the relay holds that the "have" set lacks, at most `max_missing`.
     missing: HashSet<EventId>,
+    max_missing: usize,
     /// IDs of the "have" set the relay lacks.
     relay_lacks: HashSet<EventId>,
 }
@@ -221,6 +239,12 @@ impl Round<'_> {
             .map_err(broken)?;
         self.relay_lacks.extend(have.into_iter().map(event_id));
         self.missing.extend(need.into_iter().map(event_id));
+        if self.missing.len() > self.max_missing {
+            return Err(NegentropyError::Protocol(format!(
+                "the relay names more than {} missing IDs",
+                self.max_missing
+            )));
+        }
         match next {
             Some(next) => {
                 send(ClientMessage::NegMsg {

@@ -122,8 +122,17 @@ impl PlayedRelay {
 
 /// Runs one round with `have` against `relay`.
 async fn round(
+    relay: PlayedRelay,
+    have: Vec<(EventId, Timestamp)>,
+) -> (Result<super::NegentropyDiff, NegentropyError>, Vec<String>) {
+    round_taking(relay, have, super::MAX_MISSING_IDS).await
+}
+
+/// Like [`round`], taking at most `max_missing` IDs as missing.
+async fn round_taking(
     mut relay: PlayedRelay,
     have: Vec<(EventId, Timestamp)>,
+    max_missing: usize,
 ) -> (Result<super::NegentropyDiff, NegentropyError>, Vec<String>) {
     let (tx, answers) = mpsc::channel(ROUTE_CAPACITY);
     relay.route = Some(tx);
@@ -139,9 +148,12 @@ async fn round(
             RouteEnd::AnswersLost
         }
     };
-    let limits = RoundLimits::within(Duration::from_secs(15));
+    let bounds = super::Bounds {
+        limits: RoundLimits::within(Duration::from_secs(15)),
+        max_missing,
+    };
     let id = SubscriptionId::new("round");
-    let result = drive(id, Filter::new(), have, limits, answers, end_of, send).await;
+    let result = drive(id, Filter::new(), have, bounds, answers, end_of, send).await;
     let verbs = relay.lock().expect("relay").verbs();
     (result, verbs)
 }
@@ -233,4 +245,24 @@ async fn a_session_ending_mid_round_is_not_connected() {
     let relay = PlayedRelay::new(&held, Cut::Ended(1));
     let (result, _) = round(relay, have).await;
     assert_eq!(result, Err(NegentropyError::NotConnected));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_relay_naming_more_missing_ids_than_the_bound_fails_the_round() {
+    let (held, _) = large_sets();
+    let relay = PlayedRelay::new(&held, Cut::Never);
+    let (result, verbs) = round_taking(relay, Vec::new(), 1_000).await;
+    match result {
+        Err(NegentropyError::Protocol(text)) => assert!(text.contains("1000"), "{text}"),
+        other => panic!("expected a failed round, got {other:?}"),
+    }
+    assert_eq!(
+        verbs.last().map(String::as_str),
+        Some("NEG-CLOSE"),
+        "{verbs:?}"
+    );
+    // Within the bound, the same relay's diff is whole.
+    let relay = PlayedRelay::new(&held, Cut::Never);
+    let (result, _) = round_taking(relay, Vec::new(), held.len()).await;
+    assert_eq!(result.expect("diff").missing.len(), held.len());
 }
