@@ -44,8 +44,12 @@ fn have_of(events: &[Event]) -> Vec<(EventId, Timestamp)> {
 }
 
 async fn connect(url: &str) -> RelayConnection {
+    connect_with(url, super::sdk::SdkConnectorOptions::default()).await
+}
+
+async fn connect_with(url: &str, options: super::sdk::SdkConnectorOptions) -> RelayConnection {
     let url = RelayUrl::parse(url).expect("relay url");
-    SdkConnector::default()
+    SdkConnector::new(options)
         .with_address_policy(crate::AddressPolicy::allow_all())
         .connect(&url, CONNECT_TIMEOUT)
         .await
@@ -104,17 +108,12 @@ async fn a_round_is_answered_while_the_engine_reads_nothing() {
         .expect("relay");
     let events = notes(&keys, 200);
     relay.seed(events.clone()).await.expect("seed");
-    let url = RelayUrl::parse(&relay.url()).expect("relay url");
     // An inbound channel of one message, which this test never reads.
     let options = super::sdk::SdkConnectorOptions {
         inbound_capacity: 1,
         ..super::sdk::SdkConnectorOptions::default()
     };
-    let connection = SdkConnector::new(options)
-        .with_address_policy(crate::AddressPolicy::allow_all())
-        .connect(&url, CONNECT_TIMEOUT)
-        .await
-        .expect("connect");
+    let connection = connect_with(&relay.url(), options).await;
     // A REQ whose events fill it: the session's reader waits for the engine from here on.
     connection
         .session
