@@ -66,6 +66,33 @@ impl Own {
             Own::External { .. } => None,
         }
     }
+
+    /// Starts dropping the pages of the stores under `data_dir` from resident memory while the
+    /// engine is at rest; the task keeps this mode's store open. `None` where that is not
+    /// supported.
+    #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
+    fn spawn_page_release(
+        &self,
+        engine: &EngineSlot,
+        data_dir: &std::path::Path,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        #[cfg(target_os = "linux")]
+        {
+            use crate::store_pages::{RELEASE_PERIOD, spawn_release_at_rest};
+            let engine = Arc::clone(engine);
+            let dir = data_dir.to_path_buf();
+            Some(match self {
+                Own::Embedded { store, .. } => {
+                    spawn_release_at_rest(engine, dir, store.clone(), RELEASE_PERIOD)
+                }
+                Own::External { store, .. } => {
+                    spawn_release_at_rest(engine, dir, store.clone(), RELEASE_PERIOD)
+                }
+            })
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
 }
 
 /// A running daemon.
@@ -80,6 +107,8 @@ pub struct Daemon {
     /// Moves purgatory announcements whose git data arrived into the store (with `git_root`).
     _promoter: Option<Promoter>,
     sampler: tokio::task::JoinHandle<()>,
+    /// Drops the store's pages from resident memory while the engine is at rest (Linux).
+    page_release: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// What the git-data keys add to an embedded daemon.
@@ -169,6 +198,7 @@ impl Daemon {
         let exit = handle.exit();
         *engine.write().await = Some(handle);
         let sampler = history.spawn_sampler(Arc::clone(&engine));
+        let page_release = own.spawn_page_release(&engine, &settings.data_dir);
         Ok(Daemon {
             service_url,
             own,
@@ -178,6 +208,7 @@ impl Daemon {
             metrics,
             _promoter: git.promoter,
             sampler,
+            page_release,
         })
     }
 
@@ -254,6 +285,9 @@ impl Daemon {
     /// the link, then the endpoints.
     pub async fn shutdown(self) {
         self.sampler.abort();
+        if let Some(task) = self.page_release {
+            task.abort();
+        }
         if let Some(engine) = self.engine.write().await.take() {
             engine.shutdown().await;
         }

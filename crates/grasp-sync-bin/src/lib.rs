@@ -33,6 +33,8 @@ pub mod sim;
 pub mod status_cli;
 mod status_page;
 mod status_view;
+#[cfg(target_os = "linux")]
+mod store_pages;
 pub mod synced;
 
 #[cfg(not(feature = "sim"))]
