@@ -234,6 +234,20 @@ impl EngineHandle {
         answer.await.ok()
     }
 
+    /// Runs the daily reconciliation now on every connected relay, as its timer would: a fresh
+    /// start on the connection that is up (NIP-77 where the relay speaks it, else REQ+EOSE),
+    /// with each relay's timer armed again 23–25 h from now. For an operator who suspects
+    /// drift, and for measuring what a daily reconciliation costs. How many relays it started
+    /// on; `None` once the engine stopped.
+    pub async fn reconcile_now(&self) -> Option<usize> {
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(Command::ReconcileNow(reply))
+            .await
+            .ok()?;
+        answer.await.ok()
+    }
+
     /// Watches for the end of the engine's task: a supervisor waits on it to notice an engine
     /// that panicked.
     pub fn exit(&self) -> EngineExit {

@@ -367,6 +367,21 @@ impl Actor {
         }
     }
 
+    /// The daily reconciliation, asked for now on every relay with a session (each one's timer
+    /// is armed again 23–25 h from now); how many relays it started on.
+    pub(super) fn reconcile_now(&mut self) -> usize {
+        let connected: Vec<RelayUrl> = self
+            .runtimes
+            .iter()
+            .filter(|(_, r)| r.machine.session.is_some())
+            .map(|(url, _)| url.clone())
+            .collect();
+        for relay in &connected {
+            self.daily_reconciliation(relay);
+        }
+        connected.len()
+    }
+
     /// The daily timer fired: a fresh start on the live connection, without the reconnect metric.
     fn daily_reconciliation(&mut self, relay: &RelayUrl) {
         let connected = self

@@ -70,6 +70,8 @@ pub(crate) enum Command {
     Status(oneshot::Sender<EngineStatus>),
     /// Reply with every relay's confirmed coverage.
     Confirmed(oneshot::Sender<BTreeMap<RelayUrl, grasp_sync_model::RelayState>>),
+    /// Run the daily reconciliation now on every connected relay; reply with how many.
+    ReconcileNow(oneshot::Sender<usize>),
     /// Stop dialing, close every session, and reply when done.
     Shutdown(oneshot::Sender<()>),
 }
@@ -224,6 +226,9 @@ impl Actor {
                     Some(Command::Confirmed(reply)) => {
                         let confirmed = self.relays.iter().map(|(url, state)| (url.clone(), state.clone()));
                         let _ = reply.send(confirmed.collect());
+                    }
+                    Some(Command::ReconcileNow(reply)) => {
+                        let _ = reply.send(self.reconcile_now());
                     }
                     Some(Command::Shutdown(done)) => {
                         self.shutdown().await;

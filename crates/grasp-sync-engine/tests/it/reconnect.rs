@@ -169,3 +169,45 @@ async fn the_daily_reconciliation_fires_between_23_and_25_hours() {
     );
     setup.engine.shutdown().await;
 }
+
+/// An event the relay stored while the live subscription was up, without sending it (as a
+/// relay that drops a live event does), arrives only by a reconciliation: asked for now, it
+/// runs on the connection that is up and finds it.
+#[tokio::test(start_paused = true)]
+async fn a_reconciliation_asked_for_now_finds_what_the_live_subscription_missed() {
+    let setup = setup().await;
+    let missed = reply(
+        &Keys::generate(),
+        &setup.issue,
+        ThreadTag::LowerE,
+        "never sent live",
+        Timestamp::from_secs(START + 30),
+    )
+    .expect("reply");
+    setup.network.store(HOME, missed.clone());
+    let missed_ids = ids(std::slice::from_ref(&missed));
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(
+        count(&setup.store, &missed_ids).await,
+        0,
+        "nothing but a reconciliation can find it"
+    );
+
+    let started = setup.engine.reconcile_now().await.expect("engine running");
+    assert_eq!(started, 2, "the bootstrap and home relays are connected");
+    assert!(
+        wait_until(Duration::from_secs(600), || async {
+            count(&setup.store, &missed_ids).await == 1
+        })
+        .await,
+        "the reconciliation did not find the event"
+    );
+    let status = home_status(&setup.engine).await;
+    assert_eq!(status.daily_reconciliations, 1, "{status:#?}");
+    assert_eq!(
+        status.long_reconnects + status.quick_reconnects,
+        0,
+        "the connection stayed up"
+    );
+    setup.engine.shutdown().await;
+}
