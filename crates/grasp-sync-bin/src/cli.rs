@@ -395,9 +395,10 @@ pub struct SimArgs {
     /// Skip the raw ingest measurement.
     #[arg(long)]
     pub no_raw_ingest: bool,
-    /// After the daemon converged, start it again over the same, complete store (it then
-    /// reconciles every relay by NIP-77) and report the bytes and events that moved, against
-    /// the first sync's and the naive client's.
+    /// Once the daemon settled, ask it for the daily reconciliation on the connections that
+    /// are up, then start it again over the same, complete store (it then reconciles every
+    /// relay by NIP-77); report the bytes and events each moved, against the first sync's and
+    /// the naive client's.
     #[arg(long)]
     pub reconcile: bool,
     /// After the run, start an idle daemon process on the synced store and read its memory

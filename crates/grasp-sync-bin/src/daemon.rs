@@ -238,6 +238,16 @@ impl Daemon {
         }
     }
 
+    /// Runs the daily reconciliation now on every connected relay
+    /// ([`EngineHandle::reconcile_now`](grasp_sync_engine::EngineHandle::reconcile_now)); how
+    /// many relays it started on, `None` once the engine stopped.
+    pub async fn reconcile_now(&self) -> Option<usize> {
+        match self.engine.read().await.as_ref() {
+            Some(engine) => engine.reconcile_now().await,
+            None => None,
+        }
+    }
+
     /// Whether the own store holds the event (embedded: stored in LMDB; external: accepted
     /// by the policy and confirmed by the own relay, or read from it).
     pub async fn holds(&self, id: &EventId) -> anyhow::Result<bool> {

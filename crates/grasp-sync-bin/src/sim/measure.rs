@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use grasp_sync_testkit::{RefusalKind, StartKind, StrictStats};
+use grasp_sync_testkit::{ConnectionStats, RefusalKind, StartKind, StrictStats};
 use serde::Serialize;
 
 /// What one relay counted over one phase of the run.
@@ -50,10 +50,10 @@ impl RelayCounts {
 }
 
 /// Where a phase began in a relay's counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Mark {
     starts: usize,
-    connections: usize,
+    /// The connections open or closed by then, with what each had counted.
+    earlier: Vec<ConnectionStats>,
     refusals: BTreeMap<RefusalKind, u64>,
 }
 
@@ -62,19 +62,29 @@ impl Mark {
     pub(super) fn of(stats: &StrictStats) -> Self {
         Self {
             starts: stats.starts.len(),
-            connections: stats.per_connection.len(),
+            earlier: stats.per_connection.clone(),
             refusals: stats.refusals.clone(),
         }
     }
 }
 
-/// What `stats` counted since `mark`.
+/// What `stats` counted since `mark`: on the connections made since, and on those already open
+/// then (a phase on connections that stay up, such as a daily reconciliation).
 pub(super) fn counts_since(stats: &StrictStats, mark: &Mark) -> RelayCounts {
     let starts = stats.starts.get(mark.starts..).unwrap_or_default();
-    let connections = stats
+    let new = stats
         .per_connection
-        .get(mark.connections..)
+        .get(mark.earlier.len()..)
         .unwrap_or_default();
+    let moved: Vec<ConnectionStats> = stats
+        .per_connection
+        .iter()
+        .enumerate()
+        .map(|(i, now)| match mark.earlier.get(i) {
+            Some(before) => growth(before, now),
+            None => now.clone(),
+        })
+        .collect();
     let refusals = stats
         .refusals
         .iter()
@@ -90,17 +100,37 @@ pub(super) fn counts_since(stats: &StrictStats, mark: &Mark) -> RelayCounts {
             .filter(|s| s.kind == StartKind::NegOpen)
             .count(),
         refusals,
-        peak_open_subscriptions: connections
-            .iter()
-            .map(|c| c.peak_subscriptions)
-            .max()
-            .unwrap_or(0),
-        events_sent: connections.iter().map(|c| c.events_sent).sum(),
-        connections: connections.len(),
-        bytes_received: connections.iter().map(|c| c.bytes_received).sum(),
-        bytes_sent: connections.iter().map(|c| c.bytes_sent).sum(),
-        received_by_verb: by_verb(connections.iter().map(|c| &c.received_by_verb)),
-        sent_by_verb: by_verb(connections.iter().map(|c| &c.sent_by_verb)),
+        peak_open_subscriptions: new.iter().map(|c| c.peak_subscriptions).max().unwrap_or(0),
+        events_sent: moved.iter().map(|c| c.events_sent).sum(),
+        connections: new.len(),
+        bytes_received: moved.iter().map(|c| c.bytes_received).sum(),
+        bytes_sent: moved.iter().map(|c| c.bytes_sent).sum(),
+        received_by_verb: by_verb(moved.iter().map(|c| &c.received_by_verb)),
+        sent_by_verb: by_verb(moved.iter().map(|c| &c.sent_by_verb)),
+    }
+}
+
+/// What one connection counted between `before` and `now` (the events and bytes; the peaks
+/// are `now`'s).
+fn growth(before: &ConnectionStats, now: &ConnectionStats) -> ConnectionStats {
+    let verbs = |before: &BTreeMap<&'static str, u64>, now: &BTreeMap<&'static str, u64>| {
+        now.iter()
+            .map(|(verb, bytes)| {
+                let earlier = before.get(verb).copied().unwrap_or(0);
+                (*verb, bytes.saturating_sub(earlier))
+            })
+            .filter(|(_, bytes)| *bytes > 0)
+            .collect()
+    };
+    ConnectionStats {
+        client_messages: now.client_messages.saturating_sub(before.client_messages),
+        bytes_received: now.bytes_received.saturating_sub(before.bytes_received),
+        bytes_sent: now.bytes_sent.saturating_sub(before.bytes_sent),
+        received_by_verb: verbs(&before.received_by_verb, &now.received_by_verb),
+        sent_by_verb: verbs(&before.sent_by_verb, &now.sent_by_verb),
+        events_sent: now.events_sent.saturating_sub(before.events_sent),
+        duplicate_events: now.duplicate_events.saturating_sub(before.duplicate_events),
+        ..now.clone()
     }
 }
 

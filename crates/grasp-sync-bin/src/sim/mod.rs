@@ -113,8 +113,8 @@ pub struct SimOptions {
     /// Run this many external-mode daemons, one per shard, over one own relay instead of
     /// one embedded daemon (without the baseline, the raw ingest and the idle daemon).
     pub shards: Option<u16>,
-    /// Once the daemon converged, measure a reconciliation of the complete store (a restart
-    /// over it).
+    /// Once the daemon converged, measure reconciliations of the complete store: the daily
+    /// one on the connections that are up, then a restart over it.
     pub reconcile: bool,
     /// Once the first sync settled, probe live coverage with fresh events for this many
     /// tracked repositories ([`LiveProbe`]).
@@ -418,8 +418,11 @@ pub struct SimReport {
     pub outbox: Option<OutboxReport>,
     /// Raw ingest into a fresh store, if measured.
     pub raw: Option<RawIngest>,
-    /// A reconciliation of the complete store, if measured (`--reconcile`).
+    /// A reconciliation of the complete store by a restart, if measured (`--reconcile`).
     pub reconcile: Option<ReconcileReport>,
+    /// The daily reconciliation of the complete store on the connections that are up, if
+    /// measured (`--reconcile`).
+    pub daily: Option<ReconcileReport>,
     /// Memory of the sim process (relays, daemon and baseline together).
     pub process_memory: Memory,
     /// The idle daemon process, if measured.
@@ -568,6 +571,27 @@ pub async fn run_sim(
     } else {
         None
     };
+    // Then the daily reconciliation, asked for now, on the connections that are up.
+    let mut daily = match &full_sync {
+        Some((settled, first, bytes)) => {
+            let mut report =
+                reconcile::run_daily(&daemon, &network, first, *bytes, options.timeout).await?;
+            report.full_sync_settled = *settled;
+            writeln!(
+                out,
+                "daily reconciliation: {} after {:.1}s",
+                if report.settled {
+                    "settled"
+                } else {
+                    "NOT settled"
+                },
+                report.wall_ms as f64 / 1000.0
+            )?;
+            out.flush()?;
+            Some(report)
+        }
+        None => None,
+    };
     let live_probe = match options.live_probe {
         Some(repos) => {
             let settled = match &full_sync {
@@ -685,8 +709,10 @@ pub async fn run_sim(
     } else {
         (None, None, None)
     };
-    if let (Some(report), Some(naive)) = (&mut reconcile, &naive) {
-        report.naive_bytes = Some(naive.bytes());
+    if let Some(naive) = &naive {
+        for report in [&mut reconcile, &mut daily].into_iter().flatten() {
+            report.naive_bytes = Some(naive.bytes());
+        }
     }
 
     // The store's raw ingest rate.
@@ -769,6 +795,7 @@ pub async fn run_sim(
         outbox,
         raw,
         reconcile,
+        daily,
         process_memory: measure::own_memory(),
         idle,
         live_probe,

@@ -85,13 +85,13 @@ impl ReconcileReport {
         }
     }
 
-    /// Writes the figures.
-    pub fn write(&self, out: &mut (dyn Write + Send)) -> std::io::Result<()> {
+    /// Writes the figures under `label` (which reconciliation they are).
+    pub fn write(&self, label: &str, out: &mut (dyn Write + Send)) -> std::io::Result<()> {
         let percent =
             |ratio: Option<f64>| ratio.map_or("-".to_owned(), |r| format!("{:.2} %", r * 100.0));
         writeln!(
             out,
-            "reconciliation of the complete store: {} after {:.1}s; {} bytes ({} sent, {} received), {} events downloaded again, {} saved, {} REQ and {} NEG-OPEN",
+            "{label}: {} after {:.1}s; {} bytes ({} sent, {} received), {} events downloaded again, {} saved, {} REQ and {} NEG-OPEN",
             if self.settled {
                 "settled"
             } else {
@@ -141,57 +141,102 @@ pub(super) async fn run_reconcile(
     full_sync_bytes: u64,
     timeout: Duration,
 ) -> anyhow::Result<ReconcileReport> {
-    let marks: Vec<Mark> = network
-        .relays
-        .iter()
-        .map(|r| Mark::of(&r.strict_stats()))
-        .collect();
+    let marks = mark(network);
     let listener = TcpListener::bind(settings.listen)
         .await
         .context("binding the reconciling daemon's relay")?;
     let started = Instant::now();
     let daemon = Daemon::start_on(settings, listener).await?;
-    let deadline = started + timeout;
-    let mut status = EngineStatus::default();
-    let settled = loop {
-        status = daemon.status().await.unwrap_or(status);
-        if covers(&status, first) {
-            break true;
-        }
-        if Instant::now() >= deadline {
-            break false;
-        }
-        tokio::time::sleep(SAMPLE_INTERVAL).await;
-    };
+    let (settled, status) = wait_covered(&daemon, first, 0, started + timeout).await;
     let wall_ms = super::naive::millis(started.elapsed());
-    let counts: Vec<RelayCounts> = network
+    let mut report = report_since(network, &marks);
+    daemon.shutdown().await;
+    report.settled = settled;
+    report.wall_ms = wall_ms;
+    report.events_saved = events_saved(&status);
+    report.full_sync_bytes = full_sync_bytes;
+    Ok(report)
+}
+
+/// Asks `daemon`, settled after its first sync (`first` its status then), for the daily
+/// reconciliation now, on the connections that are up, and waits (at most `timeout`) until
+/// every relay `first` had synced ran it and confirmed `first`'s coverage again.
+pub(super) async fn run_daily(
+    daemon: &Daemon,
+    network: &TestNetwork,
+    first: &EngineStatus,
+    full_sync_bytes: u64,
+    timeout: Duration,
+) -> anyhow::Result<ReconcileReport> {
+    let marks = mark(network);
+    let before = daemon.status().await.unwrap_or_else(|| first.clone());
+    let started = Instant::now();
+    daemon
+        .reconcile_now()
+        .await
+        .context("the daemon's engine stopped before the daily reconciliation")?;
+    let (settled, status) = wait_covered(daemon, first, 1, started + timeout).await;
+    let wall_ms = super::naive::millis(started.elapsed());
+    let mut report = report_since(network, &marks);
+    report.settled = settled;
+    report.wall_ms = wall_ms;
+    report.events_saved = events_saved(&status).saturating_sub(events_saved(&before));
+    report.full_sync_bytes = full_sync_bytes;
+    Ok(report)
+}
+
+/// Every relay's counters now.
+fn mark(network: &TestNetwork) -> Vec<Mark> {
+    network
         .relays
         .iter()
-        .zip(&marks)
-        .map(|(relay, mark)| counts_since(&relay.strict_stats(), mark))
-        .collect();
-    daemon.shutdown().await;
-    let mut report = ReconcileReport {
-        settled,
-        wall_ms,
-        events_saved: status.relays.values().map(|r| r.events_saved).sum(),
-        full_sync_bytes,
-        ..ReconcileReport::default()
-    };
-    for relay in &counts {
-        report.bytes_sent += relay.bytes_received;
-        report.bytes_received += relay.bytes_sent;
-        report.events_downloaded += relay.events_sent;
-        report.req_starts += relay.starts();
-        report.neg_opens += relay.neg_opens;
-        for (verb, bytes) in &relay.received_by_verb {
+        .map(|r| Mark::of(&r.strict_stats()))
+        .collect()
+}
+
+/// What the relays counted since `marks`, seen from the daemon's side.
+fn report_since(network: &TestNetwork, marks: &[Mark]) -> ReconcileReport {
+    let mut report = ReconcileReport::default();
+    for (relay, mark) in network.relays.iter().zip(marks) {
+        let counts: RelayCounts = counts_since(&relay.strict_stats(), mark);
+        report.bytes_sent += counts.bytes_received;
+        report.bytes_received += counts.bytes_sent;
+        report.events_downloaded += counts.events_sent;
+        report.req_starts += counts.starts();
+        report.neg_opens += counts.neg_opens;
+        for (verb, bytes) in &counts.received_by_verb {
             *report.sent_by_verb.entry(verb.clone()).or_insert(0) += bytes;
         }
-        for (verb, bytes) in &relay.sent_by_verb {
+        for (verb, bytes) in &counts.sent_by_verb {
             *report.received_by_verb.entry(verb.clone()).or_insert(0) += bytes;
         }
     }
-    Ok(report)
+    report
+}
+
+fn events_saved(status: &EngineStatus) -> u64 {
+    status.relays.values().map(|r| r.events_saved).sum()
+}
+
+/// Polls `daemon` until [`covers`] holds with at least `daily` daily reconciliations on each
+/// relay `first` had synced, or until `deadline`; whether it did, and the status then.
+async fn wait_covered(
+    daemon: &Daemon,
+    first: &EngineStatus,
+    daily: u64,
+    deadline: Instant,
+) -> (bool, EngineStatus) {
+    let mut status = EngineStatus::default();
+    loop {
+        status = daemon.status().await.unwrap_or(status);
+        if covers(&status, first, daily) {
+            return (true, status);
+        }
+        if Instant::now() >= deadline {
+            return (false, status);
+        }
+        tokio::time::sleep(SAMPLE_INTERVAL).await;
+    }
 }
 
 /// Waits until `daemon` has nothing left to start or confirm on any relay it is connected
@@ -218,8 +263,8 @@ pub(super) async fn wait_settled(daemon: &Daemon, deadline: Instant) -> (bool, E
 
 /// Whether `now` has confirmed, on every relay `first` had synced (settled with a confirmed
 /// repository), at least the repositories and root events `first` confirmed there, with
-/// nothing left to start or confirm.
-fn covers(now: &EngineStatus, first: &EngineStatus) -> bool {
+/// nothing left to start or confirm, after at least `daily` daily reconciliations there.
+fn covers(now: &EngineStatus, first: &EngineStatus, daily: u64) -> bool {
     let mut synced = first
         .relays
         .iter()
@@ -229,6 +274,7 @@ fn covers(now: &EngineStatus, first: &EngineStatus) -> bool {
         && synced.all(|(url, before)| {
             engine_entry(now, url).is_some_and(|(_, relay)| {
                 settled(relay)
+                    && relay.daily_reconciliations >= daily
                     && relay.confirmed_repos >= before.confirmed_repos
                     && relay.confirmed_root_events >= before.confirmed_root_events
             })

@@ -269,6 +269,7 @@ pub(super) async fn run_sharded(
         naive_client: None,
         raw: None,
         reconcile: None,
+        daily: None,
         process_memory: measure::own_memory(),
         idle: None,
         live_probe: None,

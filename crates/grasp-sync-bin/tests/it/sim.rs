@@ -115,8 +115,17 @@ async fn the_sim_measures_a_reconciliation_of_the_complete_store() {
         reconcile.bytes_sent,
         "{text}"
     );
+    assert!(text.contains("reconciliation by a restart"), "{text}");
+    let daily = report.daily.as_ref().expect("measured");
+    assert!(daily.settled, "{text}");
+    assert_eq!(daily.events_downloaded, 0, "{text}");
+    assert_eq!(daily.events_saved, 0, "{text}");
     assert!(
-        text.contains("reconciliation of the complete store"),
+        daily.bytes() > 0 && daily.bytes() < daily.full_sync_bytes,
+        "the daily run was counted on the connections that stayed up: {text}"
+    );
+    assert!(
+        text.contains("daily reconciliation, connections up"),
         "{text}"
     );
 }

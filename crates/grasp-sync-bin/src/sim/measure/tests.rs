@@ -34,7 +34,7 @@ fn counts_since_a_mark_leave_out_earlier_starts_and_refusals() {
 }
 
 #[test]
-fn bytes_since_a_mark_count_only_the_connections_opened_after_it() {
+fn bytes_since_a_mark_leave_out_what_connections_counted_before_it() {
     let connection = |received: u64, sent: u64| grasp_sync_testkit::ConnectionStats {
         bytes_received: received,
         bytes_sent: sent,
@@ -54,5 +54,32 @@ fn bytes_since_a_mark_count_only_the_connections_opened_after_it() {
     assert_eq!(
         counts.sent_by_verb,
         [("EOSE".to_owned(), 20), ("EVENT".to_owned(), 60)].into()
+    );
+}
+
+#[test]
+fn a_connection_open_across_the_mark_counts_what_it_moved_after_it() {
+    let connection = |received: u64, sent: u64, events: u64| grasp_sync_testkit::ConnectionStats {
+        bytes_received: received,
+        bytes_sent: sent,
+        received_by_verb: [("REQ", received)].into(),
+        sent_by_verb: [("EVENT", sent)].into(),
+        events_sent: events,
+        peak_subscriptions: 9,
+        ..Default::default()
+    };
+    let mut stats = StrictStats::default();
+    stats.per_connection.push(connection(100, 5_000, 50));
+    let mark = Mark::of(&stats);
+    stats.per_connection[0] = connection(130, 5_200, 52);
+    let counts = counts_since(&stats, &mark);
+    assert_eq!((counts.bytes_received, counts.bytes_sent), (30, 200));
+    assert_eq!(counts.events_sent, 2);
+    assert_eq!(counts.received_by_verb, [("REQ".to_owned(), 30)].into());
+    assert_eq!(counts.sent_by_verb, [("EVENT".to_owned(), 200)].into());
+    assert_eq!(
+        (counts.connections, counts.peak_open_subscriptions),
+        (0, 0),
+        "no connection was opened in the phase"
     );
 }

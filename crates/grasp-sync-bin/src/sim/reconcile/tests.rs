@@ -48,27 +48,52 @@ fn done_once_every_relay_the_first_run_synced_is_settled_with_its_coverage() {
         ("ws://b/", "connected", 0, 2),
         ("ws://down/", "disconnected", 0, 0),
     ]);
-    assert!(!covers(&EngineStatus::default(), &first));
+    assert!(!covers(&EngineStatus::default(), &first, 0));
     assert!(!covers(
         &status(&[("ws://a/", "connected", 0, 3), ("ws://b/", "syncing", 1, 0)]),
-        &first
+        &first,
+        0
     ));
     assert!(!covers(
         &status(&[
             ("ws://a/", "connected", 0, 3),
             ("ws://b/", "connected", 0, 1)
         ]),
-        &first
+        &first,
+        0
     ));
     assert!(covers(
         &status(&[
             ("ws://a/", "connected", 0, 3),
             ("ws://b/", "connected", 0, 2)
         ]),
-        &first
+        &first,
+        0
     ));
     assert!(
-        !covers(&first, &EngineStatus::default()),
+        !covers(&first, &EngineStatus::default(), 0),
         "a first run that synced nothing gives nothing to wait for, and no figure"
     );
+}
+
+#[test]
+fn a_daily_run_is_done_only_once_every_synced_relay_ran_it() {
+    let first = status(&[
+        ("ws://a/", "connected", 0, 3),
+        ("ws://b/", "connected", 0, 2),
+    ]);
+    let mut now = first.clone();
+    assert!(covers(&now, &first, 0));
+    assert!(
+        !covers(&now, &first, 1),
+        "the coverage still confirmed from before the call does not count"
+    );
+    if let Some(relay) = now.relays.get_mut("ws://a/") {
+        relay.daily_reconciliations = 1;
+    }
+    assert!(!covers(&now, &first, 1), "ws://b/ has not run it");
+    if let Some(relay) = now.relays.get_mut("ws://b/") {
+        relay.daily_reconciliations = 1;
+    }
+    assert!(covers(&now, &first, 1));
 }
