@@ -217,22 +217,6 @@ impl Actor {
         }
     }
 
-    /// [`recompute`](Self::recompute) without live coverage: a historic batch for every item the
-    /// diff adds, for a connection whose live subscriptions already cover them.
-    pub(super) fn recompute_history(&mut self, relay: &RelayUrl) {
-        let connected = self
-            .runtimes
-            .get(relay)
-            .is_some_and(|r| r.machine.session.is_some());
-        let Some(target) = self.targets.get(relay).filter(|_| connected) else {
-            return;
-        };
-        let single = std::iter::once((relay.clone(), target.clone())).collect();
-        for action in compute_actions(&single, &self.pending, &self.relays) {
-            self.sync_items(&action.relay, action.needs, None, false);
-        }
-    }
-
     /// Whether a relay still has a reason to be tracked: repository work or participant
     /// discovery.
     pub(super) fn wants_connection(&self, relay: &RelayUrl) -> bool {

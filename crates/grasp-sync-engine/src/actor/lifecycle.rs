@@ -382,10 +382,7 @@ impl Actor {
         connected.len()
     }
 
-    /// The daily timer fired: a fresh start's history on the connection that is up, without the
-    /// reconnect metric. The live subscriptions it holds stay open: they have delivered the
-    /// coverage since they were opened, and sending them again would cost as many bytes as the
-    /// reconciliation's own filters.
+    /// The daily timer fired: a fresh start on the live connection, without the reconnect metric.
     fn daily_reconciliation(&mut self, relay: &RelayUrl) {
         let connected = self
             .runtimes
@@ -400,17 +397,12 @@ impl Actor {
             runtime.machine.stats.daily_reconciliations += 1;
             runtime.machine.nip77.handle_daily_reconciliation();
         }
-        self.start_afresh(relay, LiveOnStart::KeepHeld);
+        self.fresh_start(relay);
     }
 
     /// Fresh start: forget pending and confirmed state, open Layer 1 live and historic, then
     /// derive everything else through the three-way diff.
     fn fresh_start(&mut self, relay: &RelayUrl) {
-        self.start_afresh(relay, LiveOnStart::Open);
-    }
-
-    /// A fresh start, opening live coverage or keeping what the connection holds (`live`).
-    fn start_afresh(&mut self, relay: &RelayUrl, live: LiveOnStart) {
         if !self.wants_repo_connection(relay) {
             self.start_outbox_session(relay);
             return;
@@ -424,18 +416,13 @@ impl Actor {
         state.mark_syncing(unix);
         self.recovery.handle_historic_sync_restarted(relay);
 
-        if live == LiveOnStart::Open {
-            let _ = self.open_live(relay, vec![announcement_filter(Window::Live)]);
-        }
+        let _ = self.open_live(relay, vec![announcement_filter(Window::Live)]);
         let filters = vec![announcement_filter(Window::since(None)).filter];
         let batch = self.open_reconciled_batch(relay, PendingItems::default(), filters);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.machine.announcements_batch = batch;
         }
-        match live {
-            LiveOnStart::Open => self.recompute(relay),
-            LiveOnStart::KeepHeld => self.recompute_history(relay),
-        }
+        self.recompute(relay);
         self.drive_queue(relay);
         self.check_idle(relay);
     }
@@ -557,13 +544,4 @@ impl RelayConnection {
         let session = self.session;
         tokio::spawn(async move { session.disconnect().await });
     }
-}
-
-/// What a fresh start does with live coverage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LiveOnStart {
-    /// Open it: a new connection holds none.
-    Open,
-    /// Keep what the connection holds (the daily reconciliation on a connection that is up).
-    KeepHeld,
 }
