@@ -67,9 +67,9 @@ impl Own {
         }
     }
 
-    /// Starts dropping the pages of the stores under `data_dir` from resident memory while the
-    /// engine is at rest; the task keeps this mode's store open. `None` where that is not
-    /// supported.
+    /// Starts dropping the pages of this mode's LMDB store (under `data_dir`) from resident
+    /// memory while the engine is at rest; the task keeps the store open. `None` where that is
+    /// not supported.
     #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
     fn spawn_page_release(
         &self,
@@ -80,14 +80,19 @@ impl Own {
         {
             use crate::store_pages::{RELEASE_PERIOD, spawn_release_at_rest};
             let engine = Arc::clone(engine);
-            let dir = data_dir.to_path_buf();
             Some(match self {
-                Own::Embedded { store, .. } => {
-                    spawn_release_at_rest(engine, dir, store.clone(), RELEASE_PERIOD)
-                }
-                Own::External { store, .. } => {
-                    spawn_release_at_rest(engine, dir, store.clone(), RELEASE_PERIOD)
-                }
+                Own::Embedded { store, .. } => spawn_release_at_rest(
+                    engine,
+                    data_dir.join(STORE_DIR),
+                    store.clone(),
+                    RELEASE_PERIOD,
+                ),
+                Own::External { store, .. } => spawn_release_at_rest(
+                    engine,
+                    data_dir.join(INDEX_DIR),
+                    store.clone(),
+                    RELEASE_PERIOD,
+                ),
             })
         }
         #[cfg(not(target_os = "linux"))]
@@ -296,7 +301,9 @@ impl Daemon {
     pub async fn shutdown(self) {
         self.sampler.abort();
         if let Some(task) = self.page_release {
+            // Awaited, so the store it holds is dropped before the store below.
             task.abort();
+            let _ = task.await;
         }
         if let Some(engine) = self.engine.write().await.take() {
             engine.shutdown().await;

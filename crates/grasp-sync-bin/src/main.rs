@@ -30,7 +30,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// been unused for the decay time (10 s). Without it, jemalloc returns memory only while the
 /// process goes on allocating, which an idle daemon barely does: at ten times the gitnostr size
 /// the idle daemon kept 193 MiB of anonymous memory resident, 154 MiB with the thread. See
-/// `docs/performance.md`, "The idle daemon's memory".
+/// `docs/performance.md`, "The idle daemon at rest".
 #[cfg(feature = "jemalloc")]
 fn return_freed_memory_on_time() {
     if let Err(error) = tikv_jemalloc_ctl::background_thread::write(true) {

@@ -9,9 +9,9 @@
 //! (`madvise(MADV_DONTNEED)`). The data stays in the page cache, so the next read maps it again
 //! without disk I/O while the cache holds it.
 //!
-//! Only shared file mappings are released. On a private mapping the same call would discard
-//! the process's own copies of pages it wrote; on a shared one it changes neither the file nor
-//! the page cache.
+//! Only shared mappings of LMDB's files (`data.mdb`, `lock.mdb`) under the store's directory
+//! are released. On a private mapping the same call would discard the process's own copies of
+//! pages it wrote; on a shared one it changes neither the file nor the page cache.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -47,10 +47,13 @@ pub(crate) fn at_rest(status: &EngineStatus) -> bool {
     })
 }
 
-/// Every `period`, releases the pages of the shared file mappings under `dir` if the engine is
-/// at rest. `keep_open` is the store whose files are mapped there: the task holds it, so the
-/// mappings it releases stay mapped for as long as the task runs, and dropping the store
-/// elsewhere cannot unmap them during a release.
+/// LMDB's files, the only ones released.
+const LMDB_FILES: [&str; 2] = ["data.mdb", "lock.mdb"];
+
+/// Every `period`, releases the pages of the shared mappings of LMDB's files under `dir` if the
+/// engine is at rest. `keep_open` is the store whose environment lives in `dir`: the task holds
+/// it, so the mappings it releases stay mapped for as long as the task runs, and dropping the
+/// store elsewhere cannot unmap them during a release.
 pub(crate) fn spawn_release_at_rest<S: Send + 'static>(
     slot: EngineSlot,
     dir: PathBuf,
@@ -70,7 +73,11 @@ pub(crate) fn spawn_release_at_rest<S: Send + 'static>(
             if !status.as_ref().is_some_and(at_rest) {
                 continue;
             }
-            match release_under(&dir) {
+            let released = {
+                let dir = dir.clone();
+                tokio::task::spawn_blocking(move || release_under(&dir)).await
+            };
+            match released.unwrap_or_else(|error| Err(std::io::Error::other(error))) {
                 Ok(released) if released.resident_kib > 0 => tracing::debug!(
                     mappings = released.mappings,
                     resident_kib = released.resident_kib,
@@ -83,7 +90,9 @@ pub(crate) fn spawn_release_at_rest<S: Send + 'static>(
     })
 }
 
-/// Releases the resident pages of this process's shared file mappings under `dir`.
+/// Releases the resident pages of this process's shared mappings of LMDB's files under `dir`.
+/// A mapping the kernel refuses to advise is skipped; the first such error is returned once
+/// the others are released.
 ///
 /// The caller keeps the mapped files open for the duration of the call (see
 /// [`spawn_release_at_rest`]): a range unmapped and mapped again by something else between
@@ -94,6 +103,7 @@ pub(crate) fn release_under(dir: &Path) -> std::io::Result<Released> {
     let smaps = std::fs::read_to_string("/proc/self/smaps")?;
     let mappings = shared_mappings_under(&smaps, &dir);
     let mut released = Released::default();
+    let mut refused = None;
     for mapping in &mappings {
         let len = mapping.range.end - mapping.range.start;
         // SAFETY: the range is a whole shared file mapping of this process, kept mapped by the
@@ -107,12 +117,16 @@ pub(crate) fn release_under(dir: &Path) -> std::io::Result<Released> {
             )
         };
         if outcome != 0 {
-            return Err(std::io::Error::last_os_error());
+            refused.get_or_insert_with(std::io::Error::last_os_error);
+            continue;
         }
         released.mappings += 1;
         released.resident_kib += mapping.resident_kib;
     }
-    Ok(released)
+    match refused {
+        Some(error) => Err(error),
+        None => Ok(released),
+    }
 }
 
 /// Resident memory of this process's shared file mappings under `dir`, in KiB.
@@ -133,7 +147,8 @@ pub(crate) struct Mapping {
     pub(crate) resident_kib: u64,
 }
 
-/// The shared mappings of files under `dir` in a `/proc/<pid>/smaps` text, with their `Rss`.
+/// The shared mappings of LMDB's files under `dir` in a `/proc/<pid>/smaps` text, with their
+/// `Rss`.
 pub(crate) fn shared_mappings_under(smaps: &str, dir: &Path) -> Vec<Mapping> {
     let mut found = Vec::new();
     let mut current: Option<Mapping> = None;
@@ -142,7 +157,7 @@ pub(crate) fn shared_mappings_under(smaps: &str, dir: &Path) -> Vec<Mapping> {
             found.extend(current.take());
             current = header
                 .path
-                .is_some_and(|path| header.shared && Path::new(path).starts_with(dir))
+                .is_some_and(|path| header.shared && is_lmdb_file_under(Path::new(path), dir))
                 .then_some(Mapping {
                     range: header.range,
                     resident_kib: 0,
@@ -159,6 +174,15 @@ pub(crate) fn shared_mappings_under(smaps: &str, dir: &Path) -> Vec<Mapping> {
     }
     found.extend(current);
     found
+}
+
+/// Whether `path` is one of LMDB's files under `dir`.
+fn is_lmdb_file_under(path: &Path, dir: &Path) -> bool {
+    path.starts_with(dir)
+        && path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| LMDB_FILES.contains(&name))
 }
 
 /// A mapping's header line: `start-end perms offset dev inode [path]`.

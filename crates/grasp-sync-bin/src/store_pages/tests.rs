@@ -24,6 +24,8 @@ Rss:                  64 kB
 Rss:                1024 kB
 7f0000500000-7f0000600000 r--s 00000000 08:01 1236                       /data/store-old/data.mdb (deleted)
 Rss:                   8 kB
+7f0000600000-7f0000700000 r--s 00000000 08:01 1237                       /data/store/other.bin
+Rss:                  16 kB
 ";
 
 #[test]
@@ -41,8 +43,8 @@ fn only_shared_mappings_of_files_under_the_directory_are_chosen() {
                 resident_kib: 4,
             },
         ],
-        "the private mapping, the other directory, the anonymous mapping and a sibling \
-         directory sharing the prefix are left alone"
+        "the private mapping, the other directory, the anonymous mapping, a sibling \
+         directory sharing the prefix and a file that is not LMDB's are left alone"
     );
 }
 
