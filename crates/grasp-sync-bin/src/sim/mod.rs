@@ -577,17 +577,7 @@ pub async fn run_sim(
             let mut report =
                 reconcile::run_daily(&daemon, &network, first, *bytes, options.timeout).await?;
             report.full_sync_settled = *settled;
-            writeln!(
-                out,
-                "daily reconciliation: {} after {:.1}s",
-                if report.settled {
-                    "settled"
-                } else {
-                    "NOT settled"
-                },
-                report.wall_ms as f64 / 1000.0
-            )?;
-            out.flush()?;
+            report.write_outcome("daily reconciliation", out)?;
             Some(report)
         }
         None => None,
@@ -643,17 +633,7 @@ pub async fn run_sim(
         let mut report =
             reconcile::run_reconcile(&settings, &network, first, *bytes, options.timeout).await?;
         report.full_sync_settled = *settled;
-        writeln!(
-            out,
-            "reconciliation: {} after {:.1}s",
-            if report.settled {
-                "settled"
-            } else {
-                "NOT settled"
-            },
-            report.wall_ms as f64 / 1000.0
-        )?;
-        out.flush()?;
+        report.write_outcome("reconciliation", out)?;
         Some(report)
     } else {
         None

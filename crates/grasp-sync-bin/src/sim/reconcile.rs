@@ -85,6 +85,26 @@ impl ReconcileReport {
         }
     }
 
+    /// Writes `label: settled after N s` (or `NOT settled`), the line the run prints as soon
+    /// as the reconciliation ends.
+    pub(super) fn write_outcome(
+        &self,
+        label: &str,
+        out: &mut (dyn Write + Send),
+    ) -> std::io::Result<()> {
+        writeln!(
+            out,
+            "{label}: {} after {:.1}s",
+            if self.settled {
+                "settled"
+            } else {
+                "NOT settled"
+            },
+            self.wall_ms as f64 / 1000.0
+        )?;
+        out.flush()
+    }
+
     /// Writes the figures under `label` (which reconciliation they are).
     pub fn write(&self, label: &str, out: &mut (dyn Write + Send)) -> std::io::Result<()> {
         let percent =
@@ -175,7 +195,14 @@ pub(super) async fn run_daily(
         .reconcile_now()
         .await
         .context("the daemon's engine stopped before the daily reconciliation")?;
-    let (settled, status) = wait_covered(daemon, first, 1, started + timeout).await;
+    let daily = before
+        .relays
+        .values()
+        .map(|r| r.daily_reconciliations)
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let (settled, status) = wait_covered(daemon, first, daily, started + timeout).await;
     let wall_ms = super::naive::millis(started.elapsed());
     let mut report = report_since(network, &marks);
     report.settled = settled;
