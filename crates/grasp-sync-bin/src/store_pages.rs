@@ -129,7 +129,7 @@ pub(crate) fn release_under(dir: &Path) -> std::io::Result<Released> {
     }
 }
 
-/// Resident memory of this process's shared file mappings under `dir`, in KiB.
+/// Resident memory of this process's shared mappings of LMDB's files under `dir`, in KiB.
 #[cfg(test)]
 pub(crate) fn resident_kib_under(dir: &Path) -> std::io::Result<u64> {
     let dir = dir.canonicalize()?;
