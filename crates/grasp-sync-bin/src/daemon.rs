@@ -21,7 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, RwLock};
 
 use crate::config::Settings;
-use crate::endpoints::{Endpoints, EngineSlot};
+use crate::endpoints::{Endpoints, EngineSlot, engine_status};
 use crate::external::{ExternalFeed, ExternalStore, HaveIndex, OwnRelayLink};
 use crate::feed::RestartingFeed;
 use crate::follow::{GitFollower, RepositoryLookup};
@@ -237,10 +237,7 @@ impl Daemon {
 
     /// The engine's status now; `None` once it stopped.
     pub async fn status(&self) -> Option<EngineStatus> {
-        match self.engine.read().await.as_ref() {
-            Some(engine) => engine.status().await,
-            None => None,
-        }
+        engine_status(&self.engine).await
     }
 
     /// Runs the daily reconciliation now on every connected relay
@@ -360,11 +357,9 @@ async fn log_first_sync(engine: EngineSlot) {
     let mut first = FirstSync::default();
     loop {
         tokio::time::sleep(FIRST_SYNC_LOG_INTERVAL).await;
-        let status = match engine.read().await.as_ref() {
-            Some(engine) => engine.status().await,
-            None => None,
+        let Some(status) = engine_status(&engine).await else {
+            return;
         };
-        let Some(status) = status else { return };
         if let Some((last, line)) = first.handle_status(&status, started.elapsed()) {
             tracing::info!("{line}");
             if last {

@@ -106,7 +106,7 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
             Err(error) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{error:#}\n")),
         },
         "/status" => {
-            let Some(status) = engine_status(state).await else {
+            let Some(status) = engine_status(&state.engine).await else {
                 return not_running();
             };
             match serde_json::to_vec_pretty(&status) {
@@ -115,7 +115,7 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
             }
         }
         "/" => {
-            let Some(status) = engine_status(state).await else {
+            let Some(status) = engine_status(&state.engine).await else {
                 return not_running();
             };
             let uptime = state.history.uptime();
@@ -136,8 +136,9 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
     }
 }
 
-async fn engine_status(state: &State) -> Option<grasp_sync_engine::EngineStatus> {
-    match state.engine.read().await.as_ref() {
+/// The status of the engine in `slot`; `None` once it is shut down or stopped.
+pub(crate) async fn engine_status(slot: &EngineSlot) -> Option<grasp_sync_engine::EngineStatus> {
+    match slot.read().await.as_ref() {
         Some(engine) => engine.status().await,
         None => None,
     }

@@ -16,7 +16,7 @@ use grasp_sync_engine::{EngineStatus, RelayStatus};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::endpoints::EngineSlot;
+use crate::endpoints::{EngineSlot, engine_status};
 
 /// How often the engine is sampled.
 pub(crate) const SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
@@ -197,10 +197,7 @@ impl SharedHistory {
             ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                let status = match slot.read().await.as_ref() {
-                    Some(engine) => engine.status().await,
-                    None => None,
-                };
+                let status = engine_status(&slot).await;
                 if let Some(status) = status {
                     history.handle_status(&status);
                 }

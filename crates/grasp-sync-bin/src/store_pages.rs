@@ -21,7 +21,7 @@ use grasp_sync_engine::EngineStatus;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
-use crate::endpoints::EngineSlot;
+use crate::endpoints::{EngineSlot, engine_status};
 
 /// How often the daemon looks whether the engine is at rest, and then releases the pages.
 pub(crate) const RELEASE_PERIOD: Duration = Duration::from_secs(30);
@@ -66,10 +66,7 @@ pub(crate) fn spawn_release_at_rest<S: Send + 'static>(
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
-            let status = match slot.read().await.as_ref() {
-                Some(engine) => engine.status().await,
-                None => None,
-            };
+            let status = engine_status(&slot).await;
             if !status.as_ref().is_some_and(at_rest) {
                 continue;
             }
