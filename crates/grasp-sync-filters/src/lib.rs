@@ -17,6 +17,7 @@ pub mod error;
 pub mod exact;
 pub mod pack;
 pub mod pagination;
+pub mod subtract;
 pub mod tier;
 
 pub use budget::{DEFAULT_MAX_FILTER_BYTES, FilterBudget};
@@ -31,4 +32,5 @@ pub use pagination::{
     CapScope, GroupedPagination, PageHints, PageStep, RelayPageSession, RelayQuirks, Truncation,
     split_filter,
 };
+pub use subtract::CoveredValues;
 pub use tier::{CoverageTier, TieredFilter};

@@ -2,10 +2,10 @@
 //! returns the change to make ([`LivePlan`]: groups to open, groups to close, the rollback) or
 //! why nothing may change ([`PlanRefusal`]).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
-use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
-use nostr::{Filter, SubscriptionId};
+use grasp_sync_filters::{CoverageTier, CoveredValues, FilterGroup, PackLimits, TieredFilter};
+use nostr::SubscriptionId;
 
 use crate::error::PlanRefusal;
 use crate::learned::LearnedLimits;
@@ -151,7 +151,8 @@ impl LivePlanner {
 
 /// Plans the live change for `incoming` filters next to the `held` groups within `budget`.
 ///
-/// Exact duplicates are removed against the held groups and within the input. Tiers are taken
+/// Coverage the held groups of the same tier already hold is removed, whatever way it was
+/// packed ([`not_held`]), and exact duplicates within the input. Tiers are taken
 /// in priority order and each is admitted only whole: essential coverage first (refused if it
 /// cannot fit), then each later tier while it fits with the margin and one transient slot kept;
 /// the first tier that does not fit, and every tier after it, is deferred. Within a tier the
@@ -164,14 +165,41 @@ pub fn plan_live(
     incoming: Vec<TieredFilter>,
     budget: &LiveBudget,
 ) -> Result<LivePlan, PlanRefusal> {
-    let held_filters: BTreeSet<&Filter> = held
-        .iter()
-        .flat_map(|h| h.group.filters.iter().map(|f| &f.filter))
-        .collect();
-    let mut incoming: Vec<TieredFilter> = incoming
+    plan_not_held(held, not_held(held, incoming), budget)
+}
+
+/// `incoming` without the coverage the `held` groups of its tier already hold
+/// ([`CoveredValues`]): a filter all of whose values they list is left out, one with some of
+/// them keeps the others. Coverage held under another tier does not count: that tier may be
+/// retired on its own.
+pub(crate) fn not_held(held: &[HeldGroup], incoming: Vec<TieredFilter>) -> Vec<TieredFilter> {
+    if held.is_empty() {
+        return incoming;
+    }
+    let mut covered: BTreeMap<CoverageTier, CoveredValues<'_>> = BTreeMap::new();
+    for filter in held.iter().flat_map(|h| &h.group.filters) {
+        covered
+            .entry(filter.tier)
+            .or_default()
+            .insert(&filter.filter);
+    }
+    incoming
         .into_iter()
-        .filter(|f| !held_filters.contains(&f.filter))
-        .collect();
+        .filter_map(|f| match covered.get(&f.tier) {
+            None => Some(f),
+            Some(covered) => covered
+                .remainder(&f.filter)
+                .map(|filter| TieredFilter::new(filter, f.tier)),
+        })
+        .collect()
+}
+
+/// [`plan_live`] for `incoming` the `held` groups do not cover ([`not_held`]).
+pub(crate) fn plan_not_held(
+    held: &[HeldGroup],
+    mut incoming: Vec<TieredFilter>,
+    budget: &LiveBudget,
+) -> Result<LivePlan, PlanRefusal> {
     incoming.sort_by(|a, b| a.filter.cmp(&b.filter).then(a.tier.cmp(&b.tier)));
     incoming.dedup_by(|later, kept| later.filter == kept.filter);
 

@@ -383,6 +383,8 @@ impl Actor {
     }
 
     /// The daily timer fired: a fresh start on the live connection, without the reconnect metric.
+    /// The live coverage the connection holds is not sent again: the planner opens only what
+    /// the held groups lack (a plan refused or rolled back, an index update that waited).
     fn daily_reconciliation(&mut self, relay: &RelayUrl) {
         let connected = self
             .runtimes

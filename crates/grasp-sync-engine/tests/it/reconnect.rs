@@ -20,6 +20,7 @@ struct Setup {
     store: MemoryStore,
     engine: grasp_sync_engine::EngineHandle,
     issue: nostr::Event,
+    repo: grasp_sync_testkit::nip34::RepoRef,
 }
 
 async fn setup() -> Setup {
@@ -68,6 +69,7 @@ async fn setup() -> Setup {
         store,
         engine,
         issue,
+        repo: fixture.repo.clone(),
     }
 }
 
@@ -172,10 +174,31 @@ async fn the_daily_reconciliation_fires_between_23_and_25_hours() {
 
 /// An event the relay stored while the live subscription was up, without sending it (as a
 /// relay that drops a live event does), arrives only by a reconciliation: asked for now, it
-/// runs on the connection that is up and finds it.
+/// runs on the connection that is up and finds it, and sends none of the live coverage the
+/// connection holds again, though that coverage was packed over two plans.
 #[tokio::test(start_paused = true)]
 async fn a_reconciliation_asked_for_now_finds_what_the_live_subscription_missed() {
     let setup = setup().await;
+    // A second issue, published live: its replies are covered by a live group of their own,
+    // so the coverage held is no longer what one fresh plan would open.
+    let second = grasp_sync_testkit::nip34::root(
+        &Keys::generate(),
+        grasp_sync_testkit::nip34::RootKind::Issue,
+        std::slice::from_ref(&setup.repo),
+        "second issue",
+        Timestamp::from_secs(START + 20),
+    )
+    .expect("issue");
+    setup.network.publish(HOME, second.clone());
+    let second_ids = ids(std::slice::from_ref(&second));
+    assert!(
+        wait_until(Duration::from_secs(120), || async {
+            count(&setup.store, &second_ids).await == 1
+        })
+        .await,
+        "the second issue did not arrive live"
+    );
+    tokio::time::sleep(Duration::from_secs(600)).await;
     let missed = reply(
         &Keys::generate(),
         &setup.issue,
@@ -193,6 +216,7 @@ async fn a_reconciliation_asked_for_now_finds_what_the_live_subscription_missed(
         "nothing but a reconciliation can find it"
     );
 
+    let starts_before = setup.network.stats(HOME).starts.len();
     let started = setup.engine.reconcile_now().await.expect("engine running");
     assert_eq!(started, 2, "the bootstrap and home relays are connected");
     assert!(
@@ -208,6 +232,20 @@ async fn a_reconciliation_asked_for_now_finds_what_the_live_subscription_missed(
         status.long_reconnects + status.quick_reconnects,
         0,
         "the connection stayed up"
+    );
+    let stats = setup.network.stats(HOME);
+    let since_the_call = &stats.starts[starts_before..];
+    assert!(
+        !since_the_call.is_empty(),
+        "the reconciliation queried the relay"
+    );
+    let live_again: Vec<_> = since_the_call
+        .iter()
+        .filter(|start| start.filters.iter().any(|f| f.limit == Some(0)))
+        .collect();
+    assert!(
+        live_again.is_empty(),
+        "the live subscriptions held were sent again: {live_again:?}"
     );
     setup.engine.shutdown().await;
 }

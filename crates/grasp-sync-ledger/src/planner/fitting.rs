@@ -1,12 +1,9 @@
 //! Splitting live coverage across connections: the largest part of the incoming coverage one
 //! connection can hold next to its groups, and the rest for the next connection.
 
-use std::collections::BTreeSet;
-
 use grasp_sync_filters::TieredFilter;
-use nostr::Filter;
 
-use super::{DeferReason, HeldGroup, LiveBudget, LivePlan, plan_live};
+use super::{DeferReason, HeldGroup, LiveBudget, LivePlan, not_held, plan_not_held};
 
 /// What one connection takes of the incoming coverage ([`plan_live_fitting`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,10 +16,11 @@ pub struct FittedPlan {
 }
 
 /// Plans as much of `incoming` as fits next to `held` within `budget`, splitting a tier where
-/// [`plan_live`] would admit it only whole.
+/// [`plan_live`](super::plan_live) would admit it only whole.
 ///
-/// The incoming filters that may be live are put in admission order (tier, then filter), exact
-/// duplicates of held filters and of each other are dropped, and the longest prefix whose plan
+/// The incoming filters that may be live, without the coverage held groups of their tier hold
+/// already, are put in admission order (tier, then filter), exact duplicates of each other are
+/// dropped, and the longest prefix whose plan
 /// leaves nothing deferred is taken. Equal inputs give equal splits, so the assignment of
 /// coverage to connections is deterministic. Historic-only filters are never live and appear
 /// in neither part.
@@ -53,13 +51,9 @@ pub fn plan_live_fitting(
     incoming: Vec<TieredFilter>,
     budget: &LiveBudget,
 ) -> FittedPlan {
-    let held_filters: BTreeSet<&Filter> = held
-        .iter()
-        .flat_map(|h| h.group.filters.iter().map(|f| &f.filter))
-        .collect();
-    let mut incoming: Vec<TieredFilter> = incoming
+    let mut incoming: Vec<TieredFilter> = not_held(held, incoming)
         .into_iter()
-        .filter(|f| f.tier.may_be_live() && !held_filters.contains(&f.filter))
+        .filter(|f| f.tier.may_be_live())
         .collect();
     // A filter given under several tiers is kept once, under its highest.
     incoming.sort_by(|a, b| a.filter.cmp(&b.filter).then(a.tier.cmp(&b.tier)));
@@ -67,7 +61,7 @@ pub fn plan_live_fitting(
     incoming.sort_by(|a, b| a.tier.cmp(&b.tier).then(a.filter.cmp(&b.filter)));
 
     let fits = |prefix: &[TieredFilter]| -> Option<LivePlan> {
-        let plan = plan_live(held, prefix.to_vec(), budget).ok()?;
+        let plan = plan_not_held(held, prefix.to_vec(), budget).ok()?;
         plan.deferred
             .iter()
             .all(|d| d.reason == DeferReason::HistoricOnly)

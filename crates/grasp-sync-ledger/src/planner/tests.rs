@@ -90,6 +90,69 @@ fn incoming_already_held_is_a_noop() {
     assert!(plan.admitted.is_empty());
 }
 
+/// A live filter over several `#d` values.
+fn identifiers(values: &[&str], tier: CoverageTier) -> TieredFilter {
+    TieredFilter::new(
+        Filter::new().limit(0).identifiers(values.iter().copied()),
+        tier,
+    )
+}
+
+#[test]
+fn coverage_held_under_another_packing_is_a_noop() {
+    let b = budget(20, 10, 96 * 1024);
+    let held = held(
+        &[
+            vec![identifiers(&["a", "b"], CoverageTier::Essential)],
+            vec![identifiers(&["c"], CoverageTier::Essential)],
+        ],
+        &b.limits,
+    );
+    let asked = vec![identifiers(&["c", "b", "a"], CoverageTier::Essential)];
+    let plan = plan_live(&held, asked.clone(), &b).expect("fits");
+    assert!(plan.is_noop(), "{plan:?}");
+    let fitted = plan_live_fitting(&held, asked, &b);
+    assert!(
+        fitted.plan.is_noop() && fitted.rest.is_empty(),
+        "{fitted:?}"
+    );
+}
+
+#[test]
+fn only_the_values_the_held_groups_lack_are_opened() {
+    let b = budget(20, 1, 96 * 1024);
+    let held = held(
+        &[vec![identifiers(&["a", "b"], CoverageTier::Essential)]],
+        &b.limits,
+    );
+    let plan = plan_live(
+        &held,
+        vec![identifiers(&["a", "x", "b", "y"], CoverageTier::Essential)],
+        &b,
+    )
+    .expect("fits");
+    // One filter per REQ: the held group is full, so the rest opens beside it.
+    assert!(plan.close.is_empty());
+    let opened: Vec<TieredFilter> = plan.open.iter().flat_map(|g| g.filters.clone()).collect();
+    assert_eq!(
+        opened,
+        vec![identifiers(&["x", "y"], CoverageTier::Essential)]
+    );
+}
+
+#[test]
+fn coverage_held_under_another_tier_is_opened_in_its_own() {
+    let b = budget(20, 10, 96 * 1024);
+    let held = held(
+        &[vec![identifiers(&["a"], CoverageTier::RootUppercase)]],
+        &b.limits,
+    );
+    let asked = identifiers(&["a"], CoverageTier::Essential);
+    let plan = plan_live(&held, vec![asked.clone()], &b).expect("fits");
+    let opened: Vec<TieredFilter> = plan.open.iter().flat_map(|g| g.filters.clone()).collect();
+    assert_eq!(opened, vec![asked]);
+}
+
 #[test]
 fn complete_mutable_tail_is_repacked_when_that_frees_a_slot() {
     let b = budget(20, 4, 96 * 1024);

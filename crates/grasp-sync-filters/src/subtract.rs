@@ -1,0 +1,129 @@
+//! What of a filter's coverage other filters do not already cover.
+//!
+//! A filter whose only list of values is one tag's (`#e`, `#a`, `#d`, ...) matches the union of
+//! the filters that each keep one of those values. Other filters with the same fields but that
+//! tag's values therefore cover the values they list; what is left is the same filter over the
+//! values none of them lists. This lets a planner tell which of the coverage it is asked for a
+//! connection already holds, whatever way the held coverage was packed.
+//!
+//! Filters of any other shape (several tag lists, `ids`, `authors`) are only ever covered by an
+//! equal filter.
+//!
+//! ```
+//! use grasp_sync_filters::subtract::CoveredValues;
+//! use nostr::{Alphabet, Filter, Kind, SingleLetterTag};
+//!
+//! let e = SingleLetterTag::lowercase(Alphabet::E);
+//! let held = Filter::new().kind(Kind::TextNote).custom_tags(e, ["a1", "b2"]).limit(0);
+//! let asked = Filter::new().kind(Kind::TextNote).custom_tags(e, ["a1", "c3"]).limit(0);
+//!
+//! let covered = CoveredValues::of([&held]);
+//! let left = covered.remainder(&asked).expect("c3 is not held");
+//! assert_eq!(left, Filter::new().kind(Kind::TextNote).custom_tags(e, ["c3"]).limit(0));
+//! assert_eq!(covered.remainder(&held), None);
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nostr::{Filter, SingleLetterTag};
+
+/// The values a set of filters covers, per filter shape: the filter without its one tag list,
+/// and that tag.
+#[derive(Debug, Clone, Default)]
+pub struct CoveredValues<'a> {
+    by_shape: BTreeMap<(Filter, SingleLetterTag), BTreeSet<&'a str>>,
+    exact: BTreeSet<&'a Filter>,
+}
+
+impl<'a> CoveredValues<'a> {
+    /// The coverage of `filters`.
+    pub fn of(filters: impl IntoIterator<Item = &'a Filter>) -> CoveredValues<'a> {
+        let mut covered = CoveredValues::default();
+        for filter in filters {
+            covered.insert(filter);
+        }
+        covered
+    }
+
+    /// Adds `filter`'s coverage.
+    pub fn insert(&mut self, filter: &'a Filter) {
+        self.exact.insert(filter);
+        if let Some((shape, tag, values)) = split_axis(filter) {
+            self.by_shape
+                .entry((shape, tag))
+                .or_default()
+                .extend(values.iter().map(String::as_str));
+        }
+    }
+
+    /// Whether nothing is covered.
+    pub fn is_empty(&self) -> bool {
+        self.exact.is_empty()
+    }
+
+    /// `filter` over the values the coverage does not hold, or `None` when it holds all of
+    /// `filter`'s coverage. A filter of another shape is returned whole unless an equal filter
+    /// is covered.
+    pub fn remainder(&self, filter: &Filter) -> Option<Filter> {
+        if self.exact.contains(filter) {
+            return None;
+        }
+        let Some((shape, tag, values)) = split_axis(filter) else {
+            return Some(filter.clone());
+        };
+        let Some(held) = self.by_shape.get(&(shape, tag)) else {
+            return Some(filter.clone());
+        };
+        let left: BTreeSet<String> = values
+            .iter()
+            .filter(|value| !held.contains(value.as_str()))
+            .cloned()
+            .collect();
+        if left.is_empty() {
+            return None;
+        }
+        if left.len() == values.len() {
+            return Some(filter.clone());
+        }
+        let mut reduced = filter.clone();
+        reduced.generic_tags.insert(tag, left);
+        Some(reduced)
+    }
+}
+
+/// A filter whose only list of values is one non-empty tag list: the filter without it, the
+/// tag, and its values.
+fn split_axis(filter: &Filter) -> Option<(Filter, SingleLetterTag, &BTreeSet<String>)> {
+    // Destructured whole, so that a field added to `Filter` is not left out of the shape.
+    let Filter {
+        ids,
+        authors,
+        kinds,
+        search,
+        since,
+        until,
+        limit,
+        generic_tags,
+    } = filter;
+    if ids.is_some() || authors.is_some() || generic_tags.len() != 1 {
+        return None;
+    }
+    let (tag, values) = generic_tags.iter().next()?;
+    if values.is_empty() {
+        return None;
+    }
+    let shape = Filter {
+        ids: None,
+        authors: None,
+        kinds: kinds.clone(),
+        search: search.clone(),
+        since: *since,
+        until: *until,
+        limit: *limit,
+        generic_tags: Default::default(),
+    };
+    Some((shape, *tag, values))
+}
+
+#[cfg(test)]
+mod tests;
