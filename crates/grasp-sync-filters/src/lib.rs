@@ -32,5 +32,5 @@ pub use pagination::{
     CapScope, GroupedPagination, PageHints, PageStep, RelayPageSession, RelayQuirks, Truncation,
     split_filter,
 };
-pub use subtract::CoveredValues;
+pub use subtract::{CoveredValues, uncovered};
 pub use tier::{CoverageTier, TieredFilter};

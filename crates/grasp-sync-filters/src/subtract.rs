@@ -1,13 +1,16 @@
 //! What of a filter's coverage other filters do not already cover.
 //!
-//! A filter whose only list of values is one tag's (`#e`, `#a`, `#d`, ...) matches the union of
-//! the filters that each keep one of those values. Other filters with the same fields but that
+//! A filter whose only tag list is one tag's values (`#e`, `#a`, `#d`, ...), with no `ids` or
+//! `authors`, matches the union of the filters that each keep one of those values (for a
+//! filter with a `limit` above 0, the stored events it returns are a subset of that union; live
+//! filters carry `limit: 0`). Other filters with the same fields but that
 //! tag's values therefore cover the values they list; what is left is the same filter over the
 //! values none of them lists. This lets a planner tell which of the coverage it is asked for a
 //! connection already holds, whatever way the held coverage was packed.
 //!
-//! Filters of any other shape (several tag lists, `ids`, `authors`) are only ever covered by an
-//! equal filter.
+//! Filters of any other shape (no tag list, several tag lists, `ids`, `authors`) are only ever
+//! covered by an equal filter. `kinds`, `since`, `until`, `limit` and `search` are part of the
+//! shape: a held filter covers nothing of a filter they differ in.
 //!
 //! ```
 //! use grasp_sync_filters::subtract::CoveredValues;
@@ -26,6 +29,36 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use nostr::{Filter, SingleLetterTag};
+
+use crate::tier::{CoverageTier, TieredFilter};
+
+/// `incoming` without the coverage `covering` holds in the same tier ([`CoveredValues`]): a
+/// filter all of whose values are covered is left out, one with some of them keeps the others.
+/// Coverage held under another tier does not count, as that tier may be retired on its own.
+pub fn uncovered<'a>(
+    covering: impl IntoIterator<Item = &'a TieredFilter>,
+    incoming: Vec<TieredFilter>,
+) -> Vec<TieredFilter> {
+    let mut covered: BTreeMap<CoverageTier, CoveredValues<'a>> = BTreeMap::new();
+    for filter in covering {
+        covered
+            .entry(filter.tier)
+            .or_default()
+            .insert(&filter.filter);
+    }
+    if covered.is_empty() {
+        return incoming;
+    }
+    incoming
+        .into_iter()
+        .filter_map(|f| match covered.get(&f.tier) {
+            None => Some(f),
+            Some(covered) => covered
+                .remainder(&f.filter)
+                .map(|filter| TieredFilter::new(filter, f.tier)),
+        })
+        .collect()
+}
 
 /// The values a set of filters covers, per filter shape: the filter without its one tag list,
 /// and that tag.

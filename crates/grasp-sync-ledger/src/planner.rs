@@ -2,9 +2,7 @@
 //! returns the change to make ([`LivePlan`]: groups to open, groups to close, the rollback) or
 //! why nothing may change ([`PlanRefusal`]).
 
-use std::collections::BTreeMap;
-
-use grasp_sync_filters::{CoverageTier, CoveredValues, FilterGroup, PackLimits, TieredFilter};
+use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter, uncovered};
 use nostr::SubscriptionId;
 
 use crate::error::PlanRefusal;
@@ -151,8 +149,10 @@ impl LivePlanner {
 
 /// Plans the live change for `incoming` filters next to the `held` groups within `budget`.
 ///
-/// Coverage the held groups of the same tier already hold is removed, whatever way it was
-/// packed ([`not_held`]), and exact duplicates within the input. Tiers are taken
+/// Coverage the held groups of the same tier already hold is removed: a filter over one tag
+/// list value by value, however the held groups spread those values
+/// ([`grasp_sync_filters::uncovered`]), any other filter when a held one equals it. Exact
+/// duplicates within the input are removed too. Tiers are taken
 /// in priority order and each is admitted only whole: essential coverage first (refused if it
 /// cannot fit), then each later tier while it fits with the margin and one transient slot kept;
 /// the first tier that does not fit, and every tier after it, is deferred. Within a tier the
@@ -169,32 +169,14 @@ pub fn plan_live(
 }
 
 /// `incoming` without the coverage the `held` groups of its tier already hold
-/// ([`CoveredValues`]): a filter all of whose values they list is left out, one with some of
+/// ([`uncovered`]): a filter all of whose values they list is left out, one with some of
 /// them keeps the others. Coverage held under another tier does not count: that tier may be
 /// retired on its own.
 pub(crate) fn not_held(held: &[HeldGroup], incoming: Vec<TieredFilter>) -> Vec<TieredFilter> {
-    if held.is_empty() {
-        return incoming;
-    }
-    let mut covered: BTreeMap<CoverageTier, CoveredValues<'_>> = BTreeMap::new();
-    for filter in held.iter().flat_map(|h| &h.group.filters) {
-        covered
-            .entry(filter.tier)
-            .or_default()
-            .insert(&filter.filter);
-    }
-    incoming
-        .into_iter()
-        .filter_map(|f| match covered.get(&f.tier) {
-            None => Some(f),
-            Some(covered) => covered
-                .remainder(&f.filter)
-                .map(|filter| TieredFilter::new(filter, f.tier)),
-        })
-        .collect()
+    uncovered(held.iter().flat_map(|h| &h.group.filters), incoming)
 }
 
-/// [`plan_live`] for `incoming` the `held` groups do not cover ([`not_held`]).
+/// [`plan_live`] for `incoming` the `held` groups do not cover (see `not_held`).
 pub(crate) fn plan_not_held(
     held: &[HeldGroup],
     mut incoming: Vec<TieredFilter>,

@@ -38,10 +38,10 @@
 //! [`LiveLanes::handle_dialled`], and performs each open connection's queued REQs, CLOSEs and
 //! disconnect ([`LiveLanes::transmits_mut`], and the queue a closed connection hands back).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
-use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter};
+use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter, uncovered};
 use grasp_sync_health::RefusalCategory;
 use grasp_sync_ledger::{
     HeldGroup, LearnedLimits, LedgerError, LiveBudget, Permit, ReleaseReason, SessionBudget,
@@ -282,13 +282,8 @@ impl LiveLanes {
     /// Core live coverage the session cannot hold. Keeps the core tiers no connection holds
     /// or waits for already; returns whether any of it is new.
     pub fn handle_overflow(&mut self, overflow: Vec<TieredFilter>) -> bool {
-        let held = self.held_filters();
-        let waiting: BTreeSet<&Filter> = self.unplaced.iter().map(|f| &f.filter).collect();
-        let new: Vec<TieredFilter> = overflow
-            .into_iter()
-            .filter(|f| lane_tier(f.tier))
-            .filter(|f| !held.contains(&f.filter) && !waiting.contains(&f.filter))
-            .collect();
+        let core: Vec<TieredFilter> = overflow.into_iter().filter(|f| lane_tier(f.tier)).collect();
+        let new = uncovered(self.held_filters().chain(&self.unplaced), core);
         let any = !new.is_empty();
         self.unplaced.extend(new);
         any
@@ -629,10 +624,10 @@ impl LiveLanes {
     }
 
     /// Every filter held live on the extra connections.
-    fn held_filters(&self) -> BTreeSet<&Filter> {
+    /// The filters the open connections hold live.
+    pub fn held_filters(&self) -> impl Iterator<Item = &TieredFilter> {
         self.open()
             .flat_map(|l| l.live.values())
-            .flat_map(|g| g.group.filters.iter().map(|f| &f.filter))
-            .collect()
+            .flat_map(|g| g.group.filters.iter())
     }
 }

@@ -7,7 +7,8 @@
 //! - **Planned within the live budget.** The session's subscription budget, the learned
 //!   limits and the packing limits bound every plan; what the session cannot hold is split
 //!   by [`super::live_split`] between the extra connections, history and the catch-up.
-//!   New coverage is planned next to the groups held ([`RelayMachine::plan_live`]); a rebuild
+//!   New coverage is planned next to the groups held, leaving out what the session or its extra
+//!   connections hold already ([`RelayMachine::plan_live`]); a rebuild
 //!   packs the complete set from scratch and replaces every group held, which the plan
 //!   restores if admission fails ([`RelayMachine::plan_live_rebuild`]).
 //! - **Consolidation.** Core groups opened one batch at a time fragment: once they exceed the
@@ -22,7 +23,7 @@
 
 use std::time::{Duration, Instant};
 
-use grasp_sync_filters::{PackLimits, TieredFilter};
+use grasp_sync_filters::{PackLimits, TieredFilter, uncovered};
 use grasp_sync_ledger::{LiveBudget, PlanRefusal};
 
 use crate::machine::consolidation::is_fragmented;
@@ -72,6 +73,8 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     pub fn plan_live(&self, incoming: Vec<TieredFilter>) -> Option<Result<LiveSplit, PlanRefusal>> {
         let session = self.session.as_ref()?;
         let budget = self.live_budget()?;
+        // What the extra connections hold is not planned again on this one.
+        let incoming = uncovered(self.lanes.held_filters(), incoming);
         Some(split_live(&held_groups(&session.live), incoming, &budget))
     }
 

@@ -285,8 +285,8 @@ impl<Round, Parked> SessionState<Round, Parked> {
 /// Whether `plan` (with `overflow` for the extra connections), planned for `incoming`, can
 /// carry `incoming`'s first historic page: it leaves nothing out, every incoming filter is in a
 /// group it opens, and no group holds more than `per_req` of them (the relay's pages cap whole
-/// REQs). A filter the planner dropped as a duplicate of a held one would have no history
-/// fetched, so it rules the plan out.
+/// REQs). A filter the planner dropped or narrowed because held groups cover some of it would
+/// have no history fetched for what they cover, so it rules the plan out.
 pub fn plan_carries_page(
     incoming: &[TieredFilter],
     plan: &LivePlan,

@@ -638,3 +638,28 @@ fn a_connection_whose_parked_groups_all_left_is_not_closed_when_its_auth_times_o
     let deadline = driver.now + AUTH_WAIT;
     assert!(driver.lanes.poll_auth_expired(deadline).is_empty());
 }
+
+/// Live coverage of several repositories in one filter, shaped as [`core`]'s.
+fn core_over(ds: &[&str]) -> TieredFilter {
+    TieredFilter::new(
+        Filter::new()
+            .limit(0)
+            .identifiers(ds.iter().copied())
+            .since(nostr::Timestamp::from_secs(1)),
+        CoverageTier::Essential,
+    )
+}
+
+#[test]
+fn coverage_the_connections_hold_in_another_packing_does_not_wait_again() {
+    let mut driver = Driver::new();
+    driver.lanes.handle_overflow(vec![core("a"), core("b")]);
+    driver.dial_and_connect(10);
+    assert!(!driver.lanes.has_waiting(), "the connection holds both");
+    // One filter over both values, packed unlike the two held.
+    assert!(!driver.lanes.handle_overflow(vec![core_over(&["b", "a"])]));
+    assert!(!driver.lanes.has_waiting());
+    // Only the value no connection holds waits.
+    assert!(driver.lanes.handle_overflow(vec![core_over(&["a", "c"])]));
+    assert_eq!(driver.lanes.unplaced, vec![core_over(&["c"])]);
+}

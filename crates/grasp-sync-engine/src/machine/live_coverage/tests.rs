@@ -245,3 +245,51 @@ fn a_rebuild_waits_for_the_query_rate_cooldown_and_after_a_rollback() {
             .is_due(SessionTimer::LiveRepair, now + REBUILD_RETRY / 2)
     );
 }
+
+#[test]
+fn coverage_an_extra_connection_holds_is_not_planned_on_the_session_again() {
+    use crate::machine::lanes::{Dialled, LaneSession, LaneStep};
+    use crate::machine::transmit::SessionKey;
+    use grasp_sync_ledger::SessionBudget;
+    use grasp_sync_model::RelayUrl;
+
+    let now = Instant::now();
+    let mut machine = connected(now);
+    machine.lanes.handle_overflow(vec![core(1)]);
+    assert!(matches!(machine.lanes.next_step(true), LaneStep::Dial));
+    machine.lanes.handle_dial_started(1);
+    let key = SessionKey {
+        relay: RelayUrl::parse("wss://relay.example.com").expect("valid url"),
+        generation: 7,
+    };
+    let opened = machine.lanes.handle_dialled(
+        now,
+        1,
+        Some(LaneSession {
+            key,
+            budget: SessionBudget::from_slots(20),
+            answers_auth: false,
+        }),
+    );
+    assert!(matches!(opened, Dialled::Opened { .. }), "{opened:?}");
+    let learned = machine.learned.clone();
+    let mut next = 0;
+    machine.lanes.fill(now, &learned, || {
+        next += 1;
+        SubscriptionId::new(format!("lane-{next}"))
+    });
+    assert_eq!(machine.lanes.live_groups(), 1);
+
+    let split = machine
+        .plan_live(vec![core(1), core(2)])
+        .expect("a session")
+        .expect("fits");
+    let opened: Vec<TieredFilter> = split
+        .plan
+        .open
+        .iter()
+        .flat_map(|g| g.filters.clone())
+        .collect();
+    assert_eq!(opened, vec![core(2)], "the extra connection holds core(1)");
+    assert!(split.overflow.is_empty());
+}
