@@ -54,14 +54,16 @@ impl RelayRuntime {
 }
 
 impl Actor {
-    /// Core live coverage the session cannot hold: offered to the extra connections.
+    /// Core live coverage the session cannot hold: offered to the extra connections, with
+    /// whatever waits for them already. Coverage that only waits again (a plan re-derived
+    /// after a query-rate cooldown held the last offer back) is offered too: nothing else would
+    /// place it.
     pub(super) fn place_on_lanes(&mut self, relay: &RelayUrl, overflow: Vec<TieredFilter>) {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        if runtime.machine.lanes.handle_overflow(overflow) {
-            self.fill_lanes(relay);
-        }
+        runtime.machine.lanes.handle_overflow(overflow);
+        self.fill_lanes(relay);
     }
 
     /// The session's live set was rebuilt from scratch and `overflow` is what it cannot hold:

@@ -623,8 +623,7 @@ impl LiveLanes {
             .position(|l| l.open.as_ref().is_some_and(|o| o.key == *key))
     }
 
-    /// Every filter held live on the extra connections.
-    /// The filters the open connections hold live.
+    /// Every filter held live on the open extra connections.
     pub fn held_filters(&self) -> impl Iterator<Item = &TieredFilter> {
         self.open()
             .flat_map(|l| l.live.values())

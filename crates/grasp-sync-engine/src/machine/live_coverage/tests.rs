@@ -255,7 +255,7 @@ fn coverage_an_extra_connection_holds_is_not_planned_on_the_session_again() {
 
     let now = Instant::now();
     let mut machine = connected(now);
-    machine.lanes.handle_overflow(vec![core(1)]);
+    machine.lanes.handle_overflow(vec![core(1), core(2)]);
     assert!(matches!(machine.lanes.next_step(true), LaneStep::Dial));
     machine.lanes.handle_dial_started(1);
     let key = SessionKey {
@@ -278,10 +278,23 @@ fn coverage_an_extra_connection_holds_is_not_planned_on_the_session_again() {
         next += 1;
         SubscriptionId::new(format!("lane-{next}"))
     });
-    assert_eq!(machine.lanes.live_groups(), 1);
+    assert!(
+        !machine.lanes.has_waiting(),
+        "the extra connection holds both"
+    );
 
+    // One filter over three repositories, packed unlike the two the extra connection holds.
+    let over = |ns: &[u64]| {
+        TieredFilter::new(
+            Filter::new()
+                .kind(Kind::from(1617))
+                .identifiers(ns.iter().map(|n| format!("d{n}")))
+                .limit(0),
+            CoverageTier::Essential,
+        )
+    };
     let split = machine
-        .plan_live(vec![core(1), core(2)])
+        .plan_live(vec![over(&[3, 1, 2])])
         .expect("a session")
         .expect("fits");
     let opened: Vec<TieredFilter> = split
@@ -290,6 +303,10 @@ fn coverage_an_extra_connection_holds_is_not_planned_on_the_session_again() {
         .iter()
         .flat_map(|g| g.filters.clone())
         .collect();
-    assert_eq!(opened, vec![core(2)], "the extra connection holds core(1)");
+    assert_eq!(
+        opened,
+        vec![over(&[3])],
+        "the extra connection holds d1 and d2"
+    );
     assert!(split.overflow.is_empty());
 }
