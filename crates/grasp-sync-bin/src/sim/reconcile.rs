@@ -168,13 +168,14 @@ pub(super) async fn run_reconcile(
     let started = Instant::now();
     let daemon = Daemon::start_on(settings, listener).await?;
     let (settled, status) = wait_covered(&daemon, first, 0, started + timeout).await;
-    let wall_ms = super::naive::millis(started.elapsed());
-    let mut report = report_since(network, &marks);
+    let measured = Measured {
+        settled,
+        started,
+        events_saved: events_saved(&status),
+        full_sync_bytes,
+    };
+    let report = measured.report(network, &marks);
     daemon.shutdown().await;
-    report.settled = settled;
-    report.wall_ms = wall_ms;
-    report.events_saved = events_saved(&status);
-    report.full_sync_bytes = full_sync_bytes;
     Ok(report)
 }
 
@@ -203,13 +204,35 @@ pub(super) async fn run_daily(
         .unwrap_or(0)
         + 1;
     let (settled, status) = wait_covered(daemon, first, daily, started + timeout).await;
-    let wall_ms = super::naive::millis(started.elapsed());
-    let mut report = report_since(network, &marks);
-    report.settled = settled;
-    report.wall_ms = wall_ms;
-    report.events_saved = events_saved(&status).saturating_sub(events_saved(&before));
-    report.full_sync_bytes = full_sync_bytes;
-    Ok(report)
+    let measured = Measured {
+        settled,
+        started,
+        events_saved: events_saved(&status).saturating_sub(events_saved(&before)),
+        full_sync_bytes,
+    };
+    Ok(measured.report(network, &marks))
+}
+
+/// What a reconciliation's run saw besides the relays' counters.
+struct Measured {
+    settled: bool,
+    started: Instant,
+    events_saved: u64,
+    full_sync_bytes: u64,
+}
+
+impl Measured {
+    /// The report: the relays' counters since `marks`, the wall time until now, and these.
+    fn report(self, network: &TestNetwork, marks: &[Mark]) -> ReconcileReport {
+        let wall_ms = super::naive::millis(self.started.elapsed());
+        ReconcileReport {
+            settled: self.settled,
+            wall_ms,
+            events_saved: self.events_saved,
+            full_sync_bytes: self.full_sync_bytes,
+            ..report_since(network, marks)
+        }
+    }
 }
 
 /// Every relay's counters now.
