@@ -13,6 +13,7 @@
 
 pub mod budget;
 pub mod build;
+pub mod compact;
 pub mod error;
 pub mod exact;
 pub mod pack;
@@ -25,6 +26,7 @@ pub use build::{
     Coverage, Window, announcement_filter, descendant_filters, repo_tag_filters,
     root_event_tag_filters, state_filters,
 };
+pub use compact::{CompactFilter, CompactGroup};
 pub use error::FilterError;
 pub use exact::{MAX_IDS_PER_FILTER, exact_id_filters};
 pub use pack::{FilterGroup, PackLimits, filter_payload_bytes, pack_requests, req_envelope_bytes};
@@ -32,5 +34,5 @@ pub use pagination::{
     CapScope, GroupedPagination, PageHints, PageStep, RelayPageSession, RelayQuirks, Truncation,
     split_filter,
 };
-pub use subtract::{CoveredValues, uncovered};
+pub use subtract::{CoveredValues, Covering, uncovered};
 pub use tier::{CoverageTier, TieredFilter};

@@ -26,25 +26,59 @@
 //! assert_eq!(covered.remainder(&held), None);
 //! ```
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use nostr::{Filter, SingleLetterTag};
 
+use crate::compact::{CompactFilter, TagValue};
 use crate::tier::{CoverageTier, TieredFilter};
+
+/// A filter that covers coverage: as it is sent, or in compact form.
+#[derive(Debug, Clone, Copy)]
+pub enum Covering<'a> {
+    /// A filter as it is sent.
+    Tiered(&'a TieredFilter),
+    /// A filter in compact form (a held live group's).
+    Compact(&'a CompactFilter),
+}
+
+impl<'a> From<&'a TieredFilter> for Covering<'a> {
+    fn from(filter: &'a TieredFilter) -> Covering<'a> {
+        Covering::Tiered(filter)
+    }
+}
+
+impl<'a> From<&'a CompactFilter> for Covering<'a> {
+    fn from(filter: &'a CompactFilter) -> Covering<'a> {
+        Covering::Compact(filter)
+    }
+}
+
+impl Covering<'_> {
+    fn tier(&self) -> CoverageTier {
+        match self {
+            Covering::Tiered(filter) => filter.tier,
+            Covering::Compact(filter) => filter.tier(),
+        }
+    }
+}
 
 /// `incoming` without the coverage `covering` holds in the same tier ([`CoveredValues`]): a
 /// filter all of whose values are covered is left out, one with some of them keeps the others.
 /// Coverage held under another tier does not count, as that tier may be retired on its own.
-pub fn uncovered<'a>(
-    covering: impl IntoIterator<Item = &'a TieredFilter>,
+pub fn uncovered<'a, C: Into<Covering<'a>>>(
+    covering: impl IntoIterator<Item = C>,
     incoming: Vec<TieredFilter>,
 ) -> Vec<TieredFilter> {
     let mut covered: BTreeMap<CoverageTier, CoveredValues<'a>> = BTreeMap::new();
     for filter in covering {
-        covered
-            .entry(filter.tier)
-            .or_default()
-            .insert(&filter.filter);
+        let filter = filter.into();
+        let values = covered.entry(filter.tier()).or_default();
+        match filter {
+            Covering::Tiered(filter) => values.insert(&filter.filter),
+            Covering::Compact(filter) => values.insert_compact(filter),
+        }
     }
     if covered.is_empty() {
         return incoming;
@@ -64,8 +98,8 @@ pub fn uncovered<'a>(
 /// and that tag.
 #[derive(Debug, Clone, Default)]
 pub struct CoveredValues<'a> {
-    by_shape: BTreeMap<(Filter, SingleLetterTag), BTreeSet<&'a str>>,
-    exact: BTreeSet<&'a Filter>,
+    by_shape: BTreeMap<(Filter, SingleLetterTag), BTreeSet<TagValue<'a>>>,
+    exact: BTreeSet<Cow<'a, Filter>>,
 }
 
 impl<'a> CoveredValues<'a> {
@@ -80,18 +114,34 @@ impl<'a> CoveredValues<'a> {
 
     /// Adds `filter`'s coverage.
     pub fn insert(&mut self, filter: &'a Filter) {
-        self.exact.insert(filter);
+        self.exact.insert(Cow::Borrowed(filter));
         if let Some((shape, tag, values)) = split_axis(filter) {
             self.by_shape
                 .entry((shape, tag))
                 .or_default()
-                .extend(values.iter().map(String::as_str));
+                .extend(values.iter().map(|value| TagValue::of(value)));
+        }
+    }
+
+    /// Adds the coverage of `filter`, in compact form. One over a single tag list covers its
+    /// values (and so any filter equal to it); any other is kept whole, to cover an equal
+    /// filter.
+    pub fn insert_compact(&mut self, filter: &'a CompactFilter) {
+        match filter.axis() {
+            Some((shape, tag, values)) => self
+                .by_shape
+                .entry((shape.clone(), tag))
+                .or_default()
+                .extend(values.values()),
+            None => {
+                self.exact.insert(Cow::Owned(filter.to_filter()));
+            }
         }
     }
 
     /// Whether nothing is covered.
     pub fn is_empty(&self) -> bool {
-        self.exact.is_empty()
+        self.exact.is_empty() && self.by_shape.is_empty()
     }
 
     /// `filter` over the values the coverage does not hold, or `None` when it holds all of
@@ -109,7 +159,7 @@ impl<'a> CoveredValues<'a> {
         };
         let left: BTreeSet<String> = values
             .iter()
-            .filter(|value| !held.contains(value.as_str()))
+            .filter(|value| !held.contains(&TagValue::of(value)))
             .cloned()
             .collect();
         if left.is_empty() {

@@ -41,7 +41,7 @@ fn plan(c: &mut Criterion) {
         .enumerate()
         .map(|(i, group)| HeldGroup {
             subscription_id: SubscriptionId::new(format!("l{i}")),
-            group,
+            group: group.into(),
         })
         .collect();
     let new_root = [EventId::from_byte_array([7; 32])];

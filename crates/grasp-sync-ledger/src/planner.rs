@@ -2,7 +2,9 @@
 //! returns the change to make ([`LivePlan`]: groups to open, groups to close, the rollback) or
 //! why nothing may change ([`PlanRefusal`]).
 
-use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter, uncovered};
+use grasp_sync_filters::{
+    CompactGroup, CoverageTier, FilterGroup, PackLimits, TieredFilter, uncovered,
+};
 use nostr::SubscriptionId;
 
 use crate::error::PlanRefusal;
@@ -21,8 +23,9 @@ pub use fitting::{FittedPlan, plan_live_fitting};
 pub struct HeldGroup {
     /// The subscription carrying the group.
     pub subscription_id: SubscriptionId,
-    /// The group's filters (one tier) and payload size.
-    pub group: FilterGroup,
+    /// The group's filters (one tier) and payload size, in the compact form a group held for
+    /// the life of a connection is kept in.
+    pub group: CompactGroup,
 }
 
 /// The budgets a plan must stay within.
@@ -173,7 +176,7 @@ pub fn plan_live(
 /// them keeps the others. Coverage held under another tier does not count: that tier may be
 /// retired on its own.
 pub(crate) fn not_held(held: &[HeldGroup], incoming: Vec<TieredFilter>) -> Vec<TieredFilter> {
-    uncovered(held.iter().flat_map(|h| &h.group.filters), incoming)
+    uncovered(held.iter().flat_map(|h| h.group.filters()), incoming)
 }
 
 /// [`plan_live`] for `incoming` the `held` groups do not cover (see `not_held`).
@@ -187,7 +190,7 @@ pub(crate) fn plan_not_held(
 
     let mut plan = LivePlan {
         live_groups: held.len(),
-        live_bytes: held.iter().map(|h| h.group.payload_bytes).sum(),
+        live_bytes: held.iter().map(|h| h.group.payload_bytes()).sum(),
         ..LivePlan::default()
     };
     let max_live = budget.max_live();
@@ -227,7 +230,7 @@ pub(crate) fn plan_not_held(
         };
         let groups = plan.live_groups + change.open.len() - change.close.len();
         let opened: usize = change.open.iter().map(|g| g.payload_bytes).sum();
-        let retired: usize = change.close.iter().map(|h| h.group.payload_bytes).sum();
+        let retired: usize = change.close.iter().map(|h| h.group.payload_bytes()).sum();
         let bytes = plan.live_bytes + opened - retired;
         let reason = if groups > max_live {
             Some(DeferReason::SlotBudget)

@@ -41,7 +41,9 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use grasp_sync_filters::{CoverageTier, FilterGroup, PackLimits, TieredFilter, uncovered};
+use grasp_sync_filters::{
+    CompactFilter, CompactGroup, CoverageTier, Covering, PackLimits, TieredFilter, uncovered,
+};
 use grasp_sync_health::RefusalCategory;
 use grasp_sync_ledger::{
     HeldGroup, LearnedLimits, LedgerError, LiveBudget, Permit, ReleaseReason, SessionBudget,
@@ -194,7 +196,7 @@ struct OpenLane {
 
 /// A live group held on an extra connection.
 struct LaneGroup {
-    group: FilterGroup,
+    group: CompactGroup,
     permit: Permit,
     /// Parked for the connection's `AUTH`.
     parked: bool,
@@ -283,7 +285,12 @@ impl LiveLanes {
     /// or waits for already; returns whether any of it is new.
     pub fn handle_overflow(&mut self, overflow: Vec<TieredFilter>) -> bool {
         let core: Vec<TieredFilter> = overflow.into_iter().filter(|f| lane_tier(f.tier)).collect();
-        let new = uncovered(self.held_filters().chain(&self.unplaced), core);
+        let new = uncovered(
+            self.held_filters()
+                .map(Covering::from)
+                .chain(self.unplaced.iter().map(Covering::from)),
+            core,
+        );
         let any = !new.is_empty();
         self.unplaced.extend(new);
         any
@@ -340,7 +347,7 @@ impl LiveLanes {
                         lane.live.insert(
                             id,
                             LaneGroup {
-                                group,
+                                group: group.into(),
                                 permit,
                                 parked: false,
                             },
@@ -447,7 +454,7 @@ impl LiveLanes {
         let _ = lane
             .ledger
             .handle_release(now, &group.permit, ReleaseReason::Closed);
-        Some(group.group.filters)
+        Some(group.group.to_tiered())
     }
 
     /// The relay sent connection `key` a challenge it answers.
@@ -555,7 +562,7 @@ impl LiveLanes {
         let coverage = open
             .live
             .values()
-            .flat_map(|g| g.group.filters.iter())
+            .flat_map(|g| g.group.to_tiered())
             .map(|f| without_bounds(&f.filter))
             .collect();
         open.transmit.push(Outbound::Disconnect);
@@ -624,9 +631,9 @@ impl LiveLanes {
     }
 
     /// Every filter held live on the open extra connections.
-    pub fn held_filters(&self) -> impl Iterator<Item = &TieredFilter> {
+    pub fn held_filters(&self) -> impl Iterator<Item = &CompactFilter> {
         self.open()
             .flat_map(|l| l.live.values())
-            .flat_map(|g| g.group.filters.iter())
+            .flat_map(|g| g.group.filters())
     }
 }

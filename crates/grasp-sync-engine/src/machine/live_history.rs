@@ -32,7 +32,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use grasp_sync_filters::{FilterGroup, GroupedPagination, TieredFilter};
+use grasp_sync_filters::{CompactFilter, FilterGroup, GroupedPagination, TieredFilter};
 use grasp_sync_ledger::{LivePlan, WATCHDOG_TIMEOUT};
 use grasp_sync_model::BatchId;
 use nostr::{Filter, SubscriptionId};
@@ -330,14 +330,17 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         let Some(session) = self.session.as_ref() else {
             return false;
         };
-        let held: BTreeSet<&Filter> = session
+        let held: Vec<&CompactFilter> = session
             .live
             .values()
-            .flat_map(|g| g.group.filters.iter().map(|f| &f.filter))
+            .flat_map(|g| g.group.filters())
             .collect();
         self.health.sync_paused_until(now).is_none()
             && self.refused.is_empty()
-            && !incoming.iter().any(|f| held.contains(&f.filter))
+            && !incoming
+                .iter()
+                .map(CompactFilter::new)
+                .any(|f| held.iter().any(|h| h.same_filter(&f)))
             && plan_carries_page(
                 incoming,
                 plan,

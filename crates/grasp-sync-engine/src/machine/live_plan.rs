@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use grasp_sync_filters::FilterGroup;
+use grasp_sync_filters::CompactGroup;
 use grasp_sync_ledger::{LedgerError, LivePlan};
 use grasp_sync_model::BatchId;
 use nostr::{Filter, SubscriptionId};
@@ -126,7 +126,10 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         for id in &plan.close {
             session.close_live(ledger, id, now);
         }
-        let opened: Vec<(SubscriptionId, FilterGroup)> = ids.into_iter().zip(plan.open).collect();
+        let opened: Vec<(SubscriptionId, CompactGroup)> = ids
+            .into_iter()
+            .zip(plan.open.into_iter().map(CompactGroup::from))
+            .collect();
         let mut outcome = PlanOutcome::Applied;
         let mut held_back = None;
         let admitted = match ledger.admit_live(
@@ -138,7 +141,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             Err(error) => {
                 outcome = PlanOutcome::RolledBack;
                 held_back = Some(PlanHeldBack::Refused(error));
-                let reopen: Vec<(SubscriptionId, FilterGroup)> = plan
+                let reopen: Vec<(SubscriptionId, CompactGroup)> = plan
                     .rollback
                     .reopen
                     .into_iter()

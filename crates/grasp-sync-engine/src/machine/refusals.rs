@@ -228,7 +228,7 @@ impl<Round> RelayMachine<Round, ParkedWork> {
                 watchdog_closing: t.watchdog_closing,
             },
             (None, Some(g)) => Answered::Live {
-                filters: g.group.filters.len(),
+                filters: g.group.len(),
                 auxiliary: g.is_auxiliary(),
             },
             (None, None) => Answered::Retired,

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 use grasp_sync_filters::{
-    CoverageTier, FilterGroup, GroupedPagination, PageStep, RelayPageSession,
+    CompactGroup, CoverageTier, GroupedPagination, PageStep, RelayPageSession,
 };
 use grasp_sync_ledger::{
     BackgroundGate, GateRejection, HeldGroup, Permit, PermitClass, ReactiveGate, ReleaseReason,
@@ -257,7 +257,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
         now: Instant,
     ) -> Option<Eose> {
         if let Some(group) = self.live.get_mut(id) {
-            let filters = group.group.filters.len();
+            let filters = group.group.len();
             return Some(match group.history.take() {
                 // The group's first page ends; the group stays open as the live tail. Its REQ
                 // carried the group's other filters too, which the relay accepted with it.
@@ -457,7 +457,7 @@ impl<Round, Parked> SessionState<Round, Parked> {
 /// A persistent live group.
 pub struct LiveGroup {
     /// The group's filters.
-    pub group: FilterGroup,
+    pub group: CompactGroup,
     /// Its ledger permit.
     pub permit: Permit,
     /// Send order within the session; [`UNSENT`] while its REQ waits in the live queue.

@@ -85,7 +85,7 @@ pub fn plan_live_fitting(
     }
     let plan = fits(&incoming[..lo]).unwrap_or_else(|| LivePlan {
         live_groups: held.len(),
-        live_bytes: held.iter().map(|h| h.group.payload_bytes).sum(),
+        live_bytes: held.iter().map(|h| h.group.payload_bytes()).sum(),
         ..LivePlan::default()
     });
     let rest = incoming.split_off(lo);

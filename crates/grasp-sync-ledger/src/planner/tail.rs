@@ -2,7 +2,7 @@
 //! incoming filters of that tier become live at the lowest slot cost and churn.
 
 use grasp_sync_filters::{
-    FilterGroup, PackLimits, TieredFilter, filter_payload_bytes, pack_requests,
+    CompactGroup, FilterGroup, PackLimits, TieredFilter, filter_payload_bytes, pack_requests,
 };
 
 use super::HeldGroup;
@@ -32,7 +32,7 @@ pub(crate) fn tier_change<'a>(
         .copied()
         .partition(|h| breaks_limits(&h.group, limits));
     let mut base: Vec<TieredFilter> = new.to_vec();
-    base.extend(forced.iter().flat_map(|h| h.group.filters.iter().cloned()));
+    base.extend(forced.iter().flat_map(|h| h.group.to_tiered()));
     if base.is_empty() {
         return Ok(None);
     }
@@ -44,11 +44,11 @@ pub(crate) fn tier_change<'a>(
     let mut tail: Vec<&HeldGroup> = conforming
         .into_iter()
         .filter(|h| {
-            h.group.filters.len() < limits.max_filters_per_req
-                && h.group.payload_bytes + smallest <= limits.max_req_bytes
+            h.group.len() < limits.max_filters_per_req
+                && h.group.payload_bytes() + smallest <= limits.max_req_bytes
         })
         .collect();
-    tail.sort_by_key(|h| h.group.payload_bytes);
+    tail.sort_by_key(|h| h.group.payload_bytes());
 
     let append = TierChange {
         open: pack_requests(base.clone(), limits)?,
@@ -56,7 +56,7 @@ pub(crate) fn tier_change<'a>(
     };
     let change = |retire: &[&'a HeldGroup]| -> Result<TierChange<'a>, PlanRefusal> {
         let mut filters = base.clone();
-        filters.extend(retire.iter().flat_map(|h| h.group.filters.iter().cloned()));
+        filters.extend(retire.iter().flat_map(|h| h.group.to_tiered()));
         let mut close = forced.clone();
         close.extend_from_slice(retire);
         Ok(TierChange {
@@ -92,6 +92,6 @@ impl TierChange<'_> {
 }
 
 /// Whether a held group no longer fits the limits (e.g. after the ceiling was lowered).
-fn breaks_limits(group: &FilterGroup, limits: &PackLimits) -> bool {
-    group.filters.len() > limits.max_filters_per_req || group.payload_bytes > limits.max_req_bytes
+fn breaks_limits(group: &CompactGroup, limits: &PackLimits) -> bool {
+    group.len() > limits.max_filters_per_req || group.payload_bytes() > limits.max_req_bytes
 }

@@ -38,7 +38,7 @@ fn held(groups: &[Vec<TieredFilter>], limits: &PackLimits) -> Vec<HeldGroup> {
         .enumerate()
         .map(|(i, group)| HeldGroup {
             subscription_id: SubscriptionId::new(format!("h{i}")),
-            group,
+            group: group.into(),
         })
         .collect()
 }
@@ -57,7 +57,7 @@ fn apply(held: &[HeldGroup], plan: &LivePlan, round: usize) -> Vec<HeldGroup> {
         .collect();
     after.extend(plan.open.iter().enumerate().map(|(i, group)| HeldGroup {
         subscription_id: SubscriptionId::new(format!("r{round}-{i}")),
-        group: group.clone(),
+        group: group.into(),
     }));
     after
 }
@@ -197,7 +197,7 @@ fn full_byte_bound_groups_are_not_rebuilt_for_being_short_of_the_filter_count() 
     let big = |n| filter(n, 440, CoverageTier::Essential);
     let held = held(&[vec![big("a"), big("b")]], &b.limits);
     assert_eq!(held.len(), 1);
-    assert!(held[0].group.payload_bytes > 1000 - 100);
+    assert!(held[0].group.payload_bytes() > 1000 - 100);
     let plan = plan_live(&held, vec![filter("c", 60, CoverageTier::Essential)], &b).expect("fits");
     assert!(plan.close.is_empty(), "two of ten filters, but byte-full");
     assert_eq!(open_sizes(&plan), vec![1]);
@@ -365,7 +365,7 @@ proptest! {
             let after = apply(&live, &plan, round);
             prop_assert_eq!(after.len(), plan.live_groups);
             prop_assert!(after.len() <= budget.max_live());
-            let bytes: usize = after.iter().map(|h| h.group.payload_bytes).sum();
+            let bytes: usize = after.iter().map(|h| h.group.payload_bytes()).sum();
             prop_assert_eq!(bytes, plan.live_bytes);
             if let Some(cap) = cap {
                 prop_assert!(bytes <= cap);
@@ -374,8 +374,8 @@ proptest! {
                 prop_assert!(group.filters.len() <= max_filters);
                 prop_assert!(group.payload_bytes <= max_bytes);
             }
-            let live_filters: BTreeSet<&Filter> =
-                after.iter().flat_map(|h| h.group.filters.iter().map(|f| &f.filter)).collect();
+            let live_filters: BTreeSet<Filter> =
+                after.iter().flat_map(|h| h.group.to_filters()).collect();
             let deferred: BTreeSet<&Filter> =
                 plan.deferred.iter().flat_map(|d| d.filters.iter().map(|f| &f.filter)).collect();
             for f in &batch {

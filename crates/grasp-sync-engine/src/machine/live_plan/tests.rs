@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use grasp_sync_filters::{CoverageTier, GroupedPagination, TieredFilter};
+use grasp_sync_filters::{CoverageTier, FilterGroup, GroupedPagination, TieredFilter};
 use grasp_sync_ledger::{HeldGroup, PermitClass, Rollback};
 use grasp_sync_model::BatchId;
 use nostr::{Filter, Kind};
@@ -58,7 +58,7 @@ fn a_plan_retires_and_opens_groups_at_once() {
         rollback: Rollback {
             reopen: vec![HeldGroup {
                 subscription_id: id("l1"),
-                group: group(1),
+                group: group(1).into(),
             }],
         },
         ..LivePlan::default()

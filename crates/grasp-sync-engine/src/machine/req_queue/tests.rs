@@ -108,7 +108,8 @@ fn queued_live_groups_are_sent_before_history() {
             group: FilterGroup {
                 filters: vec![TieredFilter::new(replies(9), CoverageTier::Essential)],
                 payload_bytes: 40,
-            },
+            }
+            .into(),
             permit,
             sent: UNSENT,
             history: None,

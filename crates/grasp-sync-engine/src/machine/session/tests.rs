@@ -44,7 +44,7 @@ fn queue_live(session: &mut Session, ledger: &mut SubscriptionLedger, now: Insta
     session.live.insert(
         id(n),
         LiveGroup {
-            group,
+            group: group.into(),
             permit,
             sent: UNSENT,
             history: None,
@@ -379,7 +379,9 @@ fn a_retired_live_group_is_closed_only_if_its_req_was_sent() {
     }
     for n in [3, 4] {
         let group = session.live.get_mut(&id(n)).expect("held");
-        group.group.filters[0].tier = CoverageTier::DescendantCanonical;
+        let mut filters = group.group.to_group();
+        filters.filters[0].tier = CoverageTier::DescendantCanonical;
+        group.group = filters.into();
         group.sent = n;
     }
     assert_eq!(session.close_auxiliary(&mut ledger, now), 2);

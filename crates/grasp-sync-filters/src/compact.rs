@@ -1,0 +1,254 @@
+//! [`CompactGroup`]: a filter group kept in less memory, for coverage held for a long time
+//! (the live groups a connection holds).
+//!
+//! Live coverage names every repository and root event by its tag values, three times per
+//! relay (`#e`, `#E`, `#q`), so the groups a daemon holds are mostly tag values. `nostr`'s
+//! [`Filter`] keeps each value as its own `String` in a `BTreeSet`: about 90 bytes for an event
+//! ID's 64 hex characters. A [`CompactFilter`] keeps a value of 64 lowercase hex characters as
+//! its 32 bytes and any other value as a boxed string, in sorted slices, and gives back the
+//! exact filter it was made from.
+
+use std::collections::BTreeSet;
+
+use nostr::{EventId, Filter, SingleLetterTag};
+
+use crate::pack::FilterGroup;
+use crate::tier::{CoverageTier, TieredFilter};
+
+/// A [`TieredFilter`] in compact form; [`CompactFilter::to_tiered`] gives it back exactly.
+///
+/// ```
+/// use grasp_sync_filters::{CompactFilter, CoverageTier, TieredFilter};
+/// use nostr::{Alphabet, EventId, Filter, SingleLetterTag};
+///
+/// let root = EventId::from_byte_array([7; 32]);
+/// let filter = Filter::new()
+///     .custom_tag(SingleLetterTag::lowercase(Alphabet::E), root.to_hex())
+///     .limit(0);
+/// let tiered = TieredFilter::new(filter, CoverageTier::Essential);
+/// let compact = CompactFilter::new(&tiered);
+/// assert_eq!(compact.to_tiered(), tiered);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactFilter {
+    /// The filter without its tag lists.
+    shape: Filter,
+    /// Each tag list, in tag order.
+    tags: Box<[(SingleLetterTag, CompactValues)]>,
+    tier: CoverageTier,
+}
+
+/// One tag list's values: those of 64 lowercase hex characters as bytes, the others as text,
+/// each part in ascending order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CompactValues {
+    pub(crate) ids: Box<[[u8; 32]]>,
+    pub(crate) text: Box<[Box<str>]>,
+}
+
+/// A tag value as the compact form classifies it: the bytes of 64 lowercase hex characters, or
+/// the text of any other value. Two values are equal exactly when their strings are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum TagValue<'a> {
+    Id([u8; 32]),
+    Text(&'a str),
+}
+
+impl<'a> TagValue<'a> {
+    /// The value `value` as the compact form keeps it.
+    pub(crate) fn of(value: &'a str) -> TagValue<'a> {
+        if !is_lower_hex_id(value) {
+            return TagValue::Text(value);
+        }
+        match EventId::from_hex(value) {
+            Ok(id) => TagValue::Id(id.to_bytes()),
+            Err(_) => TagValue::Text(value),
+        }
+    }
+}
+
+impl CompactFilter {
+    /// The compact form of `filter`.
+    pub fn new(filter: &TieredFilter) -> CompactFilter {
+        let mut shape = filter.filter.clone();
+        let tags = std::mem::take(&mut shape.generic_tags);
+        CompactFilter {
+            shape,
+            tags: tags
+                .into_iter()
+                .map(|(tag, values)| (tag, CompactValues::new(&values)))
+                .collect(),
+            tier: filter.tier,
+        }
+    }
+
+    /// The tier the filter is admitted in.
+    pub fn tier(&self) -> CoverageTier {
+        self.tier
+    }
+
+    /// The filter as it is sent.
+    pub fn to_filter(&self) -> Filter {
+        let mut filter = self.shape.clone();
+        for (tag, values) in self.tags.iter() {
+            filter.generic_tags.insert(*tag, values.to_set());
+        }
+        filter
+    }
+
+    /// The filter it was made from.
+    pub fn to_tiered(&self) -> TieredFilter {
+        TieredFilter::new(self.to_filter(), self.tier)
+    }
+
+    /// Whether `other` is the compact form of the same filter, in whatever tier.
+    pub fn same_filter(&self, other: &CompactFilter) -> bool {
+        self.shape == other.shape && self.tags == other.tags
+    }
+
+    /// The filter without its tag lists, its one tag, and that tag's values, when the filter
+    /// lists the values of exactly one tag (not empty) and neither `ids` nor `authors`: the
+    /// shape [`crate::CoveredValues`] covers value by value.
+    pub(crate) fn axis(&self) -> Option<(&Filter, SingleLetterTag, &CompactValues)> {
+        let [(tag, values)] = &*self.tags else {
+            return None;
+        };
+        let plain = self.shape.ids.is_none() && self.shape.authors.is_none();
+        (plain && !values.is_empty()).then_some((&self.shape, *tag, values))
+    }
+}
+
+impl From<TieredFilter> for CompactFilter {
+    fn from(filter: TieredFilter) -> CompactFilter {
+        CompactFilter::new(&filter)
+    }
+}
+
+impl CompactValues {
+    fn new(values: &BTreeSet<String>) -> CompactValues {
+        let mut ids = Vec::new();
+        let mut text = Vec::new();
+        for value in values {
+            match TagValue::of(value) {
+                TagValue::Id(bytes) => ids.push(bytes),
+                TagValue::Text(value) => text.push(Box::from(value)),
+            }
+        }
+        CompactValues {
+            ids: ids.into_boxed_slice(),
+            text: text.into_boxed_slice(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ids.is_empty() && self.text.is_empty()
+    }
+
+    /// Every value, as [`TagValue`]s.
+    pub(crate) fn values(&self) -> impl Iterator<Item = TagValue<'_>> {
+        let ids = self.ids.iter().map(|id| TagValue::Id(*id));
+        ids.chain(self.text.iter().map(|value| TagValue::Text(value)))
+    }
+
+    fn to_set(&self) -> BTreeSet<String> {
+        let ids = self
+            .ids
+            .iter()
+            .map(|id| EventId::from_byte_array(*id).to_hex());
+        ids.chain(self.text.iter().map(|value| value.to_string()))
+            .collect()
+    }
+}
+
+/// Whether `value` is 64 lowercase hex characters (the form in which `nostr` writes an event ID
+/// or a public key, and the only form the compact bytes give back).
+fn is_lower_hex_id(value: &str) -> bool {
+    value.len() == 64
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// A [`FilterGroup`] in compact form: its filters as [`CompactFilter`]s and its payload size.
+///
+/// ```
+/// use grasp_sync_filters::{CompactGroup, CoverageTier, FilterGroup, TieredFilter, filter_payload_bytes};
+/// use nostr::{Filter, Kind};
+///
+/// let filter = Filter::new().kind(Kind::from(30617_u16)).limit(0);
+/// let group = FilterGroup {
+///     payload_bytes: filter_payload_bytes(&filter) + 1,
+///     filters: vec![TieredFilter::new(filter, CoverageTier::Essential)],
+/// };
+/// let compact = CompactGroup::from(&group);
+/// assert_eq!(compact.len(), 1);
+/// assert_eq!(compact.to_group(), group);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactGroup {
+    filters: Box<[CompactFilter]>,
+    payload_bytes: usize,
+}
+
+impl CompactGroup {
+    /// The filters.
+    pub fn filters(&self) -> &[CompactFilter] {
+        &self.filters
+    }
+
+    /// How many filters the group has.
+    pub fn len(&self) -> usize {
+        self.filters.len()
+    }
+
+    /// Whether the group has no filter.
+    pub fn is_empty(&self) -> bool {
+        self.filters.is_empty()
+    }
+
+    /// Bytes these filters add to a REQ message ([`FilterGroup::payload_bytes`]).
+    pub fn payload_bytes(&self) -> usize {
+        self.payload_bytes
+    }
+
+    /// The tier shared by every filter of the group (`None` only for an empty group).
+    pub fn tier(&self) -> Option<CoverageTier> {
+        self.filters.first().map(CompactFilter::tier)
+    }
+
+    /// The filters as they were, with their tiers.
+    pub fn to_tiered(&self) -> Vec<TieredFilter> {
+        self.filters.iter().map(CompactFilter::to_tiered).collect()
+    }
+
+    /// The plain filters, in order, ready for a REQ.
+    pub fn to_filters(&self) -> Vec<Filter> {
+        self.filters.iter().map(CompactFilter::to_filter).collect()
+    }
+
+    /// The group it was made from.
+    pub fn to_group(&self) -> FilterGroup {
+        FilterGroup {
+            filters: self.to_tiered(),
+            payload_bytes: self.payload_bytes,
+        }
+    }
+}
+
+impl From<&FilterGroup> for CompactGroup {
+    fn from(group: &FilterGroup) -> CompactGroup {
+        CompactGroup {
+            filters: group.filters.iter().map(CompactFilter::new).collect(),
+            payload_bytes: group.payload_bytes,
+        }
+    }
+}
+
+impl From<FilterGroup> for CompactGroup {
+    fn from(group: FilterGroup) -> CompactGroup {
+        CompactGroup::from(&group)
+    }
+}
+
+#[cfg(test)]
+mod tests;

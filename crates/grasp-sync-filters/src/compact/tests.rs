@@ -1,0 +1,140 @@
+//! Unit tests of the compact form.
+
+use nostr::{Alphabet, EventId, Filter, Keys, Kind, SingleLetterTag, Timestamp};
+use proptest::prelude::*;
+
+use super::*;
+use crate::subtract::{CoveredValues, uncovered};
+
+fn tag(letter: Alphabet) -> SingleLetterTag {
+    SingleLetterTag::lowercase(letter)
+}
+
+fn id(byte: u8) -> String {
+    EventId::from_byte_array([byte; 32]).to_hex()
+}
+
+fn over(letter: Alphabet, values: &[String]) -> Filter {
+    Filter::new()
+        .kinds([Kind::GitPatch, Kind::GitIssue])
+        .custom_tags(tag(letter), values.iter().map(String::as_str))
+        .limit(0)
+}
+
+fn tiered(filter: Filter) -> TieredFilter {
+    TieredFilter::new(filter, CoverageTier::Essential)
+}
+
+#[test]
+fn event_ids_are_kept_as_bytes_and_other_values_as_text() {
+    let coordinate = format!("30617:{}:grasp", id(9));
+    let values = [id(1), id(2), coordinate.clone()];
+    let compact = CompactFilter::new(&tiered(over(Alphabet::E, &values)));
+    let (_, _, kept) = compact.axis().expect("one tag list");
+    assert_eq!(&*kept.ids, &[[1; 32], [2; 32]]);
+    assert_eq!(&*kept.text, &[Box::from(coordinate.as_str())]);
+}
+
+#[test]
+fn values_that_only_look_like_ids_come_back_as_they_were() {
+    let upper = id(0xab).to_uppercase();
+    let short = id(3)[..63].to_owned();
+    let not_hex = format!("{}g", &id(4)[..63]);
+    let values = [upper.clone(), short.clone(), not_hex.clone(), id(0xab)];
+    let filter = tiered(over(Alphabet::E, &values));
+    let compact = CompactFilter::new(&filter);
+    assert_eq!(compact.to_tiered(), filter);
+    let (_, _, kept) = compact.axis().expect("one tag list");
+    assert_eq!(kept.ids.len(), 1, "only the lowercase ID is bytes");
+    // The uppercase spelling names another value: holding one does not cover the other.
+    let held = tiered(over(Alphabet::E, &[upper]));
+    let asked = tiered(over(Alphabet::E, &[id(0xab)]));
+    let compact_held = CompactFilter::new(&held);
+    assert_eq!(uncovered([&compact_held], vec![asked.clone()]), vec![asked]);
+}
+
+#[test]
+fn filters_of_every_shape_come_back_exactly() {
+    let author = Keys::generate().public_key();
+    let shapes = [
+        Filter::new().kind(Kind::from(30617_u16)).limit(0),
+        over(Alphabet::E, &[id(1)]).author(author),
+        over(Alphabet::E, &[id(1)]).custom_tags(tag(Alphabet::A), ["x", "y"]),
+        over(Alphabet::D, &["grasp".to_owned()])
+            .remove_limit()
+            .since(Timestamp::from_secs(10))
+            .until(Timestamp::from_secs(20)),
+        Filter::new().id(EventId::from_byte_array([5; 32])),
+        Filter::new().custom_tags(tag(Alphabet::E), std::iter::empty::<&str>()),
+    ];
+    for shape in shapes {
+        let filter = tiered(shape);
+        assert_eq!(CompactFilter::new(&filter).to_tiered(), filter);
+    }
+}
+
+#[test]
+fn a_group_keeps_its_payload_size_and_tier() {
+    let filters = vec![
+        TieredFilter::new(over(Alphabet::E, &[id(1)]), CoverageTier::RootUppercase),
+        TieredFilter::new(over(Alphabet::E, &[id(2)]), CoverageTier::RootUppercase),
+    ];
+    let group = FilterGroup {
+        payload_bytes: 321,
+        filters,
+    };
+    let compact = CompactGroup::from(&group);
+    assert_eq!(compact.len(), 2);
+    assert_eq!(compact.payload_bytes(), 321);
+    assert_eq!(compact.tier(), Some(CoverageTier::RootUppercase));
+    assert_eq!(compact.to_group(), group);
+    assert_eq!(compact.to_filters(), group.to_filters());
+}
+
+#[test]
+fn a_compact_filter_of_another_shape_covers_only_an_equal_filter() {
+    let author = Keys::generate().public_key();
+    let by_author = tiered(over(Alphabet::E, &[id(1)]).author(author));
+    let compact = CompactFilter::new(&by_author);
+    let mut covered = CoveredValues::default();
+    covered.insert_compact(&compact);
+    assert!(!covered.is_empty());
+    assert_eq!(covered.remainder(&by_author.filter), None);
+    let wider = over(Alphabet::E, &[id(1)]);
+    assert_eq!(covered.remainder(&wider), Some(wider));
+}
+
+/// A tag value drawn from a small pool that mixes IDs, their uppercase spelling and text.
+fn value(pick: u8) -> String {
+    match pick % 3 {
+        0 => id(pick),
+        1 => id(pick).to_uppercase(),
+        _ => format!("30617:{}:r{pick}", id(pick)),
+    }
+}
+
+fn filter_of(letter: Alphabet, picks: &BTreeSet<u8>) -> TieredFilter {
+    tiered(over(
+        letter,
+        &picks.iter().map(|p| value(*p)).collect::<Vec<_>>(),
+    ))
+}
+
+proptest! {
+    /// Held coverage in compact form covers exactly what it covers as sent, and every filter
+    /// comes back from its compact form unchanged.
+    #[test]
+    fn compact_held_coverage_subtracts_as_the_filters_do(
+        held in prop::collection::vec((prop::bool::ANY, prop::collection::btree_set(0u8..18, 1..6)), 0..4),
+        asked in prop::collection::vec((prop::bool::ANY, prop::collection::btree_set(0u8..18, 1..8)), 1..4),
+    ) {
+        let letter = |e: bool| if e { Alphabet::E } else { Alphabet::Q };
+        let held: Vec<TieredFilter> = held.iter().map(|(e, picks)| filter_of(letter(*e), picks)).collect();
+        let asked: Vec<TieredFilter> = asked.iter().map(|(e, picks)| filter_of(letter(*e), picks)).collect();
+        let compact: Vec<CompactFilter> = held.iter().map(CompactFilter::new).collect();
+        for (filter, compact) in held.iter().zip(&compact) {
+            prop_assert_eq!(&compact.to_tiered(), filter);
+        }
+        prop_assert_eq!(uncovered(&compact, asked.clone()), uncovered(&held, asked));
+    }
+}
