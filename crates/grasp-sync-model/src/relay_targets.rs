@@ -210,9 +210,13 @@ impl RelayTargets {
         let mut reevaluate: BTreeSet<RepoCoordinate> = BTreeSet::new();
         let mut authors: BTreeSet<PublicKey> = BTreeSet::new();
         for coordinate in changed {
-            let before = self.contributions.get(coordinate).map(|held| &held.relays);
+            let before = self.contributions.get(coordinate).map(|held| &*held.relays);
             let now = index.get(coordinate).map(|needs| &needs.relays);
-            if before != now {
+            let same = match (before, now) {
+                (Some(before), Some(now)) => before.iter().eq(now),
+                (before, now) => before.is_none() && now.is_none(),
+            };
+            if !same {
                 authors.insert(*coordinate.owner());
             }
             reevaluate.insert(coordinate.clone());
@@ -266,7 +270,7 @@ impl RelayTargets {
         let hosts_before = hosts_before.or(hosts_now);
         let own = self.own_relay.as_ref();
         let (old_admitted, old_dropped) = old.as_ref().map_or((Vec::new(), 0), |held| {
-            admitted_relays(&held.relays, own, hosts_before)
+            admitted_relays(&*held.relays, own, hosts_before)
         });
         let (new_admitted, new_dropped) = new.map_or((Vec::new(), 0), |needs| {
             admitted_relays(&needs.relays, own, hosts_now)
@@ -275,10 +279,18 @@ impl RelayTargets {
             (self.author_relays_dropped + new_dropped).saturating_sub(old_dropped);
 
         let no_roots = BTreeSet::new();
-        let old_roots = old.as_ref().map_or(&no_roots, |held| &held.root_events);
+        let old_roots: &[EventId] = old.as_ref().map_or(&[], |held| &held.root_events);
         let new_roots = new.map_or(&no_roots, |needs| &needs.root_events);
-        let added: Vec<EventId> = new_roots.difference(old_roots).copied().collect();
-        let removed: Vec<EventId> = old_roots.difference(new_roots).copied().collect();
+        let added: Vec<EventId> = new_roots
+            .iter()
+            .filter(|id| old_roots.binary_search(id).is_err())
+            .copied()
+            .collect();
+        let removed: Vec<EventId> = old_roots
+            .iter()
+            .filter(|id| !new_roots.contains(id))
+            .copied()
+            .collect();
         for id in &added {
             let inserted = self.root_ids.insert(*id);
             self.shared_root_ids.handle_added(*id, inserted);
@@ -297,7 +309,6 @@ impl RelayTargets {
         let new_full = new_level == Some(SyncLevel::Full);
         // On the relays it stays on: the roots that changed, or all of them if the level did.
         let all_new: Vec<EventId>;
-        let all_old: Vec<EventId>;
         let none: &[EventId] = &[];
         let (stay_add, stay_release): (&[EventId], &[EventId]) = match (old_full, new_full) {
             (true, true) => (added.as_slice(), removed.as_slice()),
@@ -305,10 +316,7 @@ impl RelayTargets {
                 all_new = new_roots.iter().copied().collect();
                 (all_new.as_slice(), none)
             }
-            (true, false) => {
-                all_old = old_roots.iter().copied().collect();
-                (none, all_old.as_slice())
-            }
+            (true, false) => (none, old_roots),
             (false, false) => (none, none),
         };
         let shard = self.bounds.shard;
@@ -332,40 +340,29 @@ impl RelayTargets {
         }
 
         if let Some(needs) = new {
-            let contribution = match old {
-                Some(mut held) => {
-                    if held.relays != needs.relays {
-                        held.relays = needs.relays.clone();
-                    }
-                    held.level = needs.sync_level;
-                    for id in &removed {
-                        held.root_events.remove(id);
-                    }
-                    held.root_events.extend(added);
-                    held
-                }
-                None => Contribution::of(needs),
-            };
-            self.contributions.insert(coordinate.clone(), contribution);
+            self.contributions
+                .insert(coordinate.clone(), Contribution::of(needs));
         }
     }
 }
 
-/// What one repository gave the targets at the last update.
+/// What one repository gave the targets at the last update. Kept for every repository of the
+/// index, so its sets are sorted slices: a `BTreeSet` of a few entries costs a whole node.
 #[derive(Debug, Clone)]
 struct Contribution {
-    /// The relays its announcement listed.
-    relays: BTreeSet<RelayUrl>,
+    /// The relays its announcement listed, in URL order.
+    relays: Box<[RelayUrl]>,
     level: SyncLevel,
-    root_events: BTreeSet<EventId>,
+    /// Its root events, in ID order.
+    root_events: Box<[EventId]>,
 }
 
 impl Contribution {
     fn of(needs: &RepoSyncNeeds) -> Self {
         Contribution {
-            relays: needs.relays.clone(),
+            relays: needs.relays.iter().cloned().collect(),
             level: needs.sync_level,
-            root_events: needs.root_events.clone(),
+            root_events: needs.root_events.iter().copied().collect(),
         }
     }
 }

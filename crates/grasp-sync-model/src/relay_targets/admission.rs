@@ -33,11 +33,12 @@ pub(super) fn admitted_hosts<'a>(
 /// The relays of `relays` a repository is a target on (not the own relay, host admitted), in
 /// URL order, and how many the host cap left out.
 pub(super) fn admitted_relays<'a>(
-    relays: &'a BTreeSet<RelayUrl>,
+    relays: impl IntoIterator<Item = &'a RelayUrl>,
     own: Option<&RelayUrl>,
     hosts: Option<&BTreeSet<String>>,
 ) -> (Vec<&'a RelayUrl>, usize) {
-    let mut admitted = Vec::with_capacity(relays.len());
+    let relays = relays.into_iter();
+    let mut admitted = Vec::with_capacity(relays.size_hint().0);
     let mut dropped = 0;
     for relay in relays {
         if own.is_some_and(|own| own.same_endpoint(relay)) {
