@@ -5,8 +5,9 @@
 //! relay (`#e`, `#E`, `#q`), so the groups a daemon holds are mostly tag values. `nostr`'s
 //! [`Filter`] keeps each value as its own `String` in a `BTreeSet`: about 90 bytes for an event
 //! ID's 64 hex characters. A [`CompactFilter`] keeps a value of 64 lowercase hex characters as
-//! its 32 bytes and any other value as a boxed string, in sorted slices, and gives back the
-//! exact filter it was made from.
+//! its 32 bytes, a coordinate (`kind:pubkey:identifier`) as its kind, the public key's 32 bytes
+//! and the identifier, and any other value as a boxed string, in sorted slices, and gives back
+//! the exact filter it was made from.
 
 use std::collections::BTreeSet;
 
@@ -38,33 +39,72 @@ pub struct CompactFilter {
     tier: CoverageTier,
 }
 
-/// One tag list's values: those of 64 lowercase hex characters as bytes, the others as text,
-/// each part in ascending order.
+/// One tag list's values: those of 64 lowercase hex characters as bytes, coordinates in parts,
+/// the others as text, each part in ascending order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CompactValues {
     pub(crate) ids: Box<[[u8; 32]]>,
+    pub(crate) coordinates: Box<[CompactCoordinate]>,
     pub(crate) text: Box<[Box<str>]>,
 }
 
-/// A tag value as the compact form classifies it: the bytes of 64 lowercase hex characters, or
-/// the text of any other value. Two values are equal exactly when their strings are.
+/// A coordinate value, `kind:pubkey:identifier`, in parts.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct CompactCoordinate {
+    kind: u16,
+    author: [u8; 32],
+    identifier: Box<str>,
+}
+
+/// A tag value as the compact form classifies it: the bytes of 64 lowercase hex characters, a
+/// coordinate's parts, or the text of any other value. Two values are equal exactly when their
+/// strings are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum TagValue<'a> {
     Id([u8; 32]),
+    Coordinate(u16, [u8; 32], &'a str),
     Text(&'a str),
 }
 
 impl<'a> TagValue<'a> {
     /// The value `value` as the compact form keeps it.
     pub(crate) fn of(value: &'a str) -> TagValue<'a> {
-        if !is_lower_hex_id(value) {
-            return TagValue::Text(value);
+        if let Some(id) = lower_hex_bytes(value) {
+            return TagValue::Id(id);
         }
-        match EventId::from_hex(value) {
-            Ok(id) => TagValue::Id(id.to_bytes()),
-            Err(_) => TagValue::Text(value),
+        if let Some((kind, author, identifier)) = coordinate_parts(value) {
+            return TagValue::Coordinate(kind, author, identifier);
         }
+        TagValue::Text(value)
     }
+}
+
+/// The 32 bytes `value` spells in 64 lowercase hex characters, if it does.
+fn lower_hex_bytes(value: &str) -> Option<[u8; 32]> {
+    let lower_hex = value.len() == 64
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !lower_hex {
+        return None;
+    }
+    EventId::from_hex(value).ok().map(EventId::to_bytes)
+}
+
+/// The parts of a coordinate, `kind:pubkey:identifier`, whose kind is written as the number
+/// alone (no sign, no leading zero) and whose public key is 64 lowercase hex characters: the
+/// only form the parts give back exactly.
+fn coordinate_parts(value: &str) -> Option<(u16, [u8; 32], &str)> {
+    let (kind_text, rest) = value.split_once(':')?;
+    let plain_number = kind_text.bytes().all(|b| b.is_ascii_digit())
+        && (kind_text == "0" || !kind_text.starts_with('0'));
+    if !plain_number {
+        return None;
+    }
+    let kind: u16 = kind_text.parse().ok()?;
+    let author = lower_hex_bytes(rest.get(..64)?)?;
+    let identifier = rest.get(64..)?.strip_prefix(':')?;
+    Some((kind, author, identifier))
 }
 
 impl CompactFilter {
@@ -127,27 +167,43 @@ impl From<TieredFilter> for CompactFilter {
 impl CompactValues {
     fn new(values: &BTreeSet<String>) -> CompactValues {
         let mut ids = Vec::new();
+        let mut coordinates = Vec::new();
         let mut text = Vec::new();
         for value in values {
             match TagValue::of(value) {
                 TagValue::Id(bytes) => ids.push(bytes),
+                TagValue::Coordinate(kind, author, identifier) => {
+                    coordinates.push(CompactCoordinate {
+                        kind,
+                        author,
+                        identifier: Box::from(identifier),
+                    });
+                }
                 TagValue::Text(value) => text.push(Box::from(value)),
             }
         }
+        // Sorted as the values they stand for are, so equal value sets give equal parts.
+        coordinates.sort();
         CompactValues {
             ids: ids.into_boxed_slice(),
+            coordinates: coordinates.into_boxed_slice(),
             text: text.into_boxed_slice(),
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.ids.is_empty() && self.text.is_empty()
+        self.ids.is_empty() && self.coordinates.is_empty() && self.text.is_empty()
     }
 
     /// Every value, as [`TagValue`]s.
     pub(crate) fn values(&self) -> impl Iterator<Item = TagValue<'_>> {
         let ids = self.ids.iter().map(|id| TagValue::Id(*id));
-        ids.chain(self.text.iter().map(|value| TagValue::Text(value)))
+        let coordinates = self
+            .coordinates
+            .iter()
+            .map(|c| TagValue::Coordinate(c.kind, c.author, &c.identifier));
+        ids.chain(coordinates)
+            .chain(self.text.iter().map(|value| TagValue::Text(value)))
     }
 
     fn to_set(&self) -> BTreeSet<String> {
@@ -155,18 +211,14 @@ impl CompactValues {
             .ids
             .iter()
             .map(|id| EventId::from_byte_array(*id).to_hex());
-        ids.chain(self.text.iter().map(|value| value.to_string()))
+        let coordinates = self.coordinates.iter().map(|c| {
+            let author = EventId::from_byte_array(c.author).to_hex();
+            format!("{}:{author}:{}", c.kind, c.identifier)
+        });
+        ids.chain(coordinates)
+            .chain(self.text.iter().map(|value| value.to_string()))
             .collect()
     }
-}
-
-/// Whether `value` is 64 lowercase hex characters (the form in which `nostr` writes an event ID
-/// or a public key, and the only form the compact bytes give back).
-fn is_lower_hex_id(value: &str) -> bool {
-    value.len() == 64
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// A [`FilterGroup`] in compact form: its filters as [`CompactFilter`]s and its payload size.

@@ -26,13 +26,47 @@ fn tiered(filter: Filter) -> TieredFilter {
 }
 
 #[test]
-fn event_ids_are_kept_as_bytes_and_other_values_as_text() {
-    let coordinate = format!("30617:{}:grasp", id(9));
-    let values = [id(1), id(2), coordinate.clone()];
-    let compact = CompactFilter::new(&tiered(over(Alphabet::E, &values)));
+fn ids_and_coordinates_are_kept_in_parts_and_other_values_as_text() {
+    let coordinate = format!("30617:{}:grasp:sync", id(9));
+    let values = [id(1), id(2), coordinate, "v1".to_owned()];
+    let filter = tiered(over(Alphabet::E, &values));
+    let compact = CompactFilter::new(&filter);
     let (_, _, kept) = compact.axis().expect("one tag list");
     assert_eq!(&*kept.ids, &[[1; 32], [2; 32]]);
-    assert_eq!(&*kept.text, &[Box::from(coordinate.as_str())]);
+    assert_eq!(
+        &*kept.coordinates,
+        &[CompactCoordinate {
+            kind: 30617,
+            author: [9; 32],
+            identifier: Box::from("grasp:sync"),
+        }]
+    );
+    assert_eq!(&*kept.text, &[Box::from("v1")]);
+    assert_eq!(compact.to_tiered(), filter);
+}
+
+#[test]
+fn values_that_only_look_like_coordinates_come_back_as_they_were() {
+    let author = id(0xab);
+    let values = [
+        format!("030617:{author}:grasp"),
+        format!("+30617:{author}:grasp"),
+        format!("70000:{author}:grasp"),
+        format!("30617:{}:grasp", author.to_uppercase()),
+        format!("30617:{author}"),
+        format!("30617:{}:grasp", &author[..63]),
+        format!("0:{author}:"),
+    ];
+    let filter = tiered(over(Alphabet::A, &values));
+    let compact = CompactFilter::new(&filter);
+    assert_eq!(compact.to_tiered(), filter);
+    let (_, _, kept) = compact.axis().expect("one tag list");
+    assert_eq!(
+        kept.coordinates.len(),
+        1,
+        "only kind 0 with an empty identifier is in parts"
+    );
+    assert_eq!(kept.text.len(), values.len() - 1);
 }
 
 #[test]
@@ -106,10 +140,12 @@ fn a_compact_filter_of_another_shape_covers_only_an_equal_filter() {
 
 /// A tag value drawn from a small pool that mixes IDs, their uppercase spelling and text.
 fn value(pick: u8) -> String {
-    match pick % 3 {
+    match pick % 5 {
         0 => id(pick),
         1 => id(pick).to_uppercase(),
-        _ => format!("30617:{}:r{pick}", id(pick)),
+        2 => format!("30617:{}:r{pick}", id(pick)),
+        3 => format!("030617:{}:r{pick}", id(pick)),
+        _ => format!("r{pick}"),
     }
 }
 
@@ -125,8 +161,8 @@ proptest! {
     /// comes back from its compact form unchanged.
     #[test]
     fn compact_held_coverage_subtracts_as_the_filters_do(
-        held in prop::collection::vec((prop::bool::ANY, prop::collection::btree_set(0u8..18, 1..6)), 0..4),
-        asked in prop::collection::vec((prop::bool::ANY, prop::collection::btree_set(0u8..18, 1..8)), 1..4),
+        held in prop::collection::vec((prop::bool::ANY, prop::collection::btree_set(0u8..25, 1..6)), 0..4),
+        asked in prop::collection::vec((prop::bool::ANY, prop::collection::btree_set(0u8..25, 1..8)), 1..4),
     ) {
         let letter = |e: bool| if e { Alphabet::E } else { Alphabet::Q };
         let held: Vec<TieredFilter> = held.iter().map(|(e, picks)| filter_of(letter(*e), picks)).collect();
