@@ -27,23 +27,25 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's options, read when it starts (the `_RJEM_MALLOC_CONF` environment variable is read
-/// after them and overrides them): freed pages go back to the system at once
-/// (`dirty_decay_ms:0`), not after ten seconds. Pages kept for reuse were handed to long-lived
-/// allocations that never write most of them, such as each relay connection's event
-/// verification table (4 MiB, written only as events arrive), and stayed resident: at ten
-/// times the gitnostr size the idle daemon measured 149 to 153 MiB, and 136 MiB with this
-/// setting. See `docs/performance.md`, "Held live groups in compact form".
+/// after them and overrides them): freed pages go back to the system after one second unused
+/// (`dirty_decay_ms:1000`), not ten. Pages kept for reuse were handed to long-lived allocations
+/// that never write most of them, such as each relay connection's event verification table
+/// (4 MiB, written only as events arrive), and stayed resident. At ten times the gitnostr size
+/// the idle daemon measured 149 to 153 MiB with ten seconds and 139 MiB with one. Returning
+/// pages at once (`dirty_decay_ms:0`) measured 132 MiB, but cost the first sync: 3 of 10 runs at
+/// gitnostr size took 26 s instead of 13. See `docs/performance.md`, "Held live groups in
+/// compact form, and freed pages returned sooner".
 #[cfg(feature = "jemalloc")]
 #[allow(unsafe_code)] // The symbol jemalloc reads its options from; it declares it weak.
 #[unsafe(export_name = "_rjem_malloc_conf")]
-static MALLOC_CONF: &[u8; 34] = b"dirty_decay_ms:0,muzzy_decay_ms:0\0";
+static MALLOC_CONF: &[u8; 37] = b"dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
 /// Starts jemalloc's background thread, which returns freed memory to the system once it has
-/// been unused for the decay time, when one is set (`MALLOC_CONF` sets none; an operator's
-/// `_RJEM_MALLOC_CONF` may). Without it, jemalloc returns such memory only while the process
-/// goes on allocating, which an idle daemon barely does: at ten times the gitnostr size, with a
-/// decay time of 10 s, the idle daemon kept 193 MiB of anonymous memory resident, 154 MiB with
-/// the thread. See `docs/performance.md`, "The idle daemon at rest".
+/// been unused for the decay time (one second, `MALLOC_CONF`). Without it, jemalloc returns
+/// memory only while the process goes on allocating, which an idle daemon barely does: at ten
+/// times the gitnostr size, with a decay time of 10 s, the idle daemon kept 193 MiB of
+/// anonymous memory resident, 154 MiB with the thread. See `docs/performance.md`, "The idle
+/// daemon at rest".
 #[cfg(feature = "jemalloc")]
 fn return_freed_memory_on_time() {
     if let Err(error) = tikv_jemalloc_ctl::background_thread::write(true) {
