@@ -36,7 +36,10 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// gitnostr size took 26 s instead of 13. See `docs/performance.md`, "Held live groups in
 /// compact form, and freed pages returned sooner".
 #[cfg(feature = "jemalloc")]
-#[allow(unsafe_code)] // The symbol jemalloc reads its options from; it declares it weak.
+// SAFETY: jemalloc declares `const char *malloc_conf` weak and reads it once, when it starts;
+// this strong definition is a pointer to a `'static`, read-only, NUL-terminated string (the
+// array's length is checked by the compiler), which is what it reads.
+#[allow(unsafe_code)]
 #[unsafe(export_name = "_rjem_malloc_conf")]
 static MALLOC_CONF: &[u8; 37] = b"dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 

@@ -182,7 +182,7 @@ impl CompactValues {
                 TagValue::Text(value) => text.push(Box::from(value)),
             }
         }
-        // Sorted as the values they stand for are, so equal value sets give equal parts.
+        // In one fixed order (by kind, key, identifier), so equal value sets give equal parts.
         coordinates.sort();
         CompactValues {
             ids: ids.into_boxed_slice(),

@@ -83,8 +83,8 @@ pub struct GraspPolicy {
     limits: AnnouncementLimits,
     announcements: HashMap<RepoCoordinate, RepoAnnouncement>,
     /// The accepted announcements' coordinates by identifier, sorted: a vector rather than a
-    /// set, as most identifiers have one announcement and a set's node would cost ten times
-    /// its entry.
+    /// set, as most identifiers have one announcement, and a set's node costs about ten times
+    /// as much as a vector of a few.
     by_identifier: HashMap<String, Vec<RepoCoordinate>>,
     accepted: BoundedMap<EventId, PublicKey>,
     referenced: BoundedMap<EventId, ()>,
@@ -411,9 +411,9 @@ impl GraspPolicy {
         );
         for coordinate in gone {
             if self.announcements.remove(&coordinate).is_some() {
-                if let Some(set) = self.by_identifier.get_mut(coordinate.identifier()) {
-                    set.retain(|held| *held != coordinate);
-                    if set.is_empty() {
+                if let Some(same) = self.by_identifier.get_mut(coordinate.identifier()) {
+                    same.retain(|held| *held != coordinate);
+                    if same.is_empty() {
                         self.by_identifier.remove(coordinate.identifier());
                     }
                 }

@@ -4,7 +4,7 @@ use nostr::{Alphabet, EventId, Filter, Keys, Kind, SingleLetterTag, Timestamp};
 use proptest::prelude::*;
 
 use super::*;
-use crate::subtract::{CoveredValues, uncovered};
+use crate::subtract::{CoveredValues, Covering, uncovered};
 
 fn tag(letter: Alphabet) -> SingleLetterTag {
     SingleLetterTag::lowercase(letter)
@@ -149,28 +149,65 @@ fn value(pick: u8) -> String {
     }
 }
 
-fn filter_of(letter: Alphabet, picks: &BTreeSet<u8>) -> TieredFilter {
-    tiered(over(
-        letter,
-        &picks.iter().map(|p| value(*p)).collect::<Vec<_>>(),
-    ))
+/// A filter over `picks` under `letter`, in the tier `essential` picks, and with a second tag
+/// list when `extra` is set (a shape covered only by an equal filter).
+fn filter_of(letter: Alphabet, picks: &BTreeSet<u8>, essential: bool, extra: bool) -> TieredFilter {
+    let mut filter = over(letter, &picks.iter().map(|p| value(*p)).collect::<Vec<_>>());
+    if extra {
+        filter = filter.custom_tags(tag(Alphabet::D), ["grasp"]);
+    }
+    let tier = if essential {
+        CoverageTier::Essential
+    } else {
+        CoverageTier::RootUppercase
+    };
+    TieredFilter::new(filter, tier)
+}
+
+/// Drawn filters: letter (`#e` or `#q`), values, tier, extra tag list.
+type Drawn = (bool, BTreeSet<u8>, bool, bool);
+
+fn drawn(max: usize) -> impl Strategy<Value = Vec<Drawn>> {
+    prop::collection::vec(
+        (
+            prop::bool::ANY,
+            prop::collection::btree_set(0u8..25, 1..8),
+            prop::bool::weighted(0.8),
+            prop::bool::weighted(0.2),
+        ),
+        0..max,
+    )
+}
+
+fn filters(drawn: &[Drawn]) -> Vec<TieredFilter> {
+    let letter = |e: bool| if e { Alphabet::E } else { Alphabet::Q };
+    drawn
+        .iter()
+        .map(|(e, picks, essential, extra)| filter_of(letter(*e), picks, *essential, *extra))
+        .collect()
 }
 
 proptest! {
-    /// Held coverage in compact form covers exactly what it covers as sent, and every filter
-    /// comes back from its compact form unchanged.
+    /// Held coverage in compact form, alone or beside filters as sent, covers exactly what it
+    /// covers as sent, and every filter comes back from its compact form unchanged.
     #[test]
     fn compact_held_coverage_subtracts_as_the_filters_do(
-        held in prop::collection::vec((prop::bool::ANY, prop::collection::btree_set(0u8..25, 1..6)), 0..4),
-        asked in prop::collection::vec((prop::bool::ANY, prop::collection::btree_set(0u8..25, 1..8)), 1..4),
+        held in drawn(5),
+        asked in drawn(4),
+        sent_as_is in prop::collection::vec(prop::bool::ANY, 5),
     ) {
-        let letter = |e: bool| if e { Alphabet::E } else { Alphabet::Q };
-        let held: Vec<TieredFilter> = held.iter().map(|(e, picks)| filter_of(letter(*e), picks)).collect();
-        let asked: Vec<TieredFilter> = asked.iter().map(|(e, picks)| filter_of(letter(*e), picks)).collect();
+        let held = filters(&held);
+        let asked = filters(&asked);
         let compact: Vec<CompactFilter> = held.iter().map(CompactFilter::new).collect();
         for (filter, compact) in held.iter().zip(&compact) {
             prop_assert_eq!(&compact.to_tiered(), filter);
+            prop_assert!(compact.same_filter(&CompactFilter::new(filter)));
         }
-        prop_assert_eq!(uncovered(&compact, asked.clone()), uncovered(&held, asked));
+        let expected = uncovered(&held, asked.clone());
+        prop_assert_eq!(&uncovered(&compact, asked.clone()), &expected);
+        let mixed = held.iter().zip(&compact).zip(&sent_as_is).map(|((filter, compact), as_is)| {
+            if *as_is { Covering::from(filter) } else { Covering::from(compact) }
+        });
+        prop_assert_eq!(&uncovered(mixed, asked), &expected);
     }
 }
