@@ -32,8 +32,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// that never write most of them, such as each relay connection's event verification table
 /// (4 MiB, written only as events arrive), and stayed resident. At ten times the gitnostr size
 /// the idle daemon measured 149 to 153 MiB with ten seconds and 139 MiB with one. Returning
-/// pages at once (`dirty_decay_ms:0`) measured 132 MiB, but cost the first sync: 3 of 10 runs at
-/// gitnostr size took 26 s instead of 13. See `docs/performance.md`, "Held live groups in
+/// pages at once (`dirty_decay_ms:0`) measured 132 MiB, but cost the first sync: 3 of 11 runs at
+/// gitnostr size took 25 to 26 s instead of 13. See `docs/performance.md`, "Held live groups in
 /// compact form, and freed pages returned sooner".
 #[cfg(feature = "jemalloc")]
 // SAFETY: jemalloc declares `const char *malloc_conf` weak and reads it once, when it starts;
