@@ -58,7 +58,10 @@ const POOL_NOTIFICATION_CAPACITY: usize = 1;
 /// the channel holds only what is waiting. The buffering therefore sits in the channel.
 #[derive(Debug, Clone, Copy)]
 pub struct SdkConnectorOptions {
-    /// Capacity of the SDK's per-relay notification broadcast.
+    /// Capacity of the SDK's per-relay notification broadcast: 1,536 by default. At 1,024, 3
+    /// of 17 first syncs at gitnostr size on a loaded machine lost messages on one relay, each
+    /// loss costing that relay a reconnect and its coverage fetched again (about 90 REQs and
+    /// 10 s); at 1,536, none of 14 did. Each slot costs about 260 bytes for the session's life.
     pub notification_capacity: usize,
     /// Capacity of the session's inbound channel to the engine (the backpressure point).
     pub inbound_capacity: usize,
@@ -67,7 +70,7 @@ pub struct SdkConnectorOptions {
 impl Default for SdkConnectorOptions {
     fn default() -> Self {
         Self {
-            notification_capacity: 1_024,
+            notification_capacity: 1_536,
             inbound_capacity: 19_456,
         }
     }
