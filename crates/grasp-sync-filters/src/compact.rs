@@ -107,16 +107,41 @@ fn coordinate_parts(value: &str) -> Option<(u16, [u8; 32], &str)> {
     Some((kind, author, identifier))
 }
 
+/// The filter with its tag conditions left out: the shape a compact filter keeps beside them.
+pub(crate) fn without_tags(filter: &Filter) -> Filter {
+    // Destructured whole, so that a field added to `Filter` is not left out of the shape.
+    let Filter {
+        ids,
+        authors,
+        kinds,
+        search,
+        since,
+        until,
+        limit,
+        generic_tags: _,
+    } = filter;
+    Filter {
+        ids: ids.clone(),
+        authors: authors.clone(),
+        kinds: kinds.clone(),
+        search: search.clone(),
+        since: *since,
+        until: *until,
+        limit: *limit,
+        generic_tags: Default::default(),
+    }
+}
+
 impl CompactFilter {
     /// The compact form of `filter`.
     pub fn new(filter: &TieredFilter) -> CompactFilter {
-        let mut shape = filter.filter.clone();
-        let tags = std::mem::take(&mut shape.generic_tags);
         CompactFilter {
-            shape,
-            tags: tags
-                .into_iter()
-                .map(|(tag, values)| (tag, CompactValues::new(&values)))
+            shape: without_tags(&filter.filter),
+            tags: filter
+                .filter
+                .generic_tags
+                .iter()
+                .map(|(tag, values)| (*tag, CompactValues::new(values)))
                 .collect(),
             tier: filter.tier,
         }

@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use nostr::{Filter, SingleLetterTag};
 
-use crate::compact::{CompactFilter, TagValue};
+use crate::compact::{CompactFilter, TagValue, without_tags};
 use crate::tier::{CoverageTier, TieredFilter};
 
 /// A filter that covers coverage: as it is sent, or in compact form.
@@ -177,35 +177,14 @@ impl<'a> CoveredValues<'a> {
 /// A filter whose only list of values is one non-empty tag list: the filter without it, the
 /// tag, and its values.
 fn split_axis(filter: &Filter) -> Option<(Filter, SingleLetterTag, &BTreeSet<String>)> {
-    // Destructured whole, so that a field added to `Filter` is not left out of the shape.
-    let Filter {
-        ids,
-        authors,
-        kinds,
-        search,
-        since,
-        until,
-        limit,
-        generic_tags,
-    } = filter;
-    if ids.is_some() || authors.is_some() || generic_tags.len() != 1 {
+    if filter.ids.is_some() || filter.authors.is_some() || filter.generic_tags.len() != 1 {
         return None;
     }
-    let (tag, values) = generic_tags.iter().next()?;
+    let (tag, values) = filter.generic_tags.iter().next()?;
     if values.is_empty() {
         return None;
     }
-    let shape = Filter {
-        ids: None,
-        authors: None,
-        kinds: kinds.clone(),
-        search: search.clone(),
-        since: *since,
-        until: *until,
-        limit: *limit,
-        generic_tags: Default::default(),
-    };
-    Some((shape, *tag, values))
+    Some((without_tags(filter), *tag, values))
 }
 
 #[cfg(test)]
