@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use grasp_sync_engine::{EngineConfig, EngineHandle, MemoryStore, RelayStatus, TokioClock};
-use grasp_sync_testkit::nip34::{KIND_ISSUE, KIND_REPO_ANNOUNCEMENT, ThreadTag, reply};
+use grasp_sync_testkit::nip34::{
+    KIND_ISSUE, KIND_REPO_ANNOUNCEMENT, RepoRef, RepoTag, ThreadTag, reply, repo_comment,
+};
 use grasp_sync_testkit::{
     AuthRefusal, Dialect, FilterLimit, FilterPredicate, MemoryNetwork, MessageFate, NetworkHooks,
     PolicyRule, RefusalKind, SimulatedRelay, StrictAuth, StrictLimits, SubscriptionLimit,
@@ -750,6 +752,124 @@ async fn essential_live_coverage_too_big_for_one_connection_is_held_on_extra_con
         "narrow relay: {} extra connections, {} + {} live subscriptions",
         status.extra_connections, status.live_subscriptions, status.extra_live_subscriptions
     );
+    run.engine.shutdown().await;
+}
+
+/// Once armed, the next dial to the home relay is the session that replaces a dropped one,
+/// and the first REQ it sends is answered in the relay's place with a query-rate refusal, as
+/// a relay whose query allowance that session's opening burst exceeds.
+#[derive(Default)]
+struct QueryRateRefusalOnRedial {
+    armed: std::sync::atomic::AtomicBool,
+    refuse_next: std::sync::atomic::AtomicBool,
+    refused: std::sync::atomic::AtomicBool,
+}
+
+impl NetworkHooks for QueryRateRefusalOnRedial {
+    fn dial(&self, relay: &str) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        if relay.starts_with(HOME) && self.armed.swap(false, SeqCst) {
+            self.refuse_next.store(true, SeqCst);
+        }
+        true
+    }
+
+    fn message(&self, relay: &str, _connection: usize, text: &str) -> MessageFate {
+        use std::sync::atomic::Ordering::SeqCst;
+        if !relay.starts_with(HOME) || !self.refuse_next.load(SeqCst) {
+            return MessageFate::Read;
+        }
+        let Ok(nostr::ClientMessage::Req {
+            subscription_id, ..
+        }) = nostr::ClientMessage::from_json(text)
+        else {
+            return MessageFate::Read;
+        };
+        self.refuse_next.store(false, SeqCst);
+        self.refused.store(true, SeqCst);
+        MessageFate::Answer(vec![
+            nostr::RelayMessage::closed(
+                subscription_id.into_owned(),
+                "rate-limited: too many queries",
+            )
+            .as_json(),
+        ])
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn extra_connections_take_the_coverage_a_query_rate_cooldown_held_back_once_it_ends() {
+    use std::sync::atomic::Ordering::SeqCst;
+    const COOLDOWN: Duration = Duration::from_secs(5);
+    let hook = Arc::new(QueryRateRefusalOnRedial::default());
+    let hooks: Arc<dyn NetworkHooks> = Arc::clone(&hook) as Arc<dyn NetworkHooks>;
+    let network = Network::start_with_hooks(narrow_relay(), 3, Some(hooks));
+    let key = network.home_key();
+    let mut config = test_config(std::slice::from_ref(&network.bootstrap));
+    config.health.rate_limit_cooldown = COOLDOWN;
+    let run = start_paused_engine(&network.relays, config).await;
+    let all: BTreeSet<EventId> = network.events.iter().map(|e| e.id).collect();
+    let status = settle_home(&network, &run, &all).await;
+    assert!(status.extra_connections >= 1, "{status:#?}");
+
+    // The relay drops every connection once history is settled, so no coverage found later
+    // offers the extra connections anything. The new session plans the same overflow and
+    // dials an extra connection for it, but the relay refuses its opening burst: the
+    // connection opens during the cooldown and is offered nothing. When the cooldown ends,
+    // the repaired plan overflows with exactly the coverage that waits.
+    hook.armed.store(true, SeqCst);
+    network.relays.kill(&network.home);
+    network.relays.revive(&network.home);
+    let refused = wait_until(Duration::from_secs(60), || async {
+        hook.refused.load(SeqCst)
+    })
+    .await;
+    assert!(refused, "the new session sent no REQ");
+    let refused_at = tokio::time::Instant::now();
+    tokio::time::sleep(COOLDOWN / 2).await;
+    let status = home_status(&run.engine, &key).await;
+    assert_eq!(status.refusals.get("rate_limited"), Some(&1), "{status:#?}");
+    assert_eq!(
+        (status.extra_connections, status.extra_live_subscriptions),
+        (1, 0),
+        "not one extra connection open and offered nothing during the cooldown: {status:#?}"
+    );
+    // The cooldown is over, the extra connections have had time to open one by one, and the
+    // new session's history since the drop is fetched, so that only live groups fetch what
+    // is published next.
+    tokio::time::sleep_until(refused_at + COOLDOWN + Duration::from_secs(3)).await;
+    run.settle(&key, Duration::from_secs(60)).await;
+
+    // A fresh event for each tag style of the repository's and the roots' coverage: the
+    // session's two groups hold two of these filters at most, so the rest arrive within
+    // 10 s only if the coverage that waited went to the extra connections.
+    let author = Keys::generate();
+    let announcement = network
+        .events
+        .iter()
+        .find(|e| e.kind.as_u16() == KIND_REPO_ANNOUNCEMENT)
+        .expect("an announcement");
+    let repo = RepoRef::new(
+        announcement.pubkey,
+        announcement.tags.identifier().expect("an identifier"),
+    );
+    let now = run.unix_now();
+    let mut fresh = Vec::new();
+    for how in [ThreadTag::LowerE, ThreadTag::UpperE] {
+        fresh.push(reply(&author, network.issue(), how, "live", now).expect("reply"));
+    }
+    for how in [RepoTag::LowerA, RepoTag::UpperA] {
+        fresh.push(repo_comment(&author, &repo, how, "live", now).expect("comment"));
+    }
+    for event in &fresh {
+        network.relays.publish(&network.home, event.clone());
+    }
+    let status = run
+        .wait_for_store(&ids(&fresh), Duration::from_secs(10))
+        .await;
+    let status = status.relays.get(&key).cloned().expect("home status");
+    assert!(status.extra_live_subscriptions >= 1, "{status:#?}");
+    assert_eq!(status.refusals.get("rate_limited"), Some(&1), "{status:#?}");
     run.engine.shutdown().await;
 }
 
