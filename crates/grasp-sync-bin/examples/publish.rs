@@ -105,10 +105,9 @@ async fn publish(relay: &nostr_sdk::Relay, event: &Event) -> anyhow::Result<(boo
                         message,
                     },
             } = notification
+                && event_id == event.id
             {
-                if event_id == event.id {
-                    return Some((status, message.into_owned()));
-                }
+                return Some((status, message.into_owned()));
             }
         }
         None

@@ -187,10 +187,10 @@ async fn run_sender(
                 return;
             }
         };
-        if let Some(report) = report {
-            if actor.send((key.clone(), report)).await.is_err() {
-                break;
-            }
+        if let Some(report) = report
+            && actor.send((key.clone(), report)).await.is_err()
+        {
+            break;
         }
     }
     session.disconnect().await;

@@ -211,10 +211,10 @@ impl ReactiveGate {
     }
 
     fn advance(&mut self, now: Instant) {
-        if let Reactive::Cooldown { until, interval } = self.state {
-            if now >= until {
-                self.state = Reactive::Spacing(Spacer::new(until, interval));
-            }
+        if let Reactive::Cooldown { until, interval } = self.state
+            && now >= until
+        {
+            self.state = Reactive::Spacing(Spacer::new(until, interval));
         }
     }
 }

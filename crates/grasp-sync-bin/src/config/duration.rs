@@ -39,13 +39,13 @@ pub fn parse_duration(input: &str) -> Result<Duration, String> {
 /// Formats a duration the way [`parse_duration`] reads it, in the largest exact unit.
 pub fn format_duration(duration: Duration) -> String {
     let millis = duration.as_millis();
-    if millis % 1000 != 0 {
+    if !millis.is_multiple_of(1000) {
         return format!("{millis}ms");
     }
     let secs = duration.as_secs();
-    if secs != 0 && secs % 3600 == 0 {
+    if secs != 0 && secs.is_multiple_of(3600) {
         format!("{}h", secs / 3600)
-    } else if secs != 0 && secs % 60 == 0 {
+    } else if secs != 0 && secs.is_multiple_of(60) {
         format!("{}m", secs / 60)
     } else {
         format!("{secs}s")

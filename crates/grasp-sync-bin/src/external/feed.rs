@@ -68,10 +68,10 @@ impl RecentIds {
             return false;
         }
         self.order.push_back(id);
-        if self.order.len() > MAX_RECENT_IDS {
-            if let Some(oldest) = self.order.pop_front() {
-                self.set.remove(&oldest);
-            }
+        if self.order.len() > MAX_RECENT_IDS
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.set.remove(&oldest);
         }
         true
     }

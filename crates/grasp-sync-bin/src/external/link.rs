@@ -167,12 +167,12 @@ impl OwnRelayLink {
     }
 
     fn forget_closed_waiters(&self, id: &EventId) {
-        if let Ok(mut waiters) = lock(&self.shared.waiters) {
-            if let Some(list) = waiters.get_mut(id) {
-                list.retain(|sender| !sender.is_closed());
-                if list.is_empty() {
-                    waiters.remove(id);
-                }
+        if let Ok(mut waiters) = lock(&self.shared.waiters)
+            && let Some(list) = waiters.get_mut(id)
+        {
+            list.retain(|sender| !sender.is_closed());
+            if list.is_empty() {
+                waiters.remove(id);
             }
         }
     }

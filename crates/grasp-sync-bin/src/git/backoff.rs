@@ -69,15 +69,15 @@ impl UrlBackoff {
         let failures = self.urls.get(url).map_or(0, |f| f.failures) + 1;
         let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(31));
         let wait = self.config.base.saturating_mul(factor).min(self.config.cap);
-        if !self.urls.contains_key(url) && self.urls.len() >= self.config.max_urls {
-            if let Some(soonest) = self
+        if !self.urls.contains_key(url)
+            && self.urls.len() >= self.config.max_urls
+            && let Some(soonest) = self
                 .urls
                 .iter()
                 .min_by_key(|(_, f)| f.retry_at)
                 .map(|(url, _)| url.clone())
-            {
-                self.urls.remove(&soonest);
-            }
+        {
+            self.urls.remove(&soonest);
         }
         self.urls.insert(
             url.to_owned(),

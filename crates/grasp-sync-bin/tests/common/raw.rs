@@ -119,10 +119,9 @@ impl RawClient {
                 status,
                 message,
             } = self.message(wait).await
+                && event_id == *id
             {
-                if event_id == *id {
-                    return (status, message.into_owned());
-                }
+                return (status, message.into_owned());
             }
         }
     }

@@ -81,10 +81,9 @@ impl Publisher {
                             message,
                         },
                 }) = notifications.recv().await
+                    && event_id == event.id
                 {
-                    if event_id == event.id {
-                        return (status, message.into_owned());
-                    }
+                    return (status, message.into_owned());
                 }
             }
         })

@@ -333,10 +333,10 @@ impl Actor {
         if !page.truncated.is_empty() {
             self.handle_truncation(relay, page.batch, &page.truncated);
         }
-        if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id) {
-            if resolved.batch_complete {
-                self.batch_drained(relay, resolved.batch_id);
-            }
+        if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id)
+            && resolved.batch_complete
+        {
+            self.batch_drained(relay, resolved.batch_id);
         }
         if page.settled {
             // Suspect coverage proved innocent: it may be live again.
@@ -431,31 +431,30 @@ impl Actor {
     /// retried after the truncation or the failed-save backoff.
     pub(super) fn confirm(&mut self, relay: &RelayUrl, batch: BatchId) {
         let now = self.now();
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            if let Finish::Abandon { why, retry_at } =
+        if let Some(runtime) = self.runtimes.get_mut(relay)
+            && let Finish::Abandon { why, retry_at } =
                 runtime.machine.incomplete.handle_finished(batch, now)
-            {
-                let reason = match why {
-                    Incompleteness::Truncated => "history truncated by the relay's page size",
-                    Incompleteness::Unsaved { events } => {
-                        runtime.machine.stats.history_unsaved += 1;
-                        tracing::warn!(%relay, batch = batch.0, unsaved = events,
-                            retry_in_s = (retry_at - now).as_secs(),
-                            "the store failed to save events of a historic batch; the batch stays incomplete");
-                        "the store failed to save events of the batch"
-                    }
-                };
-                self.fail_batch(relay, batch, reason);
-                if let Some(runtime) = self.runtimes.get_mut(relay) {
-                    // Each retry of an unreachable second, or of a store that keeps failing,
-                    // is spaced further apart.
-                    runtime
-                        .machine
-                        .timers
-                        .set(RelayTimer::CoverageRetry, retry_at);
+        {
+            let reason = match why {
+                Incompleteness::Truncated => "history truncated by the relay's page size",
+                Incompleteness::Unsaved { events } => {
+                    runtime.machine.stats.history_unsaved += 1;
+                    tracing::warn!(%relay, batch = batch.0, unsaved = events,
+                        retry_in_s = (retry_at - now).as_secs(),
+                        "the store failed to save events of a historic batch; the batch stays incomplete");
+                    "the store failed to save events of the batch"
                 }
-                return;
+            };
+            self.fail_batch(relay, batch, reason);
+            if let Some(runtime) = self.runtimes.get_mut(relay) {
+                // Each retry of an unreachable second, or of a store that keeps failing,
+                // is spaced further apart.
+                runtime
+                    .machine
+                    .timers
+                    .set(RelayTimer::CoverageRetry, retry_at);
             }
+            return;
         }
         let unix = self.clock.unix_now();
         let outcome = match self
@@ -468,11 +467,11 @@ impl Actor {
                 return;
             }
         };
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            if runtime.machine.announcements_batch == Some(batch) {
-                runtime.machine.announcements_batch = None;
-                self.relays.register(relay).announcements_synced = true;
-            }
+        if let Some(runtime) = self.runtimes.get_mut(relay)
+            && runtime.machine.announcements_batch == Some(batch)
+        {
+            runtime.machine.announcements_batch = None;
+            self.relays.register(relay).announcements_synced = true;
         }
         self.handle_batch_ended(relay, batch, true);
         if outcome.relay_idle {
@@ -582,13 +581,11 @@ impl Actor {
         let repository_work = expired
             .iter()
             .any(|batch| self.outbox.refusal_scope(relay, *batch).is_none());
-        if repository_work {
-            if let Some(runtime) = self.runtimes.get_mut(relay) {
-                runtime
-                    .machine
-                    .health
-                    .handle_failure(grasp_sync_health::PauseKind::Request, now);
-            }
+        if repository_work && let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime
+                .machine
+                .health
+                .handle_failure(grasp_sync_health::PauseKind::Request, now);
         }
         for batch in expired {
             self.fail_batch(

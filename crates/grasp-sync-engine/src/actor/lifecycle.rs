@@ -152,12 +152,11 @@ impl Actor {
                         self.handle_connect_failed(&relay, "disconnected during setup".to_owned());
                     }
                     Err(error) => {
-                        if let TransportError::Refused { reason, .. } = &error {
-                            if self.address_refusals.record("dial", reason, &relay) {
-                                if let Some(metrics) = &self.metrics {
-                                    metrics.record_address_refusal("dial", reason);
-                                }
-                            }
+                        if let TransportError::Refused { reason, .. } = &error
+                            && self.address_refusals.record("dial", reason, &relay)
+                            && let Some(metrics) = &self.metrics
+                        {
+                            metrics.record_address_refusal("dial", reason);
                         }
                         self.handle_connect_failed(&relay, error.to_string());
                     }

@@ -320,10 +320,10 @@ impl Actor {
                     rate_text = Some(text.clone());
                     self.fallbacks.handle_query_rate_refusal(relay);
                 }
-                if let Some(reason) = FallbackReason::from_error(error) {
-                    if self.fallbacks.handle_fallback(relay, reason) {
-                        tracing::warn!(%relay, %error, "negentropy unavailable; falling back to REQ+EOSE");
-                    }
+                if let Some(reason) = FallbackReason::from_error(error)
+                    && self.fallbacks.handle_fallback(relay, reason)
+                {
+                    tracing::warn!(%relay, %error, "negentropy unavailable; falling back to REQ+EOSE");
                 }
             }
         }
@@ -336,10 +336,10 @@ impl Actor {
             self.report_refusal(relay, &refusal, &text);
             super::refusal::log_learned(relay, learned);
         }
-        if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id) {
-            if resolved.batch_complete {
-                self.negentropy_rounds_done(relay, batch);
-            }
+        if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id)
+            && resolved.batch_complete
+        {
+            self.negentropy_rounds_done(relay, batch);
         }
         self.drive_queue(relay);
     }
@@ -445,10 +445,10 @@ impl Actor {
         {
             neg.handle_round_refused();
         }
-        if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id) {
-            if resolved.batch_complete {
-                self.negentropy_rounds_done(relay, batch);
-            }
+        if let Some(resolved) = self.pending.resolve_subscription(relay, subscription_id)
+            && resolved.batch_complete
+        {
+            self.negentropy_rounds_done(relay, batch);
         }
     }
 

@@ -487,18 +487,16 @@ impl Actor {
                 .collect();
             self.outbox.stats.identity_queries += 1;
             if let Some(batch) = self.open_historic_batch(&source, PendingItems::default(), filters)
-            {
-                if self
+                && self
                     .pending
                     .batches(&source)
                     .iter()
                     .any(|b| b.batch_id == batch)
-                {
-                    self.outbox.lists.handle_asked(&authors, now);
-                    self.outbox
-                        .batches
-                        .insert((source.clone(), batch), OutboxBatch::Identity(authors));
-                }
+            {
+                self.outbox.lists.handle_asked(&authors, now);
+                self.outbox
+                    .batches
+                    .insert((source.clone(), batch), OutboxBatch::Identity(authors));
             }
             self.drive_queue(&source);
         }

@@ -358,25 +358,25 @@ impl Actor {
         reason: ReleaseReason,
     ) {
         let now = self.now();
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            if let (Some(session), Some(ledger)) = (
+        if let Some(runtime) = self.runtimes.get_mut(relay)
+            && let (Some(session), Some(ledger)) = (
                 runtime.machine.session.as_mut(),
                 runtime.machine.ledger.as_mut(),
-            ) {
-                session.release_page(ledger, subscription_id, reason, now);
-            }
+            )
+        {
+            session.release_page(ledger, subscription_id, reason, now);
         }
     }
 
     pub(super) fn retire_live_group(&mut self, relay: &RelayUrl, subscription_id: &SubscriptionId) {
         let now = self.now();
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            if let (Some(session), Some(ledger)) = (
+        if let Some(runtime) = self.runtimes.get_mut(relay)
+            && let (Some(session), Some(ledger)) = (
                 runtime.machine.session.as_mut(),
                 runtime.machine.ledger.as_mut(),
-            ) {
-                session.retire_live(ledger, subscription_id, now);
-            }
+            )
+        {
+            session.retire_live(ledger, subscription_id, now);
         }
     }
 }

@@ -421,10 +421,11 @@ impl RefusedCoverage {
     /// but a new policy refusal (which paused its filter again) is due again after
     /// [`PROBE_RETRY`]; one that completed waits for [`Self::handle_success`] of its filter.
     pub fn handle_batch_done(&mut self, batch: BatchId, success: bool, now: Instant) {
-        if let Some(filter) = self.probe_batches.remove(&batch) {
-            if !success && !self.is_paused(now, &filter) {
-                self.handle_probe_unopened(&filter, now);
-            }
+        if let Some(filter) = self.probe_batches.remove(&batch)
+            && !success
+            && !self.is_paused(now, &filter)
+        {
+            self.handle_probe_unopened(&filter, now);
         }
     }
 

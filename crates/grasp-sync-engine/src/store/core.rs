@@ -240,10 +240,10 @@ impl StoreCore {
         if self.rejected()?.contains(self.now(), id) {
             return Ok(true);
         }
-        if let Some(held) = &self.purgatory {
-            if lock(&held.state)?.contains(id) {
-                return Ok(true);
-            }
+        if let Some(held) = &self.purgatory
+            && lock(&held.state)?.contains(id)
+        {
+            return Ok(true);
         }
         let status = self.database.check_id(id).await.map_err(backend)?;
         Ok(status != DatabaseEventStatus::NotExistent)

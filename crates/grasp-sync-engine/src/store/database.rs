@@ -44,10 +44,10 @@ impl GraspDatabase {
     pub(crate) async fn save(&self, event: &Event) -> Result<SaveEventStatus, DatabaseError> {
         let status = self.backend.save_event(event).await?;
         if status.is_success() {
-            if let Some(core) = self.core() {
-                if let Err(error) = core.handle_saved(event) {
-                    tracing::warn!(id = %event.id, %error, "recording a saved event in the policy failed");
-                }
+            if let Some(core) = self.core()
+                && let Err(error) = core.handle_saved(event)
+            {
+                tracing::warn!(id = %event.id, %error, "recording a saved event in the policy failed");
             }
             self.hub.publish(event);
         }
@@ -89,12 +89,11 @@ impl NostrDatabase for GraspDatabase {
         // acceptance released, and persist the rejected-events index, before the relay answers.
         Box::pin(async move {
             let status = self.save(event).await?;
-            if status.is_success() {
-                if let Some(core) = self.core() {
-                    if let Err(error) = core.settle().await {
-                        tracing::warn!(%error, "re-processing released rejected events failed");
-                    }
-                }
+            if status.is_success()
+                && let Some(core) = self.core()
+                && let Err(error) = core.settle().await
+            {
+                tracing::warn!(%error, "re-processing released rejected events failed");
             }
             Ok(status)
         })

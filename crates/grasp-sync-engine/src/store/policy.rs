@@ -302,10 +302,10 @@ impl GraspPolicy {
         {
             return PolicyDecision::Accept;
         }
-        if RootKind::from_kind(event.kind.as_u16()).is_some() {
-            if let Err(error) = RootEvent::from_event(event) {
-                return PolicyDecision::Reject(format!("invalid: {error}"));
-            }
+        if RootKind::from_kind(event.kind.as_u16()).is_some()
+            && let Err(error) = RootEvent::from_event(event)
+        {
+            return PolicyDecision::Reject(format!("invalid: {error}"));
         }
         PolicyDecision::Reject(
             "blocked: event references no accepted repository or event".to_owned(),
@@ -410,12 +410,12 @@ impl GraspPolicy {
                 .map(|a| a.coordinate.clone()),
         );
         for coordinate in gone {
-            if self.announcements.remove(&coordinate).is_some() {
-                if let Some(same) = self.by_identifier.get_mut(coordinate.identifier()) {
-                    same.retain(|held| *held != coordinate);
-                    if same.is_empty() {
-                        self.by_identifier.remove(coordinate.identifier());
-                    }
+            if self.announcements.remove(&coordinate).is_some()
+                && let Some(same) = self.by_identifier.get_mut(coordinate.identifier())
+            {
+                same.retain(|held| *held != coordinate);
+                if same.is_empty() {
+                    self.by_identifier.remove(coordinate.identifier());
                 }
             }
         }

@@ -110,13 +110,13 @@ impl RejectedIndex {
             .unlink_cold(&id)
             .map(|old| old.sources)
             .unwrap_or_default();
-        if let Some(source) = source {
-            if !sources.contains(source) {
-                if sources.len() >= MAX_SOURCES {
-                    sources.remove(0);
-                }
-                sources.push(source.clone());
+        if let Some(source) = source
+            && !sources.contains(source)
+        {
+            if sources.len() >= MAX_SOURCES {
+                sources.remove(0);
             }
+            sources.push(source.clone());
         }
         waits.sort_unstable();
         waits.dedup();

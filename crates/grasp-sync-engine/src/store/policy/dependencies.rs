@@ -44,20 +44,20 @@ impl GraspPolicy {
                 .into_iter()
                 .map(Dependency::Citation),
         );
-        if event.kind.as_u16() == ANNOUNCEMENT_KIND {
-            if let Ok(announcement) = RepoAnnouncement::from_event(event, &self.limits) {
-                let coordinate = announcement.coordinate;
-                let identifier = coordinate.identifier();
-                satisfied.extend(
-                    announcement
-                        .maintainers
-                        .iter()
-                        .filter_map(|maintainer| RepoCoordinate::new(*maintainer, identifier).ok())
-                        .map(Dependency::Maintainer),
-                );
-                satisfied.push(Dependency::Maintainer(coordinate.clone()));
-                satisfied.push(Dependency::Announcement(coordinate));
-            }
+        if event.kind.as_u16() == ANNOUNCEMENT_KIND
+            && let Ok(announcement) = RepoAnnouncement::from_event(event, &self.limits)
+        {
+            let coordinate = announcement.coordinate;
+            let identifier = coordinate.identifier();
+            satisfied.extend(
+                announcement
+                    .maintainers
+                    .iter()
+                    .filter_map(|maintainer| RepoCoordinate::new(*maintainer, identifier).ok())
+                    .map(Dependency::Maintainer),
+            );
+            satisfied.push(Dependency::Maintainer(coordinate.clone()));
+            satisfied.push(Dependency::Announcement(coordinate));
         }
         satisfied
     }

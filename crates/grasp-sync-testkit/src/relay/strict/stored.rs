@@ -128,7 +128,7 @@ impl StoredPhases {
             return *skipped;
         }
         self.live_events += 1;
-        let skipped = self.live_events % u64::from(every) == 0;
+        let skipped = self.live_events.is_multiple_of(u64::from(every));
         self.last_live = Some((event.to_owned(), skipped));
         skipped
     }
