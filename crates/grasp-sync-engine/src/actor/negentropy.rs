@@ -66,6 +66,10 @@ impl Actor {
         items: PendingItems,
         filters: Vec<Filter>,
     ) -> Option<BatchId> {
+        let now = self.now();
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.machine.nip77.handle_time(now);
+        }
         let allowed = self.fallbacks.nip77_enabled(relay)
             && self
                 .runtimes

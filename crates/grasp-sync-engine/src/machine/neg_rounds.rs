@@ -222,6 +222,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
     /// taking a slot of `slots` and queueing a [`Job::RunRound`] for each, read through
     /// [`RelayMachine::poll_job`]. Nothing is started without a session and a ledger.
     pub fn drive_negentropy(&mut self, now: Instant, slots: &mut HistorySlots) -> NegDrive {
+        self.nip77.handle_time(now);
         let jobs = &mut self.jobs;
         let mut started = Vec::new();
         let paused_until = self.health.sync_paused_until(now);

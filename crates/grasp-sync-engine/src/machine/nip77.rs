@@ -6,10 +6,11 @@
 //! A session starts from the relay's NIP-11 document and from what earlier sessions learned. A
 //! document whose `supported_nips` lacks 77 means no NIP-77 for that session. Otherwise a relay
 //! not known to speak it is probed: one round with a short first-answer deadline while the
-//! others wait. Any answered round means it speaks NIP-77. A probe the relay did not answer, or
-//! any round it answered as an unknown verb, means it does not: for the rest of the session,
-//! and, remembered, for new sessions during [`NIP77_VERDICT_TTL`] or until the next daily
-//! reconciliation. Time is passed in.
+//! others wait. Any answered round means it speaks NIP-77. Any round it answered as an unknown
+//! verb means it does not: for the rest of the session, and, remembered, for new sessions
+//! during [`NIP77_VERDICT_TTL`] or until the next daily reconciliation. A probe it did not
+//! answer means it does not for [`NIP77_NO_ANSWER_TTL`], on the session and on new ones, or
+//! until the next daily reconciliation; then it is probed again. Time is passed in.
 //!
 //! Its inputs are data defined here and re-exported where the engine's users find them: what
 //! a NIP-11 document says of a NIP ([`NipListing`], `transport`), why a round produced no diff
@@ -24,9 +25,16 @@ use thiserror::Error;
 #[cfg(test)]
 mod tests;
 
-/// How long a relay that did not answer its probe, or said it does not know the NIP-77 verbs,
-/// is not asked again on new connections. A daily reconciliation asks again sooner.
+/// How long a relay that said it does not know the NIP-77 verbs is not asked again on new
+/// connections. A daily reconciliation asks again sooner.
 pub const NIP77_VERDICT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How long a relay whose probe got no first answer is taken not to speak NIP-77, on its
+/// session and on new ones, before the next round probes it again. Silence is weaker evidence
+/// than an answer: a relay that speaks NIP-77 but was too busy to answer within the probe's
+/// deadline gets its rounds back within the hour, and one that ignores the verb costs one short
+/// probe an hour.
+pub const NIP77_NO_ANSWER_TTL: Duration = Duration::from_secs(60 * 60);
 
 /// Why a relay is taken not to speak NIP-77.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -149,6 +157,22 @@ impl Nip77Support {
         }
     }
 
+    /// Time passed to `now`: a no-answer verdict whose [`NIP77_NO_ANSWER_TTL`] is up ends, on
+    /// the session too, so the next round probes again.
+    pub fn handle_time(&mut self, now: Instant) {
+        if let Some(Learned::Lacks {
+            reason: NoNip77::NoAnswer,
+            until,
+        }) = self.learned
+            && now >= until
+        {
+            self.learned = None;
+            if self.session == Knowledge::Lacks(NoNip77::NoAnswer) {
+                self.session = Knowledge::Unknown;
+            }
+        }
+    }
+
     /// How the session's next round may start.
     pub fn poll_round(&self) -> RoundStart {
         match &self.session {
@@ -186,7 +210,11 @@ impl Nip77Support {
         let probe = matches!(&self.session, Knowledge::Probing(id) if id == round);
         let lacks = |reason| Learned::Lacks {
             reason,
-            until: now + NIP77_VERDICT_TTL,
+            until: now
+                + match reason {
+                    NoNip77::NoAnswer => NIP77_NO_ANSWER_TTL,
+                    NoNip77::NotListed | NoNip77::Refused => NIP77_VERDICT_TTL,
+                },
         };
         let learned = match result {
             Ok(_) => Some(Learned::Speaks),

@@ -15,6 +15,8 @@ pub use crate::machine::hydration::{
     HydrationOutcome, HydrationPass, SEMANTIC_FALLBACK_MAX_DELIVERED_PERCENT,
     SEMANTIC_FALLBACK_MIN_ADVERTISED,
 };
-pub use crate::machine::nip77::{NIP77_VERDICT_TTL, Nip77State, Nip77Support, NoNip77, RoundStart};
+pub use crate::machine::nip77::{
+    NIP77_NO_ANSWER_TTL, NIP77_VERDICT_TTL, Nip77State, Nip77Support, NoNip77, RoundStart,
+};
 pub use fallback::{FallbackReason, NegentropyCounts, NegentropyFallbacks};
 pub use recovery::{MissingEventRecovery, RecoveryAttempt, RecoveryConfig, RecoveryExpiry};

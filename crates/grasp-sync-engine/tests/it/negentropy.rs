@@ -1,12 +1,13 @@
 //! NIP-77 historic sync: only the difference crosses the wire, the fallbacks when a relay
 //! cannot serve what it advertises, rejected IDs never fetched twice, the store's "have" sets
 //! read before a round's pacing decision, and what a relay without NIP-77 costs (nothing when
-//! its NIP-11 says so, one short probe when it ignores NEG-OPEN). Every test runs on paused
+//! its NIP-11 says so, one short probe an hour when it ignores NEG-OPEN). Every test runs on paused
 //! time over memory relays, and counts what the relays sent from their own stats.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use grasp_sync_engine::negentropy::NIP77_NO_ANSWER_TTL;
 use grasp_sync_engine::{
     EventStore, MemoryStore, NEGENTROPY_DEADLINE, StoreError, negentropy::RecoveryConfig,
 };
@@ -501,7 +502,7 @@ async fn a_relay_whose_nip11_leaves_out_nip77_gets_no_neg_open() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_relay_that_ignores_neg_open_costs_one_short_probe_and_is_remembered() {
+async fn a_relay_that_ignores_neg_open_costs_one_short_probe_an_hour_and_is_remembered() {
     // NIP-11 lists NIP-77, but every NEG-OPEN goes unanswered.
     let ignoring = TestRelayConfig::strict(StrictLimits {
         ignore_neg_open: true,
@@ -528,6 +529,7 @@ async fn a_relay_that_ignores_neg_open_costs_one_short_probe_and_is_remembered()
     config.live_first_page = false;
     config.health = HealthConfig {
         connect_backoff_base: Duration::from_millis(200),
+        connect_backoff_max: Duration::from_secs(60),
         stability_period: Duration::from_secs(1),
         ..HealthConfig::default()
     };
@@ -538,8 +540,12 @@ async fn a_relay_that_ignores_neg_open_costs_one_short_probe_and_is_remembered()
     let nip77 = nip77_at(&run.engine, home).await;
     assert_eq!(nip77.support, "unsupported", "{nip77:?}");
     assert_eq!(nip77.reason.as_deref(), Some("no_answer"), "{nip77:?}");
+    // Silence is remembered for an hour, not for the day an "unsupported" answer is.
+    let hour = NIP77_NO_ANSWER_TTL.as_secs();
     assert!(
-        nip77.reprobe_in_secs.is_some_and(|s| s > 23 * 3600),
+        nip77
+            .reprobe_in_secs
+            .is_some_and(|s| s > hour - 60 && s <= hour),
         "{nip77:?}"
     );
     let first = network.stats(home);
@@ -585,7 +591,6 @@ async fn a_relay_that_ignores_neg_open_costs_one_short_probe_and_is_remembered()
     network.publish(bootstrap, announcement);
     run.wait_for_store(&ids(&later_thread), Duration::from_secs(60))
         .await;
-    run.engine.shutdown().await;
 
     let stats = network.stats(home);
     assert!(stats.connections() >= 2, "{stats:?}");
@@ -600,6 +605,38 @@ async fn a_relay_that_ignores_neg_open_costs_one_short_probe_and_is_remembered()
         .filter(|s| s.connection > 0 && !s.subscription_id.starts_with("gs-live-"))
         .count();
     assert!(later_reqs > 0, "the later history did not come by REQ+EOSE");
+
+    // An hour after the silent probe, the fresh start of a session after a long outage probes
+    // once more (the relay is still silent, so history comes by REQ+EOSE again).
+    let outage = Duration::from_secs(20 * 60);
+    tokio::time::sleep_until(synced_at + NIP77_NO_ANSWER_TTL - outage).await;
+    network.kill(home);
+    tokio::time::sleep(outage).await;
+    network.revive(home);
+    // Dials during the outage backed off; the next one is within the backoff's cap (60 s).
+    let reconnected = wait_until(Duration::from_secs(5 * 60), || async {
+        network.stats(home).connections() >= 3
+    })
+    .await;
+    assert!(reconnected, "the engine did not reconnect");
+    let latest = RepoFixture::new("ignored-latest");
+    let announcement =
+        latest.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_700);
+    let latest_thread = latest.thread(1_700_000_800);
+    for event in &latest_thread {
+        network.store(home, event.clone());
+    }
+    network.publish(bootstrap, announcement);
+    run.wait_for_store(&ids(&latest_thread), Duration::from_secs(60))
+        .await;
+    run.engine.shutdown().await;
+    let stats = network.stats(home);
+    assert_eq!(
+        stats.neg_opens(),
+        2,
+        "not one more probe after the hour: {:?}",
+        starts(&stats)
+    );
 }
 
 /// The status of the NIP-77 support of the relay at `key` as the engine reports it.

@@ -1,11 +1,14 @@
 //! Tests of NIP-77 support knowledge: NIP-11 first, one probe, verdicts kept across sessions
-//! for a day or until the daily reconciliation.
+//! for a day (an hour for a probe the relay did not answer) or until the daily reconciliation.
 
 use std::time::{Duration, Instant};
 
 use nostr::SubscriptionId;
 
-use super::{NIP77_VERDICT_TTL, NegentropyError, Nip77Support, NipListing, NoNip77, RoundStart};
+use super::{
+    NIP77_NO_ANSWER_TTL, NIP77_VERDICT_TTL, NegentropyError, Nip77Support, NipListing, NoNip77,
+    RoundStart,
+};
 
 /// One input, at a time in seconds after the start.
 enum Step {
@@ -13,9 +16,10 @@ enum Step {
     Probe(&'static str),
     Ended(u64, &'static str, Result<(), NegentropyError>),
     Daily,
+    Time(u64),
 }
 
-use Step::{Daily, Ended, Probe, Session};
+use Step::{Daily, Ended, Probe, Session, Time};
 
 /// Feeds `steps` into fresh knowledge and checks how the next round may start.
 fn check(steps: &[Step], expected: RoundStart) {
@@ -30,6 +34,7 @@ fn check(steps: &[Step], expected: RoundStart) {
                 support.handle_round_ended(at(*secs), &SubscriptionId::new(*id), result);
             }
             Daily => support.handle_daily_reconciliation(),
+            Time(secs) => support.handle_time(at(*secs)),
         }
     }
     assert_eq!(support.poll_round(), expected);
@@ -40,6 +45,7 @@ fn check(steps: &[Step], expected: RoundStart) {
 }
 
 const DAY: u64 = NIP77_VERDICT_TTL.as_secs();
+const HOUR: u64 = NIP77_NO_ANSWER_TTL.as_secs();
 
 #[test]
 fn nip11_decides_first() {
@@ -158,18 +164,22 @@ fn a_probe_failing_otherwise_teaches_nothing() {
 
 #[test]
 fn verdicts_are_kept_across_sessions_for_a_day() {
-    let unanswered = || {
+    let refused = || {
         vec![
             Session(0, NipListing::Listed),
             Probe("p"),
-            Ended(3, "p", Err(NegentropyError::NoAnswer)),
+            Ended(1, "p", Err(NegentropyError::Unsupported)),
         ]
     };
-    let mut steps = unanswered();
-    steps.push(Session(60, NipListing::Listed));
-    check(&steps, RoundStart::Off(NoNip77::NoAnswer));
-    let mut steps = unanswered();
-    steps.push(Session(3 + DAY, NipListing::Listed));
+    let mut steps = refused();
+    steps.push(Session(1 + HOUR, NipListing::Listed));
+    check(&steps, RoundStart::Off(NoNip77::Refused));
+    // Time alone does not end an answer's verdict on the session.
+    let mut steps = refused();
+    steps.push(Time(1 + DAY));
+    check(&steps, RoundStart::Off(NoNip77::Refused));
+    let mut steps = refused();
+    steps.push(Session(1 + DAY, NipListing::Listed));
     check(&steps, RoundStart::Probe);
     // A relay that answered is not probed again on a new connection.
     check(
@@ -181,6 +191,42 @@ fn verdicts_are_kept_across_sessions_for_a_day() {
         ],
         RoundStart::Normal,
     );
+}
+
+#[test]
+fn an_unanswered_probe_is_asked_again_after_an_hour_on_the_same_session_or_a_new_one() {
+    let unanswered = || {
+        vec![
+            Session(0, NipListing::Listed),
+            Probe("p"),
+            Ended(3, "p", Err(NegentropyError::NoAnswer)),
+        ]
+    };
+    let mut steps = unanswered();
+    steps.push(Session(60, NipListing::Listed));
+    check(&steps, RoundStart::Off(NoNip77::NoAnswer));
+    let mut steps = unanswered();
+    steps.push(Time(2 + HOUR));
+    check(&steps, RoundStart::Off(NoNip77::NoAnswer));
+    let mut steps = unanswered();
+    steps.push(Time(3 + HOUR));
+    check(&steps, RoundStart::Probe);
+    let mut steps = unanswered();
+    steps.push(Session(3 + HOUR, NipListing::Listed));
+    check(&steps, RoundStart::Probe);
+    // A second silent probe: another hour.
+    let mut steps = unanswered();
+    steps.extend([
+        Time(3 + HOUR),
+        Probe("q"),
+        Ended(6 + HOUR, "q", Err(NegentropyError::NoAnswer)),
+        Time(5 + 2 * HOUR),
+    ]);
+    check(&steps, RoundStart::Off(NoNip77::NoAnswer));
+    // An answer to the new probe restores normal rounds.
+    let mut steps = unanswered();
+    steps.extend([Time(3 + HOUR), Probe("q"), Ended(4 + HOUR, "q", Ok(()))]);
+    check(&steps, RoundStart::Normal);
 }
 
 #[test]
