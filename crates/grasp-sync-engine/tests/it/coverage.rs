@@ -755,6 +755,16 @@ async fn essential_live_coverage_too_big_for_one_connection_is_held_on_extra_con
     run.engine.shutdown().await;
 }
 
+/// The subscription ID of `text` when it is a REQ.
+fn req_subscription(text: &str) -> Option<nostr::SubscriptionId> {
+    match nostr::ClientMessage::from_json(text) {
+        Ok(nostr::ClientMessage::Req {
+            subscription_id, ..
+        }) => Some(subscription_id.into_owned()),
+        _ => None,
+    }
+}
+
 /// Once armed, the next dial to the home relay is the session that replaces a dropped one,
 /// and the first REQ it sends is answered in the relay's place with a query-rate refusal, as
 /// a relay whose query allowance that session's opening burst exceeds.
@@ -779,20 +789,14 @@ impl NetworkHooks for QueryRateRefusalOnRedial {
         if !relay.starts_with(HOME) || !self.refuse_next.load(SeqCst) {
             return MessageFate::Read;
         }
-        let Ok(nostr::ClientMessage::Req {
-            subscription_id, ..
-        }) = nostr::ClientMessage::from_json(text)
-        else {
+        let Some(subscription_id) = req_subscription(text) else {
             return MessageFate::Read;
         };
         self.refuse_next.store(false, SeqCst);
         self.refused.store(true, SeqCst);
         MessageFate::Answer(vec![
-            nostr::RelayMessage::closed(
-                subscription_id.into_owned(),
-                "rate-limited: too many queries",
-            )
-            .as_json(),
+            nostr::RelayMessage::closed(subscription_id, "rate-limited: too many queries")
+                .as_json(),
         ])
     }
 }
@@ -998,10 +1002,7 @@ impl NetworkHooks for ByteCapOnceExtraConnectionsOpen {
             self.extra_spoke.store(true, SeqCst);
             return MessageFate::Read;
         }
-        let Ok(nostr::ClientMessage::Req {
-            subscription_id, ..
-        }) = nostr::ClientMessage::from_json(text)
-        else {
+        let Some(subscription_id) = req_subscription(text) else {
             return MessageFate::Read;
         };
         if self.refused.load(SeqCst) {
@@ -1017,7 +1018,7 @@ impl NetworkHooks for ByteCapOnceExtraConnectionsOpen {
         let cap = grasp_sync_filters::PackLimits::default().max_req_bytes + 30_000;
         let text = format!("error: active subscriptions exceed max size {cap} bytes");
         MessageFate::Answer(vec![
-            nostr::RelayMessage::closed(subscription_id.into_owned(), text).as_json(),
+            nostr::RelayMessage::closed(subscription_id, text).as_json(),
         ])
     }
 }
