@@ -6,6 +6,7 @@
 //! relay pool's transport) and the NIP-11 fetch go through it. [`GuardedWebSocket`] also counts
 //! the text-frame bytes its connection writes and reads ([`WireBytes`]).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -120,14 +121,22 @@ pub(crate) async fn open_stream(
     Ok(Box::new(tls))
 }
 
-/// The relay pool's WebSocket transport: every dial through [`connect_checked`]. The last
-/// refusal is kept, so the caller can tell it from other failures (the relay pool reports
-/// every failure as text). Clones share one byte counter: every text frame written or read
-/// on a connection it dialled adds its length ([`GuardedWebSocket::wire_bytes`]).
+/// The relay pool's WebSocket transport: every dial through [`connect_checked`]. One pool
+/// holds at most one connection per relay URL, so the transport keeps what it learns per URL:
+/// the refusal of the last dial, so the caller can tell it from other failures (the relay pool
+/// reports every failure as text), and the byte count of the connection the last dial opened
+/// (every text frame written or read adds its length, [`GuardedWebSocket::wire_bytes`]). Each
+/// dial counts from zero. Clones share both.
 #[derive(Clone)]
 pub struct GuardedWebSocket {
     policy: Arc<AddressPolicy>,
-    refusal: Arc<Mutex<Option<TransportError>>>,
+    dials: Arc<Mutex<HashMap<url::Url, Dial>>>,
+}
+
+/// What the last dial of one URL left: its refusal, or its connection's byte counter.
+#[derive(Debug, Default)]
+struct Dial {
+    refusal: Option<TransportError>,
     wire: Arc<WireCounter>,
 }
 
@@ -144,23 +153,35 @@ impl GuardedWebSocket {
     pub fn new(policy: Arc<AddressPolicy>) -> Self {
         Self {
             policy,
-            refusal: Arc::default(),
-            wire: Arc::default(),
+            dials: Arc::default(),
         }
     }
 
-    /// Text-frame bytes written and read on the connections this transport (or a clone)
-    /// dialled.
-    pub fn wire_bytes(&self) -> WireBytes {
-        self.wire.snapshot()
+    /// Text-frame bytes written and read on the connection the last dial of `url` opened
+    /// (zero if there is none).
+    pub fn wire_bytes(&self, url: &url::Url) -> WireBytes {
+        self.dials()
+            .get(url)
+            .map_or_else(WireBytes::default, |dial| dial.wire.snapshot())
     }
 
-    /// The address refusal of the last dial, if it was refused.
-    pub fn take_refusal(&self) -> Option<TransportError> {
-        self.refusal
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
+    /// The address refusal of the last dial of `url`, if it was refused.
+    pub fn take_refusal(&self, url: &url::Url) -> Option<TransportError> {
+        self.dials().get_mut(url)?.refusal.take()
+    }
+
+    /// Forgets `url`'s last dial, once its connection is done with.
+    pub fn forget(&self, url: &url::Url) {
+        self.dials().remove(url);
+    }
+
+    /// The byte counter of the connection the last dial of `url` opened.
+    pub(crate) fn counter(&self, url: &url::Url) -> Arc<WireCounter> {
+        Arc::clone(&self.dials().entry(url.clone()).or_default().wire)
+    }
+
+    fn dials(&self) -> std::sync::MutexGuard<'_, HashMap<url::Url, Dial>> {
+        self.dials.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -181,12 +202,20 @@ impl WebSocketTransport for GuardedWebSocket {
                     "only direct connections are supported".to_owned(),
                 )));
             }
+            // A new dial of `url`: nothing refused yet, a new connection counted from zero.
+            let wire = {
+                let mut dials = self.dials();
+                let dial = dials.entry(url.clone()).or_default();
+                *dial = Dial::default();
+                Arc::clone(&dial.wire)
+            };
             let dial = async {
                 let stream = match open_stream(&self.policy, url).await {
                     Ok(stream) => stream,
                     Err(refused @ TransportError::Refused { .. }) => {
-                        *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) =
-                            Some(refused.clone());
+                        if let Some(dial) = self.dials().get_mut(url) {
+                            dial.refusal = Some(refused.clone());
+                        }
                         return Err(refused);
                     }
                     Err(other) => return Err(other),
@@ -207,9 +236,8 @@ impl WebSocketTransport for GuardedWebSocket {
             let (tx, rx) = socket.split();
             let sink: WebSocketSink = Box::new(Outgoing {
                 sink: tx,
-                wire: Arc::clone(&self.wire),
+                wire: Arc::clone(&wire),
             });
-            let wire = Arc::clone(&self.wire);
             let stream: WebSocketStream = Box::pin(rx.filter_map(move |item| {
                 let wire = Arc::clone(&wire);
                 async move {

@@ -1,8 +1,9 @@
 //! [`SdkConnector`]: the production transport over nostr-sdk's relay pool (0.44 line).
 //!
-//! Every session gets its own single-relay pool with automatic reconnect off, and REQ/CLOSE are
-//! sent as raw client messages, so the SDK keeps no subscription it could replay: the engine owns
-//! retry, backoff and resubscription. Inbound messages are read from the relay's notification
+//! Sessions of different relays share a pool, and so its verification cache; a relay's second
+//! session takes another pool (`pools`). Each relay runs with automatic reconnect off, and
+//! REQ/CLOSE are sent as raw client messages, so the SDK keeps no subscription it could replay:
+//! the engine owns retry, backoff and resubscription. Inbound messages are read from the relay's notification
 //! broadcast (`RelayNotification::Message`, which fires for every delivery, unlike
 //! `RelayNotification::Event`) and forwarded in order into a bounded channel. If the broadcast
 //! overflows, messages were lost and the session reports [`RelayInbound::Lagged`]. NIP-77 rounds
@@ -17,6 +18,7 @@
 //! admit. The engine hears of each step ([`RelayInbound::AuthChallenge`],
 //! [`RelayInbound::Authenticated`], [`RelayInbound::AuthFailed`]) and retries refused work itself.
 
+mod pools;
 mod round;
 mod routes;
 #[cfg(test)]
@@ -32,11 +34,13 @@ use nostr::{ClientMessage, Event, EventId, Filter, RelayMessage, SubscriptionId,
 use nostr_database::{IntoNostrDatabase, MemoryDatabase, MemoryDatabaseOptions};
 use nostr_sdk::Relay;
 use nostr_sdk::pool::pool::RelayPoolBuilder;
-use nostr_sdk::pool::{RelayNotification, RelayOptions, RelayPool, RelayPoolOptions, RelayStatus};
+use nostr_sdk::pool::{RelayNotification, RelayOptions, RelayPoolOptions, RelayStatus};
 use tokio::sync::{broadcast, mpsc};
 
+use self::pools::{Seat, SharedPool, SharedPools};
 use self::routes::RoundRoutes;
 use super::negentropy::{NegentropyDiff, NegentropyError, RoundLimits};
+use super::wire::WireCounter;
 use super::{
     GuardedWebSocket, RelayConnection, RelayConnector, RelayInbound, RelayInfo, RelaySession,
     WireBytes, fetch_relay_info,
@@ -85,6 +89,8 @@ pub struct SdkConnector {
     policy: Arc<AddressPolicy>,
     /// The key that answers NIP-42 challenges (`Keys`' `Debug` shows the public key only).
     auth: Option<Keys>,
+    /// The pools its sessions share (clones share them too).
+    pools: Arc<SharedPools>,
 }
 
 impl SdkConnector {
@@ -94,6 +100,7 @@ impl SdkConnector {
             options,
             policy: Arc::default(),
             auth: None,
+            pools: Arc::default(),
         }
     }
 
@@ -101,25 +108,21 @@ impl SdkConnector {
     /// authenticates itself, on its own connection.
     pub fn with_auth_keys(mut self, keys: Keys) -> Self {
         self.auth = Some(keys);
+        // Pools carry the key: a clone made before keeps its own.
+        self.pools = Arc::default();
         self
     }
 
     /// This connector, dialling what `policy` allows.
     pub fn with_address_policy(mut self, policy: AddressPolicy) -> Self {
         self.policy = Arc::new(policy);
+        // Pools' transports carry the policy: a clone made before keeps its own.
+        self.pools = Arc::default();
         self
     }
-}
 
-#[async_trait]
-impl RelayConnector for SdkConnector {
-    async fn connect(
-        &self,
-        url: &RelayUrl,
-        timeout: Duration,
-    ) -> Result<RelayConnection, TransportError> {
-        let sdk_url = nostr::RelayUrl::parse(url.as_str())
-            .map_err(|e| TransportError::BadUrl(e.to_string()))?;
+    /// A pool for the sessions of different relays, with its own transport.
+    async fn new_pool(&self) -> SharedPool {
         let transport = GuardedWebSocket::new(Arc::clone(&self.policy));
         // Built field by field, so the builder's default event-ID tracker (35,000 entries,
         // pre-allocated) is never made. The tracker only decides whether
@@ -144,36 +147,56 @@ impl RelayConnector for SdkConnector {
         if let Some(keys) = &self.auth {
             pool.state().set_signer(keys.clone()).await;
         }
+        SharedPool {
+            pool,
+            transport,
+            seated: Arc::default(),
+        }
+    }
+
+    /// Adds `sdk_url` to `seat`'s pool and connects it.
+    async fn open(
+        &self,
+        url: &RelayUrl,
+        sdk_url: &nostr::RelayUrl,
+        seat: &Seat,
+        timeout: Duration,
+    ) -> Result<RelayConnection, TransportError> {
+        let SharedPool {
+            pool, transport, ..
+        } = &seat.pool;
         let options = RelayOptions::new()
             .reconnect(false)
             .notification_channel_size(self.options.notification_capacity);
-        pool.add_relay(sdk_url.clone(), options)
+        let added = pool
+            .add_relay(sdk_url.clone(), options)
             .await
             .map_err(|e| TransportError::Connect(e.to_string()))?;
+        if !added {
+            // The seat is this URL's alone, so this is a bug, not the relay's doing.
+            return Err(TransportError::Connect(
+                "the relay is already in the session's pool".to_owned(),
+            ));
+        }
         let relay = pool
-            .relay(&sdk_url)
+            .relay(sdk_url)
             .await
             .map_err(|e| TransportError::Connect(e.to_string()))?;
         // Subscribe to notifications before connecting so nothing is missed.
         let notifications = relay.notifications();
         let answers = relay.notifications();
-        let handshake = tokio::time::timeout(timeout, relay.try_connect(timeout)).await;
-        match handshake {
-            Err(_) => {
-                pool.shutdown().await;
-                return Err(TransportError::Timeout);
-            }
+        let address: &url::Url = sdk_url.into();
+        match tokio::time::timeout(timeout, relay.try_connect(timeout)).await {
+            Err(_) => return Err(TransportError::Timeout),
             Ok(Err(e)) => {
-                pool.shutdown().await;
                 return Err(transport
-                    .take_refusal()
+                    .take_refusal(address)
                     .unwrap_or_else(|| TransportError::Connect(e.to_string())));
             }
             Ok(Ok(())) => {}
         }
         if !relay.is_connected() {
-            pool.shutdown().await;
-            return Err(transport.take_refusal().unwrap_or_else(|| {
+            return Err(transport.take_refusal(address).unwrap_or_else(|| {
                 TransportError::Connect("relay did not reach connected".to_owned())
             }));
         }
@@ -184,15 +207,44 @@ impl RelayConnector for SdkConnector {
         let session = SdkSession {
             authenticates: self.auth.is_some(),
             url: url.clone(),
-            pool,
+            wire: transport.counter(address),
+            seat: seat.clone(),
             relay,
             routes,
-            transport,
         };
         Ok(RelayConnection {
             session: std::sync::Arc::new(session),
             inbound,
         })
+    }
+
+    /// Pools made so far.
+    #[cfg(test)]
+    pub(crate) async fn pool_count(&self) -> usize {
+        self.pools.pools.lock().await.len()
+    }
+}
+
+#[async_trait]
+impl RelayConnector for SdkConnector {
+    async fn connect(
+        &self,
+        url: &RelayUrl,
+        timeout: Duration,
+    ) -> Result<RelayConnection, TransportError> {
+        let sdk_url = nostr::RelayUrl::parse(url.as_str())
+            .map_err(|e| TransportError::BadUrl(e.to_string()))?;
+        let claim = self.pools.seat(&sdk_url, || self.new_pool()).await;
+        match self.open(url, &sdk_url, claim.seat(), timeout).await {
+            Ok(connection) => {
+                claim.keep();
+                Ok(connection)
+            }
+            Err(error) => {
+                claim.seat().release().await;
+                Err(error)
+            }
+        }
     }
 
     async fn fetch_info(
@@ -207,12 +259,13 @@ impl RelayConnector for SdkConnector {
 struct SdkSession {
     authenticates: bool,
     url: RelayUrl,
-    pool: RelayPool,
+    /// Its place in a shared pool, given up when the session ends.
+    seat: Seat,
     relay: Relay,
     /// The NIP-77 rounds in progress, which the session's reader hands their answers.
     routes: RoundRoutes,
-    /// The session's WebSocket transport, which counts its bytes.
-    transport: GuardedWebSocket,
+    /// The bytes of its connection, counted by the pool's transport.
+    wire: Arc<WireCounter>,
 }
 
 impl SdkSession {
@@ -242,7 +295,7 @@ impl RelaySession for SdkSession {
     }
 
     fn wire_bytes(&self) -> WireBytes {
-        self.transport.wire_bytes()
+        self.wire.snapshot()
     }
 
     async fn subscribe(
@@ -272,7 +325,13 @@ impl RelaySession for SdkSession {
 
     async fn disconnect(&self) {
         self.relay.disconnect();
-        self.pool.shutdown().await;
+        self.seat.release().await;
+    }
+}
+
+impl Drop for SdkSession {
+    fn drop(&mut self) {
+        self.seat.release_later();
     }
 }
 
