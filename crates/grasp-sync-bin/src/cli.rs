@@ -406,6 +406,10 @@ pub struct SimArgs {
     /// this long.
     #[arg(long, value_name = "DURATION")]
     pub idle_rss: Option<String>,
+    /// With `--idle-rss`: the idle daemon starts over an empty data directory and does the
+    /// first sync itself; it is read once it saved the expected events, settled and idled.
+    #[arg(long, requires = "idle_rss")]
+    pub idle_from_empty: bool,
     /// Once the first sync settled, publish fresh events tagging N sampled tracked
     /// repositories and one root of each (every core tag family) and count how many reach
     /// the daemon's store within 20 s, that is through live subscriptions.

@@ -1,6 +1,9 @@
-//! The idle daemon: a separate `grasp-sync run` process on the sim's data directory, tracking
-//! the run's repositories against the still-running relays. Once it has connected and its
-//! historic work is done, its resident memory is what an idle daemon of that size costs.
+//! The idle daemon: a separate `grasp-sync run` process against the still-running relays. By
+//! default it restarts over the sim's data directory and tracks the run's repositories; with
+//! `--idle-from-empty` it starts over an empty one and does the first sync itself, so what
+//! the sync left behind (buffers, caches, the allocator's state) counts too. Once it has
+//! connected and its historic work is done, its resident memory is what an idle daemon of that
+//! size costs.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -26,7 +29,12 @@ const POLL: Duration = Duration::from_millis(500);
 pub struct IdleDaemon {
     /// Repositories the daemon tracked.
     pub repos_tracked: usize,
-    /// Time until every relay was connected without historic work pending.
+    /// Whether it started over an empty data directory and did the first sync itself.
+    pub from_empty: bool,
+    /// Events it saved by sync when it was read (its `grasp_sync_events_synced_total`).
+    pub events_synced: u64,
+    /// Time until every relay was connected without historic work pending (and, from an
+    /// empty store, the expected events were saved).
     pub settled_ms: u64,
     /// Whether it settled before the wait ended.
     pub settled: bool,
@@ -39,8 +47,12 @@ pub struct IdleDaemon {
 pub(super) struct IdleSetup {
     /// The `grasp-sync` executable.
     pub exe: PathBuf,
-    /// The data directory of the sim's daemon (its store holds the run's events).
+    /// Its data directory: the sim's daemon's (whose store holds the run's events), or an
+    /// empty one.
     pub data_dir: PathBuf,
+    /// Over an empty data directory, the events it must have saved by sync before it counts
+    /// as settled; `None` over the synced store.
+    pub expected: Option<u64>,
     /// The service URL the network's announcements list.
     pub service_url: String,
     /// The bootstrap relay.
@@ -94,11 +106,14 @@ async fn observe(
     let mut settled = false;
     while started.elapsed() < setup.settle_limit {
         tokio::time::sleep(POLL).await;
-        let Ok(status) = fetch_status(metrics).await else {
+        let Ok(status) = get(metrics, "/status").await else {
+            continue;
+        };
+        let Ok(status) = serde_json::from_str::<Value>(&status) else {
             continue;
         };
         repos_tracked = status["repos_tracked"].as_u64().unwrap_or(0) as usize;
-        settled = is_settled(&status);
+        settled = is_settled(&status) && saved_enough(setup, metrics).await;
         if settled {
             break;
         }
@@ -107,10 +122,52 @@ async fn observe(
     tokio::time::sleep(setup.idle).await;
     Ok(IdleDaemon {
         repos_tracked,
+        from_empty: setup.expected.is_some(),
+        events_synced: events_synced(metrics).await.unwrap_or(0),
         settled_ms,
         settled,
         memory: read_memory(&pid.to_string()),
     })
+}
+
+/// Whether the daemon saved the events `setup` expects (always, over the synced store).
+async fn saved_enough(setup: &IdleSetup, metrics: SocketAddr) -> bool {
+    match setup.expected {
+        None => true,
+        Some(expected) => events_synced(metrics)
+            .await
+            .is_ok_and(|synced| synced >= expected),
+    }
+}
+
+/// The daemon's `grasp_sync_events_synced_total`.
+async fn events_synced(metrics: SocketAddr) -> anyhow::Result<u64> {
+    counter_total(
+        &get(metrics, "/metrics").await?,
+        "grasp_sync_events_synced_total",
+    )
+}
+
+/// The samples of the counter `name` in a Prometheus text exposition, summed over their label
+/// sets (0 if it has none).
+fn counter_total(exposition: &str, name: &str) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for line in exposition.lines() {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        if !(rest.starts_with(' ') || rest.starts_with('{')) {
+            continue;
+        }
+        let value = rest
+            .rsplit(' ')
+            .next()
+            .context("a sample without a value")?;
+        total += value
+            .parse::<f64>()
+            .with_context(|| format!("the value of {line:?}"))? as u64;
+    }
+    Ok(total)
 }
 
 /// Whether a `/status` document shows repositories tracked and every relay connected with no
@@ -130,11 +187,11 @@ pub(super) fn is_settled(status: &Value) -> bool {
         })
 }
 
-/// `GET /status` over a plain HTTP/1.0 connection.
-async fn fetch_status(addr: SocketAddr) -> anyhow::Result<Value> {
+/// The body of `GET path` over a plain HTTP/1.0 connection.
+async fn get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
     let mut stream = TcpStream::connect(addr).await?;
     stream
-        .write_all(b"GET /status HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
         .await?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response).await?;
@@ -143,7 +200,7 @@ async fn fetch_status(addr: SocketAddr) -> anyhow::Result<Value> {
         .split_once("\r\n\r\n")
         .map(|(_, body)| body)
         .context("no body")?;
-    Ok(serde_json::from_str(body)?)
+    Ok(body.to_owned())
 }
 
 /// A port free right now on 127.0.0.1.
@@ -155,3 +212,6 @@ fn free_port() -> std::io::Result<SocketAddr> {
 pub(super) fn is_grasp_sync(path: &Path) -> bool {
     path.file_stem().is_some_and(|stem| stem == "grasp-sync")
 }
+
+#[cfg(test)]
+mod tests;

@@ -106,6 +106,9 @@ pub struct SimOptions {
     pub raw_ingest: bool,
     /// Measure an idle daemon process for this long after it settles (needs `exe`).
     pub idle: Option<Duration>,
+    /// The idle daemon starts over an empty data directory and does the first sync itself,
+    /// instead of restarting over the synced store.
+    pub idle_from_empty: bool,
     /// The `grasp-sync` executable, for the idle daemon.
     pub exe: Option<PathBuf>,
     /// Show a progress line while the daemon syncs (for an output that is a terminal).
@@ -148,6 +151,7 @@ impl Default for SimOptions {
             baseline: true,
             raw_ingest: true,
             idle: None,
+            idle_from_empty: false,
             exe: None,
             progress: false,
             shards: None,
@@ -224,6 +228,7 @@ impl TryFrom<&SimArgs> for SimOptions {
                 .as_deref()
                 .map(|value| duration("idle-rss", value))
                 .transpose()?,
+            idle_from_empty: args.idle_from_empty,
             exe: None,
             progress: false,
             shards: args.shards,
@@ -719,9 +724,18 @@ pub async fn run_sim(
     // An idle daemon process on the synced store.
     let idle = match (&options.idle, &options.exe) {
         (Some(idle), Some(exe)) if idle::is_grasp_sync(exe) => {
+            let (data_dir, expected) = if options.idle_from_empty {
+                (
+                    dir.path().join("idle"),
+                    Some(network.expected().len() as u64),
+                )
+            } else {
+                (settings.data_dir.clone(), None)
+            };
             let setup = idle::IdleSetup {
                 exe: exe.clone(),
-                data_dir: settings.data_dir.clone(),
+                data_dir,
+                expected,
                 service_url: service.clone(),
                 bootstrap: urls[0].clone(),
                 batch_window: format!("{}ms", options.batch_window.as_millis()),
@@ -733,8 +747,14 @@ pub async fn run_sim(
             let measured = idle::measure_idle(&setup).await?;
             writeln!(
                 out,
-                "idle daemon: {} repositories tracked, settled {} in {:.1}s, RSS {} MiB ({} MiB anonymous, {} MiB of mapped files)",
+                "idle daemon ({}): {} repositories tracked, {} events synced, settled {} in {:.1}s, RSS {} MiB ({} MiB anonymous, {} MiB of mapped files)",
+                if measured.from_empty {
+                    "its own first sync"
+                } else {
+                    "restarted over the synced store"
+                },
                 measured.repos_tracked,
+                measured.events_synced,
                 if measured.settled { "yes" } else { "NO" },
                 measured.settled_ms as f64 / 1000.0,
                 measured.memory.rss_kib / 1024,

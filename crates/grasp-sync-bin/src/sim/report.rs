@@ -211,9 +211,14 @@ pub(super) fn targets(report: &SimReport) -> Vec<TargetCheck> {
         &format!("< {IDLE_RSS_TARGET_MIB} MiB"),
         idle.map_or("not measured".to_owned(), |i| {
             format!(
-                "{} MiB ({} MiB anonymous){}",
+                "{} MiB ({} MiB anonymous; {}){}",
                 i.memory.rss_kib / 1024,
                 i.memory.anon_kib / 1024,
+                if i.from_empty {
+                    "after its own first sync"
+                } else {
+                    "restarted over the synced store"
+                },
                 if i.settled { "" } else { ", not settled" }
             )
         }),
