@@ -2,8 +2,9 @@
 //! the covered direct members are queried one group per maintenance tick, in member order, all
 //! from the same `since`. A sweep's `since` is the start of the last complete sweep minus an
 //! overlap, so the cursor advances only once every group of a sweep reached its EOSE; a failed
-//! group is asked again, from where it was. Pure state: the actor supplies the members, the
-//! time and the batch results.
+//! group is asked again, from where it was. A sweep starts at least [`SWEEP_REST`] after the
+//! one before it started, so a relay with few members is not asked the same thing every tick.
+//! Pure state: the actor supplies the members, the time and the batch results.
 //!
 //! Members added during a sweep are safe whichever side of the sweep's position they land on:
 //! their own historic batch covers them up to the moment they were added, which is later than
@@ -22,6 +23,11 @@ use nostr::{EventId, Timestamp};
 pub const GROUP_IDS: usize = 400;
 /// Addressable members per group: coordinates vary in length, so fewer than IDs.
 pub const GROUP_COORDINATES: usize = 100;
+/// Least time from one sweep's start to the next one's. Without it, a sweep of one group
+/// would ask the relay the same REQ every maintenance tick (5 s) for as long as the daemon
+/// runs, each time re-reading the overlap (15 min) of descendants. A descendant then arrives
+/// within this rest plus a sweep's length.
+pub const SWEEP_REST: Duration = Duration::from_secs(60);
 
 /// Where a sweep goes on: event IDs first, then coordinates, each after the last one asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,10 +83,11 @@ impl DescendantSweep {
     }
 
     /// The next group to ask for at `now`, or `None`: with a group in flight, without members,
-    /// or on the first call, which only sets the cursor to `now` (the members' own historic
-    /// batches cover everything before it). A sweep that has asked for every member ends here,
-    /// advancing the cursor to its start, and the next one begins. Hand the group back to
-    /// [`Self::sent`] with its batch.
+    /// on the first call, which only sets the cursor to `now` (the members' own historic
+    /// batches cover everything before it), or while a sweep that asked for every member rests
+    /// ([`SWEEP_REST`] from its start). After the rest that sweep ends here, advancing the
+    /// cursor to its start, and the next one begins. Hand the group back to [`Self::sent`]
+    /// with its batch.
     pub fn next_group(
         &mut self,
         now: Timestamp,
@@ -95,10 +102,14 @@ impl DescendantSweep {
             self.cursor = Some(now);
             return None;
         };
-        if let Some(sweep) = &self.sweep
-            && let Some(group) = group_after(sweep, ids, coordinates)
-        {
-            return Some(group);
+        if let Some(sweep) = &self.sweep {
+            if let Some(group) = group_after(sweep, ids, coordinates) {
+                return Some(group);
+            }
+            let rested = sweep.started.as_secs().saturating_add(SWEEP_REST.as_secs());
+            if now.as_secs() < rested {
+                return None;
+            }
         }
         // No sweep yet, or this one asked for every member: the next starts now.
         let since = match self.sweep.take() {

@@ -553,7 +553,8 @@ async fn an_auxiliary_closed_moves_descendants_to_history_and_leaves_core_covera
 #[tokio::test(start_paused = true)]
 async fn the_descendant_fallback_asks_one_group_of_members_per_tick() {
     // 900 direct members of one issue on a relay that closes every live subscription to their
-    // descendants: the paced fallback sweeps them, one group (at most 400 members) per tick.
+    // descendants: the paced fallback sweeps them, one group (at most 400 members) per tick,
+    // and rests a minute from one sweep's start to the next.
     let fixture = RepoFixture::new("crowded");
     let author = Keys::generate();
     let thread = fixture.thread(1_700_000_100);
@@ -608,8 +609,8 @@ async fn the_descendant_fallback_asks_one_group_of_members_per_tick() {
     expected.extend(members.iter().map(|m| m.id));
     run.wait_for_store(&expected, Duration::from_secs(120))
         .await;
-    // Long enough for two sweeps of three groups at one tick each.
-    tokio::time::sleep(Duration::from_secs(30)).await;
+    // Long enough for two sweeps of three groups at one tick each, and the rest between them.
+    tokio::time::sleep(Duration::from_secs(90)).await;
     // The fallback's REQs: bounded below by `since`, asking about members.
     let fallback: Vec<(Duration, BTreeSet<String>)> = {
         let stats = network.stats(key);
@@ -652,6 +653,11 @@ async fn the_descendant_fallback_asks_one_group_of_members_per_tick() {
         swept.len(),
         member_hex.len(),
         "one sweep asks for every member"
+    );
+    assert!(
+        fallback[3].0 - fallback[0].0 >= Duration::from_secs(60),
+        "the second sweep began {:?} after the first",
+        fallback[3].0 - fallback[0].0
     );
     run.engine.shutdown().await;
 }

@@ -78,7 +78,12 @@ fn one_group_per_call_covers_every_member_once_per_sweep_in_order() {
         addressable.iter().cloned().collect::<Vec<_>>()
     );
     assert_eq!(sweep.completed(), 0, "the end is found on the next tick");
-    let next = ask(&mut sweep, 30, 6, true, (&members, &addressable)).expect("a new sweep");
+    assert_eq!(
+        ask(&mut sweep, 30, 6, true, (&members, &addressable)),
+        None,
+        "the sweep rests"
+    );
+    let next = ask(&mut sweep, 65, 6, true, (&members, &addressable)).expect("a new sweep");
     assert_eq!(sweep.completed(), 1);
     assert_eq!(
         next.ids,
@@ -95,12 +100,40 @@ fn every_group_of_a_sweep_asks_from_the_same_since_and_the_next_from_the_sweeps_
     let second = ask(&mut sweep, 6_005, 2, true, (&members, &none)).expect("second group");
     assert_eq!(first.since, at(5_000 - 900));
     assert_eq!(second.since, first.since);
-    let next_sweep = ask(&mut sweep, 6_010, 3, true, (&members, &none)).expect("next sweep");
+    let next_sweep = ask(&mut sweep, 6_060, 3, true, (&members, &none)).expect("next sweep");
     assert_eq!(
         next_sweep.since,
         at(6_000 - 900),
         "the cursor is the completed sweep's start"
     );
+}
+
+#[test]
+fn a_sweep_rests_from_its_start_before_the_next_begins() {
+    let (members, none) = (ids(3), coordinates(0));
+    let mut sweep = DescendantSweep::default();
+    sweep.next_group(at(10_000), OVERLAP, &members, &none);
+    let first = ask(&mut sweep, 10_005, 1, true, (&members, &none)).expect("first sweep");
+    for tick in (10_010..10_065).step_by(5) {
+        assert_eq!(
+            ask(&mut sweep, tick, 2, true, (&members, &none)),
+            None,
+            "resting at {tick}"
+        );
+    }
+    let second = ask(&mut sweep, 10_065, 2, true, (&members, &none)).expect("second sweep");
+    assert_eq!(second.ids, first.ids);
+    assert_eq!(
+        second.since,
+        at(10_005 - 900),
+        "from the rested sweep's start"
+    );
+    // An hour of ticks asks one group a minute, not one a tick.
+    let mut asked = 0;
+    for tick in (10_070..10_070 + 3_600).step_by(5) {
+        asked += usize::from(ask(&mut sweep, tick, 3, true, (&members, &none)).is_some());
+    }
+    assert_eq!(asked, 60);
 }
 
 #[test]
@@ -113,7 +146,7 @@ fn a_failed_group_is_asked_again_and_the_cursor_does_not_move() {
     let again = ask(&mut sweep, 2_010, 3, true, (&members, &none)).expect("asked again");
     assert_eq!(again, failed);
     assert_ne!(again.ids, first.ids);
-    let next_sweep = ask(&mut sweep, 2_015, 4, true, (&members, &none)).expect("next sweep");
+    let next_sweep = ask(&mut sweep, 2_060, 4, true, (&members, &none)).expect("next sweep");
     assert_eq!(next_sweep.since, at(2_000 - 900));
 }
 
@@ -166,7 +199,7 @@ fn members_added_behind_the_position_wait_for_the_next_sweep() {
     assert!(members.insert(early));
     let second = ask(&mut sweep, 10_105, 2, true, (&members, &none)).expect("second group");
     assert!(!second.ids.contains(&early));
-    let next_sweep = ask(&mut sweep, 10_110, 3, true, (&members, &none)).expect("next sweep");
+    let next_sweep = ask(&mut sweep, 10_160, 3, true, (&members, &none)).expect("next sweep");
     assert_eq!(next_sweep.ids.first(), Some(&early));
     assert!(
         next_sweep.since < at(10_105),
