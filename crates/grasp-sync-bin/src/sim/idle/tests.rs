@@ -1,3 +1,6 @@
+//! Reading a counter from the idle daemon's Prometheus text: summed over its label sets, and
+//! a value that is not a number is an error.
+
 use super::counter_total;
 
 const EXPOSITION: &str = "\
