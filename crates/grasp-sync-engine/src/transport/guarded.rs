@@ -4,7 +4,7 @@
 //! dialled (no second resolution, no DNS rebinding in between). It sets `TCP_NODELAY`, so
 //! small frames (REQ, CLOSE) leave at once. Both the WebSocket dial ([`GuardedWebSocket`], the
 //! relay pool's transport) and the NIP-11 fetch go through it. [`GuardedWebSocket`] also counts
-//! the text-frame bytes its connection writes and reads ([`WireBytes`]).
+//! the text-frame bytes each of its connections writes and reads ([`WireBytes`]).
 
 use std::collections::HashMap;
 use std::fmt;

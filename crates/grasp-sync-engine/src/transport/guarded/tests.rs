@@ -108,3 +108,74 @@ async fn a_denied_address_is_denied_whatever_name_leads_to_it() {
     );
     assert_eq!(accepted.load(Ordering::SeqCst), 0);
 }
+
+/// One transport serves a pool of many relays: it counts each connection's bytes apart, keeps
+/// each URL's refusal apart, and counts a new dial of a URL from zero.
+#[tokio::test]
+async fn one_transport_counts_and_refuses_per_url() {
+    use futures::SinkExt;
+    use nostr_sdk::pool::ConnectionMode;
+    use nostr_sdk::pool::transport::websocket::WebSocketTransport;
+
+    use super::GuardedWebSocket;
+
+    let first =
+        grasp_sync_testkit::TestRelay::start(grasp_sync_testkit::TestRelayConfig::default())
+            .await
+            .expect("relay");
+    let second =
+        grasp_sync_testkit::TestRelay::start(grasp_sync_testkit::TestRelayConfig::default())
+            .await
+            .expect("relay");
+    let (a, b) = (
+        url::Url::parse(&first.url()).expect("url"),
+        url::Url::parse(&second.url()).expect("url"),
+    );
+    let transport = GuardedWebSocket::new(Arc::new(AddressPolicy::allow_all()));
+    let timeout = Duration::from_secs(10);
+    let (mut sink_a, _stream_a) = transport
+        .connect(&a, &ConnectionMode::Direct, timeout)
+        .await
+        .expect("dial a");
+    let (_sink_b, _stream_b) = transport
+        .connect(&b, &ConnectionMode::Direct, timeout)
+        .await
+        .expect("dial b");
+    let frame = r#"["CLOSE","nothing"]"#;
+    sink_a
+        .send(async_wsocket::Message::Text(frame.to_owned()))
+        .await
+        .expect("send");
+    assert_eq!(transport.wire_bytes(&a).sent, frame.len() as u64);
+    assert_eq!(
+        transport.wire_bytes(&b).sent,
+        0,
+        "another connection's frame"
+    );
+    let (_sink_a, _stream_a) = transport
+        .connect(&a, &ConnectionMode::Direct, timeout)
+        .await
+        .expect("dial a again");
+    assert_eq!(
+        transport.wire_bytes(&a).sent,
+        0,
+        "a new dial counts from zero"
+    );
+
+    // Refused under the default policy: the refusal is the loopback URL's alone.
+    let strict = GuardedWebSocket::new(Arc::new(AddressPolicy::default()));
+    assert!(
+        strict
+            .connect(&a, &ConnectionMode::Direct, timeout)
+            .await
+            .is_err()
+    );
+    assert!(strict.take_refusal(&b).is_none());
+    assert!(matches!(
+        strict.take_refusal(&a),
+        Some(TransportError::Refused { .. })
+    ));
+    assert!(strict.take_refusal(&a).is_none(), "taken once");
+    transport.forget(&a);
+    assert_eq!(transport.wire_bytes(&a), super::WireBytes::default());
+}
