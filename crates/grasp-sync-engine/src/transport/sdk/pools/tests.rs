@@ -72,6 +72,18 @@ async fn seats(connector: &SdkConnector) -> usize {
     pools.iter().map(|pool| pool.seated().len()).sum()
 }
 
+/// Waits until every seat is free: a seat given up from a destructor is freed in a task of its
+/// own, once its relay has left the pool.
+async fn all_seats_freed(connector: &SdkConnector) {
+    tokio::time::timeout(DEADLINE, async {
+        while seats(connector).await > 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("every seat is freed");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_of_different_relays_share_a_pool_and_a_relays_second_session_takes_another() {
     let keys = Keys::generate();
@@ -129,14 +141,7 @@ async fn a_dropped_session_leaves_its_pool_and_frees_its_seat() {
     assert_eq!(seats(&connector).await, 1);
     drop(inbound);
     drop(session);
-    // The seat is freed once the relay has left the pool, in a task of its own.
-    tokio::time::timeout(DEADLINE, async {
-        while seats(&connector).await > 0 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the seat is freed");
+    all_seats_freed(&connector).await;
     assert!(
         pool.all_relays().await.is_empty(),
         "the relay left its pool"
@@ -181,12 +186,6 @@ async fn a_dial_given_up_midway_frees_its_seat() {
         accepted = listener.accept() => accepted.expect("accept").0,
         ended = connector.connect(&url, DEADLINE) => panic!("the dial ended: {:?}", ended.err()),
     };
-    tokio::time::timeout(DEADLINE, async {
-        while seats(&connector).await > 0 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the seat is freed");
+    all_seats_freed(&connector).await;
     drop(held);
 }
