@@ -1,4 +1,4 @@
-//! Tests of the FIFO eviction of `BoundedMap`.
+//! Tests of the FIFO eviction of `BoundedMap`, against a plain FIFO as the model.
 
 use super::BoundedMap;
 
@@ -30,6 +30,38 @@ proptest::proptest! {
             map.insert(*key, ());
             proptest::prop_assert!(map.len() <= capacity);
             proptest::prop_assert!(map.contains_key(key));
+        }
+    }
+}
+
+/// The plainest FIFO map: entries in insertion order, the oldest evicted first.
+fn model_insert(model: &mut Vec<(u8, u16)>, capacity: usize, key: u8, value: u16) {
+    if let Some(entry) = model.iter_mut().find(|(k, _)| *k == key) {
+        entry.1 = value;
+        return;
+    }
+    if model.len() == capacity {
+        model.remove(0);
+    }
+    model.push((key, value));
+}
+
+proptest::proptest! {
+    #[test]
+    fn map_holds_exactly_what_a_plain_fifo_holds(
+        capacity in 1usize..8,
+        inserts in proptest::collection::vec((0u8..16, proptest::num::u16::ANY), 0..96),
+    ) {
+        let mut map = BoundedMap::new(capacity);
+        let mut model = Vec::new();
+        for (key, value) in inserts {
+            map.insert(key, value);
+            model_insert(&mut model, capacity, key, value);
+            proptest::prop_assert_eq!(map.len(), model.len());
+            for probe in 0u8..16 {
+                let expected = model.iter().find(|(k, _)| *k == probe).map(|(_, v)| v);
+                proptest::prop_assert_eq!(map.get(&probe), expected, "key {}", probe);
+            }
         }
     }
 }
