@@ -22,6 +22,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::coordinate::truncated;
 use crate::error::ModelError;
@@ -31,12 +32,14 @@ pub const MAX_RELAY_URL_BYTES: usize = 512;
 
 /// A normalised `ws://` or `wss://` relay URL.
 ///
-/// Ordering, equality and hashing are those of the normalised text.
+/// Ordering, equality and hashing are those of the normalised text. Cloning is cheap (the text
+/// is shared), since every index keyed by relay holds its own copies.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RelayUrl {
-    url: String,
-    host_start: usize,
-    host_end: usize,
+    url: Arc<str>,
+    /// Where the host starts and ends in `url` (at most [`MAX_RELAY_URL_BYTES`]).
+    host_start: u16,
+    host_end: u16,
 }
 
 impl RelayUrl {
@@ -109,10 +112,13 @@ impl RelayUrl {
         if url.len() > MAX_RELAY_URL_BYTES {
             return Err(ModelError::RelayUrlTooLong(url.len()));
         }
+        // Both fit: the URL is at most `MAX_RELAY_URL_BYTES` long.
+        let offset =
+            |at: usize| u16::try_from(at).map_err(|_| ModelError::RelayUrlTooLong(url.len()));
         Ok(Self {
-            url,
-            host_start,
-            host_end,
+            host_start: offset(host_start)?,
+            host_end: offset(host_end)?,
+            url: url.into(),
         })
     }
 
@@ -123,7 +129,7 @@ impl RelayUrl {
 
     /// The host, lowercased; an IPv6 host keeps its brackets (`[::1]`).
     pub fn host(&self) -> &str {
-        &self.url[self.host_start..self.host_end]
+        &self.url[usize::from(self.host_start)..usize::from(self.host_end)]
     }
 
     /// Whether the scheme is `wss`.
@@ -133,7 +139,7 @@ impl RelayUrl {
 
     /// The port, the scheme's default when none is written.
     pub fn port(&self) -> u16 {
-        let after_host = &self.url[self.host_end..];
+        let after_host = &self.url[usize::from(self.host_end)..];
         after_host
             .strip_prefix(':')
             .and_then(|rest| rest.split('/').next())
