@@ -11,6 +11,7 @@ mod admission;
 mod mailbox;
 mod participants;
 mod relay_lists;
+mod small_set;
 
 use std::time::Duration;
 

@@ -10,6 +10,7 @@ use grasp_sync_model::RepoCoordinate;
 use nostr::{EventId, PublicKey};
 
 use super::MAX_PARTICIPATIONS;
+use super::small_set::SmallSet;
 
 /// What one participant takes part in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -17,9 +18,9 @@ pub(crate) struct Participation {
     /// Whether they maintain one of the repositories (their read relays are probed too).
     pub(crate) maintainer: bool,
     /// Repositories they maintain or posted a root event to.
-    pub(crate) repos: BTreeSet<RepoCoordinate>,
+    pub(crate) repos: SmallSet<RepoCoordinate>,
     /// Root events they replied to directly.
-    pub(crate) roots: BTreeSet<EventId>,
+    pub(crate) roots: SmallSet<EventId>,
 }
 
 impl Participation {
