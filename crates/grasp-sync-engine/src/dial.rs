@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::error::TransportError;
+use crate::machine::dials::{Dial, DialPurpose};
 use crate::transport::{RelayConnection, RelayConnector, RelayInfo};
 
 /// Limits of the connection workers.
@@ -53,7 +54,7 @@ pub(crate) enum DialReport {
 
 /// Queues dial requests for the workers.
 pub(crate) struct Dialer {
-    requests: mpsc::UnboundedSender<(RelayUrl, u64)>,
+    requests: mpsc::UnboundedSender<(RelayUrl, Dial)>,
     _driver: tokio::task::JoinHandle<()>,
 }
 
@@ -78,23 +79,23 @@ impl Dialer {
         }
     }
 
-    /// Queues one attempt; `attempt` is echoed in the reports.
-    pub(crate) fn dial(&self, relay: RelayUrl, attempt: u64) {
+    /// Queues one attempt; its number is echoed in the reports.
+    pub(crate) fn dial(&self, relay: RelayUrl, dial: Dial) {
         // The driver lives as long as the dialer; a send can only fail during shutdown.
-        let _ = self.requests.send((relay, attempt));
+        let _ = self.requests.send((relay, dial));
     }
 }
 
 async fn drive(
     connector: Arc<dyn RelayConnector>,
     limits: DialLimits,
-    mut requests: mpsc::UnboundedReceiver<(RelayUrl, u64)>,
+    mut requests: mpsc::UnboundedReceiver<(RelayUrl, Dial)>,
     reports: mpsc::Sender<DialReport>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.workers.max(1)));
     let mut workers = JoinSet::new();
     let mut last_start: Option<Instant> = None;
-    while let Some((relay, attempt)) = requests.recv().await {
+    while let Some((relay, Dial { attempt, purpose })) = requests.recv().await {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
             return;
         };
@@ -116,7 +117,7 @@ async fn drive(
         let connector = Arc::clone(&connector);
         let reports = reports.clone();
         workers.spawn(async move {
-            let result = attempt_once(connector.as_ref(), &relay, limits).await;
+            let result = attempt_once(connector.as_ref(), &relay, purpose, limits).await;
             // The actor may be shutting down; then nobody needs the result.
             let _ = reports
                 .send(DialReport::Finished {
@@ -133,9 +134,17 @@ async fn drive(
 async fn attempt_once(
     connector: &dyn RelayConnector,
     relay: &RelayUrl,
+    purpose: DialPurpose,
     limits: DialLimits,
 ) -> Result<(RelayConnection, Option<RelayInfo>), TransportError> {
-    let connection = connector.connect(relay, limits.connect_timeout).await?;
+    let connection = match purpose {
+        DialPurpose::Session => connector.connect(relay, limits.connect_timeout).await?,
+        DialPurpose::LiveOnly => {
+            connector
+                .connect_live_only(relay, limits.connect_timeout)
+                .await?
+        }
+    };
     let info = match connector.fetch_info(relay, limits.info_timeout).await {
         Ok(info) => Some(info),
         Err(error) => {

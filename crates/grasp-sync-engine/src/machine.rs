@@ -98,7 +98,7 @@
 //! // `()`: this driver queues no NIP-77 rounds and parks nothing for an AUTH.
 //! let mut machine: RelayMachine<(), ()> = RelayMachine::new(health);
 //! machine.handle_dial_queued(1);
-//! assert_eq!(machine.poll_dial(), Some(1), "dial attempt 1");
+//! assert_eq!(machine.poll_dial().map(|dial| dial.attempt), Some(1), "dial attempt 1");
 //! machine.handle_dial_started(1, now);
 //! // The driver dials and reads the relay's NIP-11 document, then:
 //! assert!(machine.handle_dial_finished(1));

@@ -266,8 +266,8 @@ impl Actor {
     /// Hands the dial attempts this step decided to the dial workers, each relay's in order.
     fn perform_dials(&mut self) {
         for (relay, runtime) in &mut self.runtimes {
-            while let Some(attempt) = runtime.machine.poll_dial() {
-                self.dialer.dial(relay.clone(), attempt);
+            while let Some(dial) = runtime.machine.poll_dial() {
+                self.dialer.dial(relay.clone(), dial);
             }
         }
     }

@@ -26,7 +26,7 @@ use crate::machine::catch_up::CatchUp;
 use crate::machine::consolidation::Consolidation;
 use crate::machine::delivered::DeliveredIds;
 use crate::machine::descendant_coverage::DescendantCoverage;
-use crate::machine::dials::Dials;
+use crate::machine::dials::{Dial, DialPurpose, Dials};
 use crate::machine::incomplete_batches::IncompleteBatches;
 use crate::machine::jobs::{Job, Jobs};
 use crate::machine::lanes::LiveLanes;
@@ -225,14 +225,20 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// workers ([`Self::poll_dial`]), and reports of any other attempt are stale.
     pub fn handle_dial_queued(&mut self, attempt: u64) {
         self.dialing = Some(attempt);
-        self.dials.push(attempt);
+        self.dials.push(Dial {
+            attempt,
+            purpose: DialPurpose::Session,
+        });
     }
 
     /// The driver numbered dial attempt `attempt` for one more extra connection: it is queued
     /// for the dial workers. Returns the connections there will then be, the session's
     /// included, and the groups waiting for one.
     pub fn handle_lane_dial_queued(&mut self, attempt: u64) -> (usize, usize) {
-        self.dials.push(attempt);
+        self.dials.push(Dial {
+            attempt,
+            purpose: DialPurpose::LiveOnly,
+        });
         self.lanes.handle_dial_started(attempt)
     }
 
@@ -416,7 +422,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     }
 
     /// The next dial attempt to hand to the dial workers, oldest first.
-    pub fn poll_dial(&mut self) -> Option<u64> {
+    pub fn poll_dial(&mut self) -> Option<Dial> {
         self.dials.poll_dial()
     }
 

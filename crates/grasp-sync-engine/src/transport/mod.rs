@@ -103,6 +103,18 @@ pub trait RelayConnector: Send + Sync + 'static {
         timeout: Duration,
     ) -> Result<RelayConnection, TransportError>;
 
+    /// Opens an extra connection that carries live subscriptions only: every REQ it sends asks
+    /// for `limit: 0`, so it receives what is published while it is open and never a stored
+    /// history. By default the same as [`RelayConnector::connect`]; a connector may give such a
+    /// connection smaller buffers.
+    async fn connect_live_only(
+        &self,
+        url: &RelayUrl,
+        timeout: Duration,
+    ) -> Result<RelayConnection, TransportError> {
+        self.connect(url, timeout).await
+    }
+
     /// Fetches and reads the relay's NIP-11 document within `timeout`.
     async fn fetch_info(
         &self,

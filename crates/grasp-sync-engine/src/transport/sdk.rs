@@ -65,8 +65,14 @@ pub struct SdkConnectorOptions {
     /// Capacity of the SDK's per-relay notification broadcast: 1,536 by default. At 1,024, 3
     /// of 17 first syncs at gitnostr size on a loaded machine lost messages on one relay, each
     /// loss costing that relay a reconnect and its coverage fetched again (about 90 REQs and
-    /// 10 s); at 1,536, none of 14 did. Each slot costs about 260 bytes for the session's life.
+    /// 10 s); at 1,536, none of 14 did. Each slot costs about 400 bytes for the session's life.
     pub notification_capacity: usize,
+    /// The same for an extra connection that carries live subscriptions only
+    /// ([`RelayConnector::connect_live_only`]): 256 by default. Such a connection is never
+    /// sent a stored history, only what is published while it is open, so it needs no room
+    /// for a page's burst. At ten times the gitnostr size the daemon holds two of them per
+    /// relay, sixteen in all, and 1,536 slots each cost about 8 MiB more than 256.
+    pub live_only_notification_capacity: usize,
     /// Capacity of the session's inbound channel to the engine (the backpressure point).
     pub inbound_capacity: usize,
 }
@@ -75,6 +81,7 @@ impl Default for SdkConnectorOptions {
     fn default() -> Self {
         Self {
             notification_capacity: 1_536,
+            live_only_notification_capacity: 256,
             inbound_capacity: 19_456,
         }
     }
@@ -154,20 +161,22 @@ impl SdkConnector {
         }
     }
 
-    /// Adds `sdk_url` to `seat`'s pool and connects it.
+    /// Adds `sdk_url` to `seat`'s pool and connects it, its notification broadcast holding
+    /// `notification_capacity` messages.
     async fn open(
         &self,
         url: &RelayUrl,
         sdk_url: &nostr::RelayUrl,
         seat: &Seat,
         timeout: Duration,
+        notification_capacity: usize,
     ) -> Result<RelayConnection, TransportError> {
         let SharedPool {
             pool, transport, ..
         } = &seat.pool;
         let options = RelayOptions::new()
             .reconnect(false)
-            .notification_channel_size(self.options.notification_capacity);
+            .notification_channel_size(notification_capacity);
         let added = pool
             .add_relay(sdk_url.clone(), options)
             .await
@@ -223,19 +232,35 @@ impl SdkConnector {
     pub(crate) async fn pool_count(&self) -> usize {
         self.pools.pools.lock().await.len()
     }
-}
 
-#[async_trait]
-impl RelayConnector for SdkConnector {
-    async fn connect(
+    /// The SDK's relays for `url`, one per pool that holds a session of it.
+    #[cfg(test)]
+    async fn sdk_relays(&self, url: &RelayUrl) -> Vec<Relay> {
+        let sdk_url = nostr::RelayUrl::parse(url.as_str()).expect("a valid URL");
+        let mut relays = Vec::new();
+        for shared in self.pools.pools.lock().await.iter() {
+            if let Ok(relay) = shared.pool.relay(&sdk_url).await {
+                relays.push(relay);
+            }
+        }
+        relays
+    }
+
+    /// Takes a seat in a pool and opens a connection in it (see `open`), freeing the seat if
+    /// that fails.
+    async fn seat_and_open(
         &self,
         url: &RelayUrl,
         timeout: Duration,
+        notification_capacity: usize,
     ) -> Result<RelayConnection, TransportError> {
         let sdk_url = nostr::RelayUrl::parse(url.as_str())
             .map_err(|e| TransportError::BadUrl(e.to_string()))?;
         let claim = self.pools.seat(&sdk_url, || self.new_pool()).await;
-        match self.open(url, &sdk_url, claim.seat(), timeout).await {
+        let opened = self
+            .open(url, &sdk_url, claim.seat(), timeout, notification_capacity)
+            .await;
+        match opened {
             Ok(connection) => {
                 claim.keep();
                 Ok(connection)
@@ -245,6 +270,27 @@ impl RelayConnector for SdkConnector {
                 Err(error)
             }
         }
+    }
+}
+
+#[async_trait]
+impl RelayConnector for SdkConnector {
+    async fn connect(
+        &self,
+        url: &RelayUrl,
+        timeout: Duration,
+    ) -> Result<RelayConnection, TransportError> {
+        let capacity = self.options.notification_capacity;
+        self.seat_and_open(url, timeout, capacity).await
+    }
+
+    async fn connect_live_only(
+        &self,
+        url: &RelayUrl,
+        timeout: Duration,
+    ) -> Result<RelayConnection, TransportError> {
+        let capacity = self.options.live_only_notification_capacity;
+        self.seat_and_open(url, timeout, capacity).await
     }
 
     async fn fetch_info(

@@ -754,6 +754,23 @@ async fn essential_live_coverage_too_big_for_one_connection_is_held_on_extra_con
         1 + status.extra_connections,
         "{stats:#?}"
     );
+    // Each extra connection was opened for live subscriptions only, and was asked for nothing
+    // stored: every REQ it sent asks for `limit: 0`.
+    let live_only: Vec<usize> = (0..stats.connections())
+        .filter(|&i| stats.per_connection[i].live_only)
+        .collect();
+    assert_eq!(live_only.len(), status.extra_connections, "{stats:#?}");
+    assert!(!stats.per_connection[0].live_only, "the session is not");
+    for start in stats
+        .starts
+        .iter()
+        .filter(|s| live_only.contains(&s.connection))
+    {
+        assert!(
+            start.filters.iter().all(|f| f.limit == Some(0)),
+            "a live-only connection asked for stored events: {start:?}"
+        );
+    }
     eprintln!(
         "narrow relay: {} extra connections, {} + {} live subscriptions",
         status.extra_connections, status.live_subscriptions, status.extra_live_subscriptions

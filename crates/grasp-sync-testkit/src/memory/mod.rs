@@ -379,13 +379,9 @@ impl NetworkState {
     }
 }
 
-#[async_trait]
-impl RelayConnector for MemoryNetwork {
-    async fn connect(
-        &self,
-        url: &RelayUrl,
-        _timeout: Duration,
-    ) -> Result<RelayConnection, TransportError> {
+impl MemoryNetwork {
+    /// Opens a connection to `url`, recorded as opened for live subscriptions only or not.
+    fn open(&self, url: &RelayUrl, live_only: bool) -> Result<RelayConnection, TransportError> {
         let (tx, inbound) = mpsc::channel(INBOUND_CAPACITY);
         let (deliveries, queue) = mpsc::unbounded_channel();
         let (cut, cut_rx) = watch::channel(false);
@@ -403,7 +399,7 @@ impl RelayConnector for MemoryNetwork {
             if !slot.up {
                 return Err(TransportError::Connect("connection refused".to_owned()));
             }
-            let index = slot.recorder.open_connection();
+            let index = slot.recorder.open_connection_as(live_only);
             let connection = ConnectionSlot {
                 state: slot.relay.connect(),
                 index,
@@ -419,6 +415,25 @@ impl RelayConnector for MemoryNetwork {
             session: Arc::new(session),
             inbound,
         })
+    }
+}
+
+#[async_trait]
+impl RelayConnector for MemoryNetwork {
+    async fn connect(
+        &self,
+        url: &RelayUrl,
+        _timeout: Duration,
+    ) -> Result<RelayConnection, TransportError> {
+        self.open(url, false)
+    }
+
+    async fn connect_live_only(
+        &self,
+        url: &RelayUrl,
+        _timeout: Duration,
+    ) -> Result<RelayConnection, TransportError> {
+        self.open(url, true)
     }
 
     async fn fetch_info(

@@ -256,7 +256,14 @@ fn a_relay_is_dialled_once_at_a_time_and_only_the_attempt_in_flight_counts() {
     let mut machine = machine(now);
     assert_eq!(machine.handle_tick(now), Tick::MayDial);
     machine.handle_dial_queued(7);
-    assert_eq!(machine.poll_dial(), Some(7), "handed to the dial workers");
+    assert_eq!(
+        machine.poll_dial(),
+        Some(Dial {
+            attempt: 7,
+            purpose: DialPurpose::Session
+        }),
+        "handed to the dial workers"
+    );
     assert_eq!(machine.poll_dial(), None, "once");
     assert_eq!(
         machine.handle_tick(now),
@@ -278,8 +285,11 @@ fn dials_and_jobs_come_out_in_the_order_decided_with_the_session_that_asked() {
     machine.handle_dial_queued(1);
     machine.handle_lane_dial_queued(4);
     assert_eq!(
-        std::iter::from_fn(|| machine.poll_dial()).collect::<Vec<_>>(),
-        [1, 4]
+        std::iter::from_fn(|| machine.poll_dial())
+            .map(|dial| (dial.attempt, dial.purpose))
+            .collect::<Vec<_>>(),
+        [(1, DialPurpose::Session), (4, DialPurpose::LiveOnly)],
+        "the extra connection's dial says it holds live groups only"
     );
 
     let read = |n: u64| crate::machine::jobs::Job::ReadHeld {

@@ -1,7 +1,7 @@
 //! NIP-42 through the nostr-sdk transport, against the testkit relay that requires
 //! authentication for reads: a session with a key answers the challenge and reports it, one
 //! without a key reports nothing, and the pool's re-subscription after `AUTH` sends nothing the
-//! engine did not send.
+//! engine did not send. Also the notification buffer a session and a live-only connection get.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::{RelayAuth, StrictLimits, TestRelay, TestRelayConfig};
 use nostr::{EventBuilder, Filter, Keys, Kind, SubscriptionId};
 
-use super::SdkConnector;
+use super::{SdkConnector, SdkConnectorOptions};
 use crate::transport::{RelayConnection, RelayConnector, RelayInbound};
 
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -147,4 +147,87 @@ async fn a_session_without_a_key_answers_no_challenge() {
         );
     }
     connection.session.disconnect().await;
+}
+
+/// Opens a session or a live-only connection to `relay` through `connector`, sends it a REQ
+/// for the relay's 40 notes while the engine reads nothing (an inbound channel of one message),
+/// and returns what the engine then reads. Before reading, it waits until the SDK has broadcast
+/// the REQ's EOSE, so every message of the burst is in the connection's notification buffer or
+/// lost from it, whatever the scheduling.
+async fn burst_read_late(
+    connector: &SdkConnector,
+    relay: &TestRelay,
+    live_only: bool,
+) -> Vec<RelayInbound> {
+    let url = RelayUrl::parse(&relay.url()).expect("url");
+    let mut connection = if live_only {
+        connector.connect_live_only(&url, DEADLINE).await
+    } else {
+        connector.connect(&url, DEADLINE).await
+    }
+    .expect("connect");
+    let [sdk_relay] = connector.sdk_relays(&url).await.try_into().expect("one");
+    let mut watch = sdk_relay.notifications();
+    connection
+        .session
+        .subscribe(SubscriptionId::new("burst"), notes())
+        .await
+        .expect("req");
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            match watch.recv().await {
+                Ok(nostr_sdk::pool::RelayNotification::Message {
+                    message: nostr::RelayMessage::EndOfStoredEvents(id),
+                }) if id.as_str() == "burst" => return,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => panic!("closed"),
+            }
+        }
+    })
+    .await
+    .expect("the EOSE within the deadline");
+    let seen = until(&mut connection, |m| {
+        matches!(m, RelayInbound::Lagged(_)) || eose_of("burst")(m)
+    })
+    .await;
+    connection.session.disconnect().await;
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_only_connection_buffers_fewer_notifications_than_a_session() {
+    let relay = TestRelay::start(TestRelayConfig::default())
+        .await
+        .expect("relay");
+    let keys = Keys::generate();
+    let burst: Vec<_> = (0..40)
+        .map(|n| {
+            EventBuilder::text_note(format!("note {n}"))
+                .sign_with_keys(&keys)
+                .expect("sign")
+        })
+        .collect();
+    relay.seed(burst).await.expect("seed");
+    let connector = SdkConnector::new(SdkConnectorOptions {
+        notification_capacity: 256,
+        live_only_notification_capacity: 8,
+        inbound_capacity: 1,
+    })
+    .with_address_policy(crate::AddressPolicy::allow_all());
+
+    let session = burst_read_late(&connector, &relay, false).await;
+    let events = session
+        .iter()
+        .filter(|m| matches!(m, RelayInbound::Event { .. }))
+        .count();
+    assert_eq!(
+        events, 40,
+        "a session's buffer holds the burst: {session:?}"
+    );
+
+    let live_only = burst_read_late(&connector, &relay, true).await;
+    assert!(
+        matches!(live_only.last(), Some(RelayInbound::Lagged(_))),
+        "a live-only connection's buffer of 8 overflows: {live_only:?}"
+    );
 }

@@ -79,6 +79,10 @@ pub struct ConnectionStats {
     pub duplicate_events: u64,
     /// Whether the proxy dropped the connection after its message budget.
     pub dropped: bool,
+    /// Whether the client opened it as a connection for live subscriptions only
+    /// (`RelayConnector::connect_live_only`). Only the in-memory network sees how a
+    /// connection was opened; a WebSocket relay cannot tell.
+    pub live_only: bool,
 }
 
 /// The verbs [`frame_verb`] tells apart, client and relay messages.
@@ -233,8 +237,17 @@ impl Recorder {
 
     /// Registers a new connection; returns its index.
     pub(crate) fn open_connection(&self) -> usize {
+        self.open_connection_as(false)
+    }
+
+    /// Registers a new connection, opened for live subscriptions only or not; returns its
+    /// index.
+    pub(crate) fn open_connection_as(&self, live_only: bool) -> usize {
         let mut stats = self.lock();
-        stats.per_connection.push(ConnectionStats::default());
+        stats.per_connection.push(ConnectionStats {
+            live_only,
+            ..ConnectionStats::default()
+        });
         stats.per_connection.len() - 1
     }
 
