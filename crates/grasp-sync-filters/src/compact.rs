@@ -8,8 +8,13 @@
 //! its 32 bytes, a coordinate (`kind:pubkey:identifier`) as its kind, the public key's 32 bytes
 //! and the identifier, and any other value as a boxed string, in sorted slices, and gives back
 //! the exact filter it was made from.
+//!
+//! The three filters of one chunk of roots (`#e`, `#E`, `#q`) list the same values. Filters
+//! compacted through one [`Compactor`] share one copy of each list of values they have in
+//! common.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
 
 use nostr::{EventId, Filter, SingleLetterTag};
 
@@ -34,14 +39,14 @@ use crate::tier::{CoverageTier, TieredFilter};
 pub struct CompactFilter {
     /// The filter without its tag lists.
     shape: Filter,
-    /// Each tag list, in tag order.
-    tags: Box<[(SingleLetterTag, CompactValues)]>,
+    /// Each tag list, in tag order; equal lists of filters compacted together are shared.
+    tags: Box<[(SingleLetterTag, Arc<CompactValues>)]>,
     tier: CoverageTier,
 }
 
 /// One tag list's values: those of 64 lowercase hex characters as bytes, coordinates in parts,
 /// the others as text, each part in ascending order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct CompactValues {
     pub(crate) ids: Box<[[u8; 32]]>,
     pub(crate) coordinates: Box<[CompactCoordinate]>,
@@ -49,7 +54,7 @@ pub(crate) struct CompactValues {
 }
 
 /// A coordinate value, `kind:pubkey:identifier`, in parts.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct CompactCoordinate {
     kind: u16,
     author: [u8; 32],
@@ -135,16 +140,7 @@ pub(crate) fn without_tags(filter: &Filter) -> Filter {
 impl CompactFilter {
     /// The compact form of `filter`.
     pub fn new(filter: &TieredFilter) -> CompactFilter {
-        CompactFilter {
-            shape: without_tags(&filter.filter),
-            tags: filter
-                .filter
-                .generic_tags
-                .iter()
-                .map(|(tag, values)| (*tag, CompactValues::new(values)))
-                .collect(),
-            tier: filter.tier,
-        }
+        Compactor::default().filter(filter)
     }
 
     /// The tier the filter is admitted in.
@@ -314,10 +310,7 @@ impl CompactGroup {
 
 impl From<&FilterGroup> for CompactGroup {
     fn from(group: &FilterGroup) -> CompactGroup {
-        CompactGroup {
-            filters: group.filters.iter().map(CompactFilter::new).collect(),
-            payload_bytes: group.payload_bytes,
-        }
+        Compactor::default().group(group)
     }
 }
 
@@ -329,3 +322,67 @@ impl From<FilterGroup> for CompactGroup {
 
 #[cfg(test)]
 mod tests;
+
+/// Makes compact filters and groups that share their equal lists of values: the `#e`, `#E`
+/// and `#q` filters of one chunk of roots, compacted through one `Compactor`, keep the chunk's
+/// IDs once. It remembers every list it made, so keep it for one batch of groups, not longer.
+///
+/// ```
+/// use grasp_sync_filters::{Compactor, CoverageTier, TieredFilter};
+/// use nostr::{Alphabet, EventId, Filter, SingleLetterTag};
+///
+/// let root = EventId::from_byte_array([7; 32]).to_hex();
+/// let filter = |tag| {
+///     let filter = Filter::new().custom_tag(tag, root.clone()).limit(0);
+///     TieredFilter::new(filter, CoverageTier::Essential)
+/// };
+/// let replies = filter(SingleLetterTag::lowercase(Alphabet::E));
+/// let comments = filter(SingleLetterTag::uppercase(Alphabet::E));
+///
+/// let mut compactor = Compactor::default();
+/// let compact = [compactor.filter(&replies), compactor.filter(&comments)];
+/// assert_eq!(compactor.lists(), 1, "one list of values, shared by both filters");
+/// assert_eq!(compact[1].to_tiered(), comments);
+/// ```
+#[derive(Debug, Default)]
+pub struct Compactor {
+    lists: HashSet<Arc<CompactValues>>,
+}
+
+impl Compactor {
+    /// The compact form of `filter`, sharing the lists of values this compactor made before.
+    pub fn filter(&mut self, filter: &TieredFilter) -> CompactFilter {
+        CompactFilter {
+            shape: without_tags(&filter.filter),
+            tags: filter
+                .filter
+                .generic_tags
+                .iter()
+                .map(|(tag, values)| (*tag, self.shared(CompactValues::new(values))))
+                .collect(),
+            tier: filter.tier,
+        }
+    }
+
+    /// The compact form of `group`, sharing the lists of values this compactor made before.
+    pub fn group(&mut self, group: &FilterGroup) -> CompactGroup {
+        CompactGroup {
+            filters: group.filters.iter().map(|f| self.filter(f)).collect(),
+            payload_bytes: group.payload_bytes,
+        }
+    }
+
+    /// How many distinct lists of values the filters made so far hold.
+    pub fn lists(&self) -> usize {
+        self.lists.len()
+    }
+
+    fn shared(&mut self, values: CompactValues) -> Arc<CompactValues> {
+        if let Some(list) = self.lists.get(&values) {
+            return Arc::clone(list);
+        }
+        let list = Arc::new(values);
+        self.lists.insert(Arc::clone(&list));
+        list
+    }
+}

@@ -26,7 +26,7 @@ pub use build::{
     Coverage, Window, announcement_filter, descendant_filters, repo_tag_filters,
     root_event_tag_filters, state_filters,
 };
-pub use compact::{CompactFilter, CompactGroup};
+pub use compact::{CompactFilter, CompactGroup, Compactor};
 pub use error::FilterError;
 pub use exact::{MAX_IDS_PER_FILTER, exact_id_filters};
 pub use pack::{FilterGroup, PackLimits, filter_payload_bytes, pack_requests, req_envelope_bytes};

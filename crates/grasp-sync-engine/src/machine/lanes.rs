@@ -42,7 +42,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use grasp_sync_filters::{
-    CompactFilter, CompactGroup, CoverageTier, Covering, PackLimits, TieredFilter, uncovered,
+    CompactFilter, CompactGroup, Compactor, CoverageTier, Covering, PackLimits, TieredFilter,
+    uncovered,
 };
 use grasp_sync_health::RefusalCategory;
 use grasp_sync_ledger::{
@@ -310,6 +311,8 @@ impl LiveLanes {
             opened: 0,
             refused: Vec::new(),
         };
+        // Compacted together, the groups opened keep each list of values they share once.
+        let mut compactor = Compactor::default();
         for lane in self.lanes.iter_mut().filter_map(|l| l.open.as_mut()) {
             if self.unplaced.is_empty() {
                 break;
@@ -347,7 +350,7 @@ impl LiveLanes {
                         lane.live.insert(
                             id,
                             LaneGroup {
-                                group: group.into(),
+                                group: compactor.group(&group),
                                 permit,
                                 parked: false,
                             },

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use grasp_sync_filters::CompactGroup;
+use grasp_sync_filters::{CompactGroup, Compactor};
 use grasp_sync_ledger::{LedgerError, LivePlan};
 use grasp_sync_model::BatchId;
 use nostr::{Filter, SubscriptionId};
@@ -126,9 +126,11 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
         for id in &plan.close {
             session.close_live(ledger, id, now);
         }
+        // Compacted together, the groups keep each list of values they share once.
+        let mut compactor = Compactor::default();
         let opened: Vec<(SubscriptionId, CompactGroup)> = ids
             .into_iter()
-            .zip(plan.open.into_iter().map(CompactGroup::from))
+            .zip(plan.open.iter().map(|group| compactor.group(group)))
             .collect();
         let mut outcome = PlanOutcome::Applied;
         let mut held_back = None;

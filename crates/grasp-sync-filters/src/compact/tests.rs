@@ -187,6 +187,52 @@ fn filters(drawn: &[Drawn]) -> Vec<TieredFilter> {
         .collect()
 }
 
+/// The live coverage of many roots, as the builder makes it and the packer groups it: one list
+/// of IDs per chunk, in its `#e`, `#E` and `#q` filters.
+fn live_root_groups(roots: usize) -> Vec<FilterGroup> {
+    let roots: Vec<EventId> = (0..roots)
+        .map(|i| {
+            let mut bytes = [0; 32];
+            bytes[..8].copy_from_slice(&(i as u64).to_be_bytes());
+            EventId::from_byte_array(bytes)
+        })
+        .collect();
+    let filters =
+        crate::root_event_tag_filters(&roots, crate::Window::Live, &crate::FilterBudget::default())
+            .expect("built");
+    crate::pack_requests(filters, &crate::PackLimits::default()).expect("packed")
+}
+
+#[test]
+fn groups_compacted_together_keep_each_chunk_of_ids_once() {
+    let groups = live_root_groups(3_000);
+    let filters: usize = groups.iter().map(|g| g.filters.len()).sum();
+    let chunks = filters / 3;
+    assert!(chunks > 1, "the roots span several chunks");
+
+    let mut compactor = Compactor::default();
+    let compact: Vec<CompactGroup> = groups.iter().map(|g| compactor.group(g)).collect();
+    assert_eq!(compactor.lists(), chunks, "each chunk's IDs are kept once");
+    for (group, compact) in groups.iter().zip(&compact) {
+        assert_eq!(&compact.to_group(), group);
+    }
+    let shared = |f: &CompactFilter| Arc::as_ptr(&f.tags[0].1);
+    let lists: HashSet<*const CompactValues> = compact
+        .iter()
+        .flat_map(|g| g.filters().iter().map(shared))
+        .collect();
+    assert_eq!(lists.len(), chunks);
+
+    // Compacted apart, every filter keeps its own copy.
+    let apart: Vec<CompactGroup> = groups.iter().map(CompactGroup::from).collect();
+    let lists: HashSet<*const CompactValues> = apart
+        .iter()
+        .flat_map(|g| g.filters().iter().map(shared))
+        .collect();
+    assert_eq!(lists.len(), filters);
+    assert_eq!(apart, compact, "sharing changes nothing the groups say");
+}
+
 proptest! {
     /// Held coverage in compact form, alone or beside filters as sent, covers exactly what it
     /// covers as sent, and every filter comes back from its compact form unchanged.
