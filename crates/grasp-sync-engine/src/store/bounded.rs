@@ -54,6 +54,12 @@ impl<K: Eq + Hash, V> BoundedMap<K, V> {
             return;
         }
         let position = if entries.len() < *capacity {
+            if entries.len() == entries.capacity() {
+                // Doubling, but never past `capacity`: a vector grown by doubling alone holds
+                // up to twice the entries the map may keep.
+                let more = entries.len().max(4).min(*capacity - entries.len());
+                entries.reserve_exact(more);
+            }
             entries.push((key, value));
             entries.len() - 1
         } else {
@@ -94,6 +100,12 @@ impl<K: Eq + Hash, V> BoundedMap<K, V> {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Number of entries the vector has room for.
+    #[cfg(test)]
+    pub(crate) fn room(&self) -> usize {
+        self.entries.capacity()
     }
 }
 

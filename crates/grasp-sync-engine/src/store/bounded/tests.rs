@@ -19,6 +19,23 @@ fn full_map_evicts_the_oldest_insertion() {
     assert!(map.contains_key(&5) && map.contains_key(&4) && !map.contains_key(&3));
 }
 
+#[test]
+fn the_entries_never_take_room_for_more_than_the_capacity() {
+    // 100,000 is the policy's default; doubling alone would reserve 131,072 entries.
+    let capacity = 100_000;
+    let mut map = BoundedMap::new(capacity);
+    for key in 0..capacity as u32 * 3 / 2 {
+        map.insert(key, ());
+        assert!(
+            map.room() <= capacity,
+            "room for {} after {key}",
+            map.room()
+        );
+    }
+    assert_eq!(map.len(), capacity);
+    assert_eq!(map.room(), capacity);
+}
+
 proptest::proptest! {
     #[test]
     fn map_never_exceeds_capacity_and_keeps_the_newest_key(
