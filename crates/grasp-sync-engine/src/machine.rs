@@ -172,6 +172,7 @@ pub mod req_queue;
 pub mod session;
 pub mod session_auth;
 pub mod session_start;
+mod slot_set;
 pub mod timers;
 pub mod transmit;
 pub mod unanswered;

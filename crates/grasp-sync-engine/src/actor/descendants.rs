@@ -139,7 +139,11 @@ impl Actor {
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
-        let Some(group) = runtime.machine.descendants.poll_fallback(unix) else {
+        let Some(group) = runtime
+            .machine
+            .descendants
+            .poll_fallback(unix, &self.members)
+        else {
             return;
         };
         let query = Coverage {

@@ -489,7 +489,7 @@ impl Actor {
             runtime
                 .machine
                 .descendants
-                .handle_batch_done(batch, success);
+                .handle_batch_done(batch, success, &self.members);
             runtime
                 .machine
                 .refused

@@ -8,15 +8,21 @@
 //! - when the paced fallback sweeps: only on a relay whose descendant live coverage did not
 //!   fit (*constrained*), one group of covered members at a time
 //!   ([`crate::machine::descendant_sweep`]), with 15 minutes of overlap.
+//!
+//! Every member gets a slot, its place in the order members were first seen, and a relay
+//! keeps the slots it covers as bits: 25 KB per relay at [`MAX_MEMBERS`], where a set of the
+//! members' IDs per relay took about 50 bytes a member.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::ops::Bound;
 use std::time::Duration;
 
 use grasp_sync_model::BatchId;
 use nostr::nips::nip01::Coordinate;
 use nostr::{Event, EventId, TagKind, Timestamp};
 
-use crate::machine::descendant_sweep::{DescendantSweep, SweepGroup};
+use crate::machine::descendant_sweep::{DescendantSweep, MemberRange, SweepGroup};
+use crate::machine::slot_set::SlotSet;
 
 /// Most direct members remembered; beyond it new members are ignored.
 pub const MAX_MEMBERS: usize = 200_000;
@@ -28,9 +34,17 @@ const FALLBACK_OVERLAP: Duration = Duration::from_secs(15 * 60);
 /// every relay that syncs their root.
 #[derive(Debug, Default)]
 pub struct DirectMembers {
-    ids: BTreeMap<EventId, EventId>,
-    coordinates: BTreeMap<Coordinate, EventId>,
+    ids: BTreeMap<EventId, Member>,
+    coordinates: BTreeMap<Coordinate, Member>,
     full: bool,
+}
+
+/// A member's root, and its slot: how many members of its kind (by ID, by coordinate) were
+/// seen before it. Members are never forgotten, so a slot is never given twice.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    root: EventId,
+    slot: u32,
 }
 
 /// What became of a member handed to [`DirectMembers::record`].
@@ -64,12 +78,23 @@ impl DirectMembers {
             self.full = true;
             return Recorded::Full { first };
         }
-        self.ids.insert(id, root);
+        remember(&mut self.ids, id, root);
         if let Some(coordinate) = coordinate {
-            self.coordinates.insert(coordinate, root);
+            remember(&mut self.coordinates, coordinate, root);
         }
         Recorded::New
     }
+}
+
+/// Records `member` as tagging `root`: a new member takes the next slot; a known one keeps its
+/// slot and takes the latest root.
+fn remember<K: Ord>(members: &mut BTreeMap<K, Member>, member: K, root: EventId) {
+    // At most `MAX_MEMBERS` plus one per kind, so the count fits.
+    let slot = members.len() as u32;
+    members
+        .entry(member)
+        .and_modify(|known| known.root = root)
+        .or_insert(Member { root, slot });
 }
 
 /// Members a relay is to cover, by ID and by coordinate.
@@ -93,8 +118,10 @@ impl Members {
 /// is covered again, and the mode is derived again from the session's own capacity.
 #[derive(Debug, Default)]
 pub struct DescendantCoverage {
-    covered_ids: BTreeSet<EventId>,
-    covered_coordinates: BTreeSet<Coordinate>,
+    /// The slots of the members by ID the relay covers.
+    covered_ids: SlotSet,
+    /// The slots of the members by coordinate the relay covers.
+    covered_coordinates: SlotSet,
     /// Descendant live coverage did not fit: history runs on the fallback cadence.
     constrained: bool,
     fallback: DescendantSweep,
@@ -121,21 +148,10 @@ impl DescendantCoverage {
         members: &DirectMembers,
         roots: &BTreeSet<EventId>,
     ) -> Members {
-        let ids: Vec<EventId> = members
-            .ids
-            .iter()
-            .filter(|(id, root)| roots.contains(root) && !self.covered_ids.contains(id))
-            .map(|(id, _)| *id)
-            .collect();
-        let coordinates: Vec<Coordinate> = members
-            .coordinates
-            .iter()
-            .filter(|(c, root)| roots.contains(root) && !self.covered_coordinates.contains(c))
-            .map(|(c, _)| c.clone())
-            .collect();
-        self.covered_ids.extend(ids.iter().copied());
-        self.covered_coordinates.extend(coordinates.iter().cloned());
-        Members { ids, coordinates }
+        Members {
+            ids: take_uncovered(&members.ids, &mut self.covered_ids, roots),
+            coordinates: take_uncovered(&members.coordinates, &mut self.covered_coordinates, roots),
+        }
     }
 
     /// The historic batch for `members` (from [`Self::take_uncovered`]) is pending.
@@ -143,19 +159,24 @@ impl DescendantCoverage {
         self.batches.insert(batch, members);
     }
 
-    /// A historic batch ended: a failed batch for new members uncovers them; a fallback
-    /// group's batch moves the sweep on, or leaves its group at the head.
-    pub fn handle_batch_done(&mut self, batch: BatchId, success: bool) {
+    /// A historic batch ended: a failed batch for new members uncovers them (`members` gives
+    /// their slots); a fallback group's batch moves the sweep on, or leaves its group at the
+    /// head.
+    pub fn handle_batch_done(&mut self, batch: BatchId, success: bool, members: &DirectMembers) {
         self.fallback.handle_batch_done(batch, success);
-        let Some(members) = self.batches.remove(&batch) else {
+        let Some(batch) = self.batches.remove(&batch) else {
             return;
         };
         if !success {
-            for id in &members.ids {
-                self.covered_ids.remove(id);
+            for member in batch.ids.iter().filter_map(|id| members.ids.get(id)) {
+                self.covered_ids.remove(member.slot);
             }
-            for coordinate in &members.coordinates {
-                self.covered_coordinates.remove(coordinate);
+            for member in batch
+                .coordinates
+                .iter()
+                .filter_map(|c| members.coordinates.get(c))
+            {
+                self.covered_coordinates.remove(member.slot);
             }
         }
     }
@@ -165,23 +186,65 @@ impl DescendantCoverage {
         self.fallback.handle_pending_cleared();
     }
 
-    /// On a constrained relay, the fallback sweep's next group of covered members at `now`;
+    /// On a constrained relay, the fallback sweep's next group of covered `members` at `now`;
     /// hand it back to [`Self::handle_fallback_sent`] with its batch.
-    pub fn poll_fallback(&mut self, now: Timestamp) -> Option<SweepGroup> {
+    pub fn poll_fallback(&mut self, now: Timestamp, members: &DirectMembers) -> Option<SweepGroup> {
         if !self.constrained {
             return None;
         }
         self.fallback.next_group(
             now,
             FALLBACK_OVERLAP,
-            &self.covered_ids,
-            &self.covered_coordinates,
+            &Covered {
+                members: &members.ids,
+                slots: &self.covered_ids,
+            },
+            &Covered {
+                members: &members.coordinates,
+                slots: &self.covered_coordinates,
+            },
         )
     }
 
     /// `group` was queued in `batch`, or needed no REQ (`None`).
     pub fn handle_fallback_sent(&mut self, group: &SweepGroup, batch: Option<BatchId>) {
         self.fallback.sent(group, batch);
+    }
+}
+
+/// The members whose root is one of `roots` and whose slot `covered` lacks, in member order;
+/// their slots are added to `covered`.
+fn take_uncovered<K: Ord + Clone>(
+    members: &BTreeMap<K, Member>,
+    covered: &mut SlotSet,
+    roots: &BTreeSet<EventId>,
+) -> Vec<K> {
+    members
+        .iter()
+        .filter(|(_, member)| roots.contains(&member.root) && covered.insert(member.slot))
+        .map(|(key, _)| key.clone())
+        .collect()
+}
+
+/// The members of one kind a relay covers, for the sweep.
+struct Covered<'a, K> {
+    members: &'a BTreeMap<K, Member>,
+    slots: &'a SlotSet,
+}
+
+impl<K: Ord + Clone> MemberRange<K> for Covered<'_, K> {
+    fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    fn after(&self, after: Option<&K>, count: usize) -> Vec<K> {
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.members
+            .range::<K, _>((lower, Bound::Unbounded))
+            .filter(|(_, member)| self.slots.contains(member.slot))
+            .take(count)
+            .map(|(key, _)| key.clone())
+            .collect()
     }
 }
 

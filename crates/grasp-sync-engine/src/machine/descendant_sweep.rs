@@ -10,8 +10,6 @@
 //! their own historic batch covers them up to the moment they were added, which is later than
 //! the sweep's start, and the next sweep reaches back before it.
 
-use std::collections::BTreeSet;
-use std::ops::Bound;
 use std::time::Duration;
 
 use grasp_sync_model::BatchId;
@@ -42,6 +40,14 @@ struct Sweep {
     started: Timestamp,
     since: Timestamp,
     next: Position,
+}
+
+/// Members of one kind (by ID, by coordinate) in ascending order, read from a position on.
+pub trait MemberRange<T> {
+    /// Whether there are none.
+    fn is_empty(&self) -> bool;
+    /// Up to `count` members after `after` (from the first, without it), ascending.
+    fn after(&self, after: Option<&T>, count: usize) -> Vec<T>;
 }
 
 /// One group to ask for: members, and the `since` of their sweep.
@@ -92,8 +98,8 @@ impl DescendantSweep {
         &mut self,
         now: Timestamp,
         overlap: Duration,
-        ids: &BTreeSet<EventId>,
-        coordinates: &BTreeSet<Coordinate>,
+        ids: &impl MemberRange<EventId>,
+        coordinates: &impl MemberRange<Coordinate>,
     ) -> Option<SweepGroup> {
         if self.in_flight.is_some() || ids.is_empty() && coordinates.is_empty() {
             return None;
@@ -162,8 +168,8 @@ impl DescendantSweep {
 /// The group after `sweep`'s position, with its `since`; `None` at the sweep's end.
 fn group_after(
     sweep: &Sweep,
-    ids: &BTreeSet<EventId>,
-    coordinates: &BTreeSet<Coordinate>,
+    ids: &impl MemberRange<EventId>,
+    coordinates: &impl MemberRange<Coordinate>,
 ) -> Option<SweepGroup> {
     let (ids, coordinates, next) = take_group(&sweep.next, ids, coordinates)?;
     Some(SweepGroup {
@@ -178,16 +184,11 @@ fn group_after(
 /// [`GROUP_COORDINATES`] coordinates, with the position after it. `None` at the sweep's end.
 fn take_group(
     position: &Position,
-    ids: &BTreeSet<EventId>,
-    coordinates: &BTreeSet<Coordinate>,
+    ids: &impl MemberRange<EventId>,
+    coordinates: &impl MemberRange<Coordinate>,
 ) -> Option<(Vec<EventId>, Vec<Coordinate>, Position)> {
     if let Position::Ids(after) = position {
-        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
-        let group: Vec<EventId> = ids
-            .range((lower, Bound::Unbounded))
-            .take(GROUP_IDS)
-            .copied()
-            .collect();
+        let group = ids.after(after.as_ref(), GROUP_IDS);
         if let Some(last) = group.last() {
             let next = Position::Ids(Some(*last));
             return Some((group, Vec::new(), next));
@@ -197,12 +198,7 @@ fn take_group(
         Position::Coordinates(after) => after.as_ref(),
         Position::Ids(_) => None,
     };
-    let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
-    let group: Vec<Coordinate> = coordinates
-        .range::<Coordinate, _>((lower, Bound::Unbounded))
-        .take(GROUP_COORDINATES)
-        .cloned()
-        .collect();
+    let group = coordinates.after(after, GROUP_COORDINATES);
     let next = Position::Coordinates(Some(group.last()?.clone()));
     Some((Vec::new(), group, next))
 }

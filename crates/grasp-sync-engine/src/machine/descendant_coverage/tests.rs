@@ -60,14 +60,14 @@ fn a_failed_batch_uncovers_its_members_and_a_confirmed_one_keeps_them() {
     coverage.handle_batch_opened(BatchId(1), first.clone());
     let second = coverage.take_uncovered(&members, &roots(&[1, 2]));
     coverage.handle_batch_opened(BatchId(2), second.clone());
-    coverage.handle_batch_done(BatchId(1), true);
-    coverage.handle_batch_done(BatchId(2), false);
+    coverage.handle_batch_done(BatchId(1), true, &members);
+    coverage.handle_batch_done(BatchId(2), false, &members);
     assert_eq!(
         coverage.take_uncovered(&members, &roots(&[1, 2])),
         second,
         "only the failed batch's members are covered again"
     );
-    coverage.handle_batch_done(BatchId(2), false);
+    coverage.handle_batch_done(BatchId(2), false, &members);
     assert!(
         coverage
             .take_uncovered(&members, &roots(&[1, 2]))
@@ -104,24 +104,32 @@ fn only_a_constrained_relay_sweeps_its_covered_members() {
     let mut coverage = DescendantCoverage::default();
     coverage.take_uncovered(&members, &roots(&[1, 2]));
     let now = Timestamp::from_secs(1_000_000);
-    assert_eq!(coverage.poll_fallback(now), None, "not constrained");
+    assert_eq!(
+        coverage.poll_fallback(now, &members),
+        None,
+        "not constrained"
+    );
     coverage.set_constrained();
     assert_eq!(
-        coverage.poll_fallback(now),
+        coverage.poll_fallback(now, &members),
         None,
         "the first call only sets the cursor"
     );
     let later = Timestamp::from_secs(1_000_060);
-    let group = coverage.poll_fallback(later).expect("a group");
+    let group = coverage.poll_fallback(later, &members).expect("a group");
     assert_eq!(
         group.since.as_secs(),
         1_000_000 - FALLBACK_OVERLAP.as_secs()
     );
     coverage.handle_fallback_sent(&group, Some(BatchId(7)));
-    assert_eq!(coverage.poll_fallback(later), None, "a group is in flight");
+    assert_eq!(
+        coverage.poll_fallback(later, &members),
+        None,
+        "a group is in flight"
+    );
     coverage.handle_pending_cleared();
     assert_eq!(
-        coverage.poll_fallback(later),
+        coverage.poll_fallback(later, &members),
         Some(group),
         "a dropped group is asked again"
     );
@@ -147,4 +155,49 @@ fn a_direct_member_is_found_by_its_thread_tags_only() {
         Tag::parse(["e", &id(2).to_hex()]).expect("tag"),
     ]);
     assert_eq!(tagged_root(&unrelated, &known), None);
+}
+
+#[test]
+fn the_sweep_asks_for_the_members_the_relay_covers_and_no_others() {
+    let (members, article) = members();
+    let mut coverage = DescendantCoverage::default();
+    coverage.set_constrained();
+    coverage.take_uncovered(&members, &roots(&[1]));
+    let now = Timestamp::from_secs(1_000_000);
+    assert_eq!(
+        coverage.poll_fallback(now, &members),
+        None,
+        "sets the cursor"
+    );
+    let sweep = |coverage: &mut DescendantCoverage, secs: u64, batch: u64| {
+        let group = coverage
+            .poll_fallback(Timestamp::from_secs(secs), &members)
+            .expect("a group");
+        coverage.handle_fallback_sent(&group, Some(BatchId(batch)));
+        coverage.handle_batch_done(BatchId(batch), true, &members);
+        (group.ids, group.coordinates)
+    };
+    assert_eq!(
+        sweep(&mut coverage, 1_000_010, 1),
+        (vec![id(10), id(11)], vec![]),
+        "only root 1's members"
+    );
+
+    // Root 2's members are covered, then their batch fails: they are not swept.
+    let new = coverage.take_uncovered(&members, &roots(&[1, 2]));
+    assert_eq!(new.ids, vec![id(20)]);
+    assert_eq!(new.coordinates, vec![article.clone()]);
+    coverage.handle_batch_opened(BatchId(2), new);
+    coverage.handle_batch_done(BatchId(2), false, &members);
+    assert_eq!(
+        sweep(&mut coverage, 1_000_100, 3),
+        (vec![id(10), id(11)], vec![]),
+        "a failed batch's members are no longer covered"
+    );
+
+    // Covered again, they are swept where the sweep goes on: the ID after 11, then the
+    // coordinate.
+    coverage.take_uncovered(&members, &roots(&[1, 2]));
+    assert_eq!(sweep(&mut coverage, 1_000_200, 4), (vec![id(20)], vec![]));
+    assert_eq!(sweep(&mut coverage, 1_000_201, 5), (vec![], vec![article]));
 }

@@ -1,8 +1,26 @@
 //! The sweep's rules: one group per call in member order, one `since` per sweep, the cursor
 //! moved only by a complete sweep, failed and dropped groups asked again.
 
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
 use super::*;
 use nostr::{Keys, Kind};
+
+/// The sweep reads plain sets in these tests.
+impl<T: Ord + Clone> MemberRange<T> for BTreeSet<T> {
+    fn is_empty(&self) -> bool {
+        BTreeSet::is_empty(self)
+    }
+
+    fn after(&self, after: Option<&T>, count: usize) -> Vec<T> {
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.range::<T, _>((lower, Bound::Unbounded))
+            .take(count)
+            .cloned()
+            .collect()
+    }
+}
 
 const OVERLAP: Duration = Duration::from_secs(900);
 
