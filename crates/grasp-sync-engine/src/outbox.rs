@@ -11,7 +11,6 @@ mod admission;
 mod mailbox;
 mod participants;
 mod relay_lists;
-mod small_set;
 
 use std::time::Duration;
 

@@ -14,6 +14,7 @@
 //! verify signatures or decide whether an event is accepted: those belong to other crates.
 #![doc = include_str!("../README.md")]
 
+pub mod compact_set;
 pub mod coordinate;
 pub mod diff;
 pub mod error;
@@ -30,6 +31,7 @@ pub mod tracking;
 #[cfg(test)]
 mod test_support;
 
+pub use compact_set::CompactSet;
 pub use coordinate::{REPO_ANNOUNCEMENT_KIND, RepoCoordinate};
 pub use diff::{AddFilters, RelaySyncNeeds, compute_actions, derive_relay_targets};
 pub use error::ModelError;

@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use nostr::{EventId, PublicKey};
 
+use crate::compact_set::CompactSet;
 use crate::coordinate::{RepoCoordinate, announced_by};
 use crate::diff::RelaySyncNeeds;
 use crate::relay_url::RelayUrl;
@@ -278,7 +279,7 @@ impl RelayTargets {
         self.author_relays_dropped =
             (self.author_relays_dropped + new_dropped).saturating_sub(old_dropped);
 
-        let no_roots = BTreeSet::new();
+        let no_roots = CompactSet::new();
         let old_roots: &[EventId] = old.as_ref().map_or(&[], |held| &held.root_events);
         let new_roots = new.map_or(&no_roots, |needs| &needs.root_events);
         let added: Vec<EventId> = new_roots

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use nostr::{EventId, PublicKey};
 
+use crate::compact_set::CompactSet;
 use crate::coordinate::RepoCoordinate;
 use crate::nip34::{AnnouncementLimits, EventVersion, RepoAnnouncement, RootEvent};
 use crate::relay_url::RelayUrl;
@@ -38,9 +39,9 @@ pub enum SyncLevel {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepoSyncNeeds {
     /// Relays listed in the repository's current announcement.
-    pub relays: BTreeSet<RelayUrl>,
+    pub relays: CompactSet<RelayUrl>,
     /// Root events (1617, 1618, 1621) referencing the repository.
-    pub root_events: BTreeSet<EventId>,
+    pub root_events: CompactSet<EventId>,
     /// Which filters to build.
     pub sync_level: SyncLevel,
     /// The announcement version the relay set came from.
@@ -324,8 +325,9 @@ impl RepoSyncIndex {
                 update.dropped_relays += dropped;
                 update.dirty_relays.extend(relays.iter().cloned());
                 update.changed_repos.insert(coordinate.clone());
-                let root_events = self.waiting_roots.remove(coordinate).unwrap_or_default();
-                self.waiting_count -= root_events.len();
+                let waiting = self.waiting_roots.remove(coordinate).unwrap_or_default();
+                self.waiting_count -= waiting.len();
+                let root_events = waiting.into_iter().collect();
                 self.repos.insert(
                     coordinate.clone(),
                     RepoSyncNeeds {
@@ -364,8 +366,8 @@ impl RepoSyncIndex {
 fn capped_relays(
     announcement: &RepoAnnouncement,
     limits: &AnnouncementLimits,
-) -> (BTreeSet<RelayUrl>, usize) {
-    let mut relays = BTreeSet::new();
+) -> (CompactSet<RelayUrl>, usize) {
+    let mut relays = CompactSet::new();
     let mut dropped = announcement.dropped_relays;
     for relay in &announcement.relays {
         if relays.contains(relay) {

@@ -6,11 +6,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use grasp_sync_model::RepoCoordinate;
+use grasp_sync_model::{CompactSet, RepoCoordinate};
 use nostr::{EventId, PublicKey};
 
 use super::MAX_PARTICIPATIONS;
-use super::small_set::SmallSet;
 
 /// What one participant takes part in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,9 +17,9 @@ pub(crate) struct Participation {
     /// Whether they maintain one of the repositories (their read relays are probed too).
     pub(crate) maintainer: bool,
     /// Repositories they maintain or posted a root event to.
-    pub(crate) repos: SmallSet<RepoCoordinate>,
+    pub(crate) repos: CompactSet<RepoCoordinate>,
     /// Root events they replied to directly.
-    pub(crate) roots: SmallSet<EventId>,
+    pub(crate) roots: CompactSet<EventId>,
 }
 
 impl Participation {

@@ -4,7 +4,7 @@ use super::*;
 use crate::nip34::RootKind;
 use crate::test_support::{announcement, coord, id, relay};
 
-fn relays(urls: &[&str]) -> BTreeSet<RelayUrl> {
+fn relays<S: FromIterator<RelayUrl>>(urls: &[&str]) -> S {
     urls.iter().map(|url| relay(url)).collect()
 }
 
@@ -151,7 +151,7 @@ fn root_events_add_work_without_changing_relay_ownership() {
     check_entry(&index, &repo, Some((&["wss://a.example"], SyncLevel::Full)));
     assert_eq!(
         index.get(&repo).unwrap().root_events,
-        BTreeSet::from([id(50)])
+        CompactSet::from_iter([id(50)])
     );
     assert_eq!(update.dirty_relays, relays(&["wss://a.example"]));
     let again = index.handle_root_event(&root(50, &[&repo]));
@@ -167,7 +167,7 @@ fn root_events_survive_announcement_replacement() {
     index.handle_announcement(&announcement(&repo, &["wss://b.example"], 11, 2));
     assert_eq!(
         index.get(&repo).unwrap().root_events,
-        BTreeSet::from([id(50)])
+        CompactSet::from_iter([id(50)])
     );
 }
 
@@ -200,7 +200,7 @@ fn root_event_before_its_announcement_takes_effect_when_it_arrives() {
     index.handle_announcement(&announcement(&repo, &["wss://a.example"], 10, 1));
     assert_eq!(
         index.get(&repo).unwrap().root_events,
-        BTreeSet::from([id(50)])
+        CompactSet::from_iter([id(50)])
     );
     assert_eq!(index.waiting_root_events(&repo), None);
 }
@@ -395,7 +395,7 @@ fn state_only_root_events_are_kept_but_dirty_nothing() {
     assert!(update.dirty_relays.is_empty());
     assert_eq!(
         index.get(&repo).unwrap().root_events,
-        BTreeSet::from([id(50)])
+        CompactSet::from_iter([id(50)])
     );
 }
 
@@ -416,7 +416,7 @@ fn removed_state_only_entry_keeps_its_root_events_waiting() {
     index.handle_announcement(&announcement(&repo, &["wss://a.example"], 10, 1));
     assert_eq!(
         index.get(&repo).unwrap().root_events,
-        BTreeSet::from([id(50)])
+        CompactSet::from_iter([id(50)])
     );
 }
 
