@@ -140,7 +140,24 @@ pub(crate) fn without_tags(filter: &Filter) -> Filter {
 impl CompactFilter {
     /// The compact form of `filter`.
     pub fn new(filter: &TieredFilter) -> CompactFilter {
-        Compactor::default().filter(filter)
+        CompactFilter::with_lists(filter, Arc::new)
+    }
+
+    /// The compact form of `filter`, each list of values kept as `keep` gives it back.
+    fn with_lists(
+        filter: &TieredFilter,
+        mut keep: impl FnMut(CompactValues) -> Arc<CompactValues>,
+    ) -> CompactFilter {
+        CompactFilter {
+            shape: without_tags(&filter.filter),
+            tags: filter
+                .filter
+                .generic_tags
+                .iter()
+                .map(|(tag, values)| (*tag, keep(CompactValues::new(values))))
+                .collect(),
+            tier: filter.tier,
+        }
     }
 
     /// The tier the filter is admitted in.
@@ -320,9 +337,6 @@ impl From<FilterGroup> for CompactGroup {
     }
 }
 
-#[cfg(test)]
-mod tests;
-
 /// Makes compact filters and groups that share their equal lists of values: the `#e`, `#E`
 /// and `#q` filters of one chunk of roots, compacted through one `Compactor`, keep the chunk's
 /// IDs once. It remembers every list it made, so keep it for one batch of groups, not longer.
@@ -352,16 +366,7 @@ pub struct Compactor {
 impl Compactor {
     /// The compact form of `filter`, sharing the lists of values this compactor made before.
     pub fn filter(&mut self, filter: &TieredFilter) -> CompactFilter {
-        CompactFilter {
-            shape: without_tags(&filter.filter),
-            tags: filter
-                .filter
-                .generic_tags
-                .iter()
-                .map(|(tag, values)| (*tag, self.shared(CompactValues::new(values))))
-                .collect(),
-            tier: filter.tier,
-        }
+        CompactFilter::with_lists(filter, |values| self.shared(values))
     }
 
     /// The compact form of `group`, sharing the lists of values this compactor made before.
@@ -386,3 +391,6 @@ impl Compactor {
         list
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -14,8 +14,8 @@ use std::fmt;
 /// Most items kept in a sorted vector; a set with more is a `BTreeSet`.
 pub const SMALL_ITEMS: usize = 16;
 
-/// An ordered set: a sorted vector of at most [`SMALL_ITEMS`], else a `BTreeSet`. Iterates in
-/// ascending order; equal when the items are.
+/// An ordered set: a sorted vector of at most [`SMALL_ITEMS`], else a `BTreeSet` (which stays
+/// one if the set shrinks again). Iterates in ascending order; equal when the items are.
 ///
 /// ```
 /// use grasp_sync_model::CompactSet;
