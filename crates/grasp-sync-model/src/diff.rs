@@ -12,6 +12,7 @@ use crate::pending::PendingSyncIndex;
 use crate::relay_index::RelaySyncIndex;
 use crate::relay_url::RelayUrl;
 use crate::repo_index::{RepoSyncIndex, SyncLevel};
+use crate::shared::Shared;
 
 /// A set of sync items for one relay: repositories with the level wanted, and root events.
 ///
@@ -20,9 +21,9 @@ use crate::repo_index::{RepoSyncIndex, SyncLevel};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RelaySyncNeeds {
     /// Repositories and the level to sync each at.
-    pub repos: BTreeMap<RepoCoordinate, SyncLevel>,
+    pub repos: Shared<BTreeMap<RepoCoordinate, SyncLevel>>,
     /// Root events whose threads to sync.
-    pub root_events: BTreeSet<EventId>,
+    pub root_events: Shared<BTreeSet<EventId>>,
 }
 
 impl RelaySyncNeeds {

@@ -26,6 +26,7 @@ pub mod relay_targets;
 pub mod relay_url;
 pub mod repo_index;
 pub mod shard;
+pub mod shared;
 pub mod tracking;
 
 #[cfg(test)]
@@ -52,4 +53,5 @@ pub use repo_index::{
     RepoSyncNeeds, SyncLevel,
 };
 pub use shard::{MAX_SHARDS, Shard};
+pub use shared::Shared;
 pub use tracking::{TrackingBounds, TrackingReport, derive_bounded_relay_targets};

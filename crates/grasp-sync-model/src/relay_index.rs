@@ -7,8 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use nostr::{EventId, Timestamp};
 
 use crate::coordinate::RepoCoordinate;
+use crate::diff::RelaySyncNeeds;
 use crate::relay_url::RelayUrl;
 use crate::repo_index::SyncLevel;
+use crate::shared::Shared;
 
 /// How long confirmed state survives a disconnect, in seconds: a reconnect within this window
 /// is a quick reconnect, a later one starts fresh.
@@ -55,9 +57,9 @@ impl ConnectionStatus {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RelayState {
     /// Repositories confirmed syncing from this relay, with the level confirmed.
-    pub repos: BTreeMap<RepoCoordinate, SyncLevel>,
+    pub repos: Shared<BTreeMap<RepoCoordinate, SyncLevel>>,
     /// Root events confirmed tracked on this relay.
-    pub root_events: BTreeSet<EventId>,
+    pub root_events: Shared<BTreeSet<EventId>>,
     /// A bootstrap relay is never disconnected for lack of work.
     pub is_bootstrap: bool,
     /// Current connection status.
@@ -96,8 +98,9 @@ impl RelayState {
 
     /// Forgets confirmed repositories and root events.
     pub fn clear_sync_state(&mut self) {
-        self.repos.clear();
-        self.root_events.clear();
+        // Replaced, not cleared: a copy shared with the targets is not copied to be emptied.
+        self.repos = Shared::default();
+        self.root_events = Shared::default();
     }
 
     /// Whether the repository is confirmed at `level` or stronger.
@@ -111,6 +114,15 @@ impl RelayState {
     pub fn confirm_repo(&mut self, coordinate: RepoCoordinate, level: SyncLevel) {
         let confirmed = self.repos.entry(coordinate).or_insert(level);
         *confirmed = (*confirmed).max(level);
+    }
+
+    /// Lets the confirmed repositories and root events hold `target`'s copies where they equal
+    /// them, as they do once the relay's sync caught up (see [`Shared::share_if_equal`]):
+    /// whether both now do.
+    pub fn share_with(&mut self, target: &RelaySyncNeeds) -> bool {
+        let repos = self.repos.share_if_equal(&target.repos);
+        let roots = self.root_events.share_if_equal(&target.root_events);
+        repos && roots
     }
 
     /// A connection attempt started.

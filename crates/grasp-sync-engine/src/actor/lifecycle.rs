@@ -506,6 +506,10 @@ impl Actor {
             let state = self.relays.register(relay);
             let before = state.connection_status;
             state.complete_historic_sync(unix);
+            // Caught up: what was confirmed and the targets are mostly one copy from here on.
+            if let Some(target) = self.targets.targets().get(relay) {
+                state.share_with(target);
+            }
             if let Some(runtime) = self.runtimes.get_mut(relay) {
                 runtime.machine.delivered.retire();
             }

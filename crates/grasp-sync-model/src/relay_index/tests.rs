@@ -50,6 +50,29 @@ fn clear_sync_state_forgets_only_confirmed_items() {
 }
 
 #[test]
+fn confirmed_state_equal_to_the_targets_holds_their_copy_until_either_changes() {
+    let mut target = RelaySyncNeeds::default();
+    target.add_repo(coord(1, "repo"), SyncLevel::Full);
+    target.root_events.insert(id(5));
+    let mut state = RelayState::default();
+    state.confirm_repo(coord(1, "repo"), SyncLevel::Full);
+    assert!(!state.share_with(&target), "a root is not confirmed yet");
+    assert!(state.repos.is_shared_with(&target.repos));
+    assert!(!state.root_events.is_shared_with(&target.root_events));
+
+    state.root_events.insert(id(5));
+    assert!(state.share_with(&target));
+    assert!(state.root_events.is_shared_with(&target.root_events));
+
+    // A new target is not confirmed by sharing, and clearing leaves the targets alone.
+    target.root_events.insert(id(6));
+    assert_eq!(state.root_events, BTreeSet::from([id(5)]));
+    state.clear_sync_state();
+    assert_eq!(target.repos.len(), 1);
+    assert_eq!(target.root_events.len(), 2);
+}
+
+#[test]
 fn confirmed_level_only_rises() {
     let mut state = RelayState::default();
     let repo = coord(1, "repo");
