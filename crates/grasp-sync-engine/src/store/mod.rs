@@ -36,7 +36,9 @@ pub use feed::{DEFAULT_FEED_CAPACITY, FEED_KINDS, StoreFeed};
 pub use guarded::GuardedStore;
 pub use lmdb::LmdbStore;
 pub use memory::MemoryStore;
-pub use policy::{GraspPolicy, OLDER_ANNOUNCEMENT_REASON, PolicyConfig, PolicyDecision};
+pub use policy::{
+    DEFAULT_ACCEPTED_IDS, GraspPolicy, OLDER_ANNOUNCEMENT_REASON, PolicyConfig, PolicyDecision,
+};
 pub use purgatory::{
     DEFAULT_MAX_HELD_PER_REPO, DEFAULT_MAX_PURGATORY_ANNOUNCEMENTS, DEFAULT_PURGATORY_SOFT_TTL,
     GitDataProbe, PURGATORY_REVIVAL_WINDOW, PurgatoryConfig, PurgatoryStats,

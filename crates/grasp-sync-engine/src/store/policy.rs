@@ -41,6 +41,13 @@ impl PolicyDecision {
     }
 }
 
+/// Accepted event IDs the policy remembers by default: as many as it replays from the store
+/// when it is rebuilt ([`REBUILD_SCAN_LIMIT`](super::REBUILD_SCAN_LIMIT)), so a daemon that
+/// synced a large store holds no more than one restarted over it. The rest are looked up in the
+/// store when an event depends on them. At ten times the gitnostr size, 100,000 held about
+/// 6 MB for the life of the daemon.
+pub const DEFAULT_ACCEPTED_IDS: usize = 20_000;
+
 /// Who the policy serves and how much it remembers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyConfig {
@@ -49,7 +56,9 @@ pub struct PolicyConfig {
     /// This service's domain, as announcements' `clone` URLs must use it (compared
     /// case-insensitively with the URL host).
     pub domain: String,
-    /// Most accepted event IDs (with authors) remembered; the oldest are forgotten first.
+    /// Most accepted event IDs (with authors) remembered; the oldest are forgotten first. A
+    /// cache: an event that depends on one it forgot is decided again with its author looked
+    /// up in the store ([`GraspPolicy::unknown_references`]).
     pub accepted_ids_capacity: usize,
     /// Most IDs referenced by accepted events remembered; the oldest are forgotten first.
     pub referenced_ids_capacity: usize,
@@ -58,12 +67,13 @@ pub struct PolicyConfig {
 }
 
 impl PolicyConfig {
-    /// A configuration with default capacities (100,000 accepted and 100,000 referenced IDs).
+    /// A configuration with default capacities: [`DEFAULT_ACCEPTED_IDS`] accepted and 100,000
+    /// referenced IDs.
     pub fn new(service_url: RelayUrl, domain: impl Into<String>) -> Self {
         Self {
             service_url,
             domain: domain.into(),
-            accepted_ids_capacity: 100_000,
+            accepted_ids_capacity: DEFAULT_ACCEPTED_IDS,
             referenced_ids_capacity: 100_000,
             limits: AnnouncementLimits::default(),
         }

@@ -21,7 +21,7 @@ use crate::clock::TokioClock;
 use crate::error::StoreError;
 use crate::store::config::DEFAULT_MAX_FUTURE_CREATED_AT;
 use crate::store::feed::DEFAULT_FEED_CAPACITY;
-use crate::store::policy::{GraspPolicy, PolicyConfig};
+use crate::store::policy::{DEFAULT_ACCEPTED_IDS, GraspPolicy, PolicyConfig};
 use crate::store::rejected::RejectedConfig;
 use crate::store::write_policy::GraspWritePolicy;
 
@@ -88,6 +88,11 @@ impl NostrDatabase for FlakyBackend {
 }
 
 async fn open() -> (Arc<StoreCore>, Arc<FlakyBackend>) {
+    open_remembering(DEFAULT_ACCEPTED_IDS).await
+}
+
+/// A store whose policy remembers `accepted_ids` accepted event IDs.
+async fn open_remembering(accepted_ids: usize) -> (Arc<StoreCore>, Arc<FlakyBackend>) {
     let backend = Arc::new(FlakyBackend {
         inner: MemoryDatabase::with_opts(MemoryDatabaseOptions {
             events: true,
@@ -95,10 +100,11 @@ async fn open() -> (Arc<StoreCore>, Arc<FlakyBackend>) {
         }),
         failing: AtomicBool::new(false),
     });
-    let policy = PolicyConfig::new(
+    let mut policy = PolicyConfig::new(
         RelayUrl::parse(SERVICE).expect("valid url"),
         "relay.example.com",
     );
+    policy.accepted_ids_capacity = accepted_ids;
     let core = StoreCore::open(CoreParts {
         backend: backend.clone(),
         policy: Some(GraspPolicy::new(policy)),
@@ -183,6 +189,25 @@ async fn check_ingest(core: &StoreCore, event: &Event, expected: &str) {
         _ => "other",
     };
     assert_eq!(got, expected, "{outcome:?} for kind {}", event.kind);
+}
+
+#[tokio::test]
+async fn a_reply_to_an_event_the_policy_forgot_is_accepted_by_a_store_lookup() {
+    let (core, _) = open_remembering(2).await;
+    let owner = keys(1);
+    check_ingest(&core, &announcement(&owner), "saved").await;
+    let first = issue(&keys(2), &owner);
+    check_ingest(&core, &first, "saved").await;
+    // Two more accepted events push the first issue out of the policy's memory.
+    for author in [3, 4] {
+        check_ingest(&core, &issue(&keys(author), &owner), "saved").await;
+    }
+    let first_id = first.id.to_hex();
+    let reply = event(&keys(5), 1, 30, &[&["e", &first_id]]);
+    check_ingest(&core, &reply, "saved").await;
+    // A reply to an event the store never held is still refused.
+    let unknown = event(&keys(6), 1, 31, &[&["e", &"ab".repeat(32)]]);
+    check_ingest(&core, &unknown, "rejected").await;
 }
 
 #[tokio::test]
