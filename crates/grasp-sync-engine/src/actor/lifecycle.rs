@@ -314,13 +314,10 @@ impl Actor {
         let state = self.relays.register(relay);
         let announcements_synced = state.announcements_synced;
         state.mark_syncing(unix);
-        let mut confirmed = RelaySyncNeeds::default();
-        for (coordinate, level) in &state.repos {
-            confirmed.add_repo(coordinate.clone(), *level);
-        }
-        confirmed
-            .root_events
-            .extend(state.root_events.iter().copied());
+        let mut confirmed = RelaySyncNeeds {
+            repos: state.repos.clone(),
+            root_events: state.root_events.clone(),
+        };
         // Current items only: what the index no longer wants is neither re-synced nor kept.
         let target = self.targets.get(relay).cloned().unwrap_or_default();
         confirmed
@@ -329,13 +326,10 @@ impl Actor {
         confirmed
             .root_events
             .retain(|id| target.root_events.contains(id));
+        // The confirmed state keeps the same items: it holds their copy.
         let state = self.relays.register(relay);
-        state
-            .repos
-            .retain(|coordinate, _| confirmed.repos.contains_key(coordinate));
-        state
-            .root_events
-            .retain(|id| confirmed.root_events.contains(id));
+        state.repos = confirmed.repos.clone();
+        state.root_events = confirmed.root_events.clone();
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.machine.stats.quick_reconnects += 1;
         }
