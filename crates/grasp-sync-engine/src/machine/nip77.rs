@@ -298,6 +298,10 @@ pub enum NegentropyError {
     /// The exchange broke: undecodable frames or an unexpected protocol state.
     #[error("negentropy protocol failure: {0}")]
     Protocol(String),
+    /// The relay named more missing IDs than the round takes
+    /// ([`RoundLimits::max_missing`](crate::transport::RoundLimits::max_missing)).
+    #[error("the relay names more than {0} missing IDs")]
+    TooManyMissing(usize),
     /// The session is not connected; nothing was sent or the connection ended mid-round.
     #[error("not connected")]
     NotConnected,
@@ -336,7 +340,9 @@ impl FallbackReason {
             NegentropyError::Timeout | NegentropyError::NoAnswer => FallbackReason::Timeout,
             NegentropyError::RateLimited(_) => FallbackReason::RateLimited,
             NegentropyError::Refused(_) => FallbackReason::Refused,
-            NegentropyError::Protocol(_) => FallbackReason::Protocol,
+            NegentropyError::Protocol(_) | NegentropyError::TooManyMissing(_) => {
+                FallbackReason::Protocol
+            }
             // Sent again by NIP-77 after the session's AUTH, or its coverage paused: a REQ
             // would be refused the same way.
             NegentropyError::NotConnected | NegentropyError::AuthRequired(_) => return None,

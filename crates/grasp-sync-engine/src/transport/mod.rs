@@ -24,8 +24,8 @@ use tokio::sync::mpsc;
 
 pub use self::guarded::{GuardedWebSocket, connect_checked};
 pub use self::negentropy::{
-    NEGENTROPY_DEADLINE, NEGENTROPY_PROBE_DEADLINE, NegentropyDiff, NegentropyError, RoundLimits,
-    classify_refusal,
+    MAX_MISSING_IDS, NEGENTROPY_DEADLINE, NEGENTROPY_PROBE_DEADLINE, NegentropyDiff,
+    NegentropyError, RoundLimits, classify_refusal,
 };
 pub use self::nip11::{NipListing, RelayInfo, fetch_relay_info};
 pub use self::sdk::SdkConnector;

@@ -19,6 +19,12 @@ pub const NEGENTROPY_DEADLINE: Duration = Duration::from_secs(15);
 /// [`NEGENTROPY_DEADLINE`].
 pub const NEGENTROPY_PROBE_DEADLINE: Duration = Duration::from_secs(3);
 
+/// The most IDs a round takes as missing unless its limits say fewer. The relay names them, so
+/// a hostile one could name any number within the deadline; a round past its limit fails with
+/// [`NegentropyError::TooManyMissing`]. A relay's whole coverage for one filter stays well
+/// below it.
+pub const MAX_MISSING_IDS: usize = 200_000;
+
 /// How long one round may take, and whether it is its session's probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoundLimits {
@@ -33,14 +39,19 @@ pub struct RoundLimits {
     /// not be parsed ends the round as [`NegentropyError::Unsupported`] even when it does not
     /// name negentropy (see `notice_ends_round`).
     pub probe: bool,
+    /// The round fails with [`NegentropyError::TooManyMissing`] once the relay names more
+    /// IDs than this that the "have" set lacks.
+    pub max_missing: usize,
 }
 
 impl RoundLimits {
-    /// A round on a relay known to speak NIP-77: [`NEGENTROPY_DEADLINE`] for everything.
+    /// A round on a relay known to speak NIP-77: [`NEGENTROPY_DEADLINE`] for everything, at
+    /// most [`MAX_MISSING_IDS`] missing.
     pub const NORMAL: RoundLimits = RoundLimits {
         first_answer: NEGENTROPY_DEADLINE,
         deadline: NEGENTROPY_DEADLINE,
         probe: false,
+        max_missing: MAX_MISSING_IDS,
     };
 
     /// A session's probe: [`NEGENTROPY_PROBE_DEADLINE`] for the first answer, then the normal
@@ -49,6 +60,7 @@ impl RoundLimits {
         first_answer: NEGENTROPY_PROBE_DEADLINE,
         deadline: NEGENTROPY_DEADLINE,
         probe: true,
+        max_missing: MAX_MISSING_IDS,
     };
 
     /// A round that is not a probe and ends by `deadline`, whatever the relay does.
@@ -57,6 +69,15 @@ impl RoundLimits {
             first_answer: deadline,
             deadline,
             probe: false,
+            max_missing: MAX_MISSING_IDS,
+        }
+    }
+
+    /// These limits, failing once the relay names more than `max_missing` missing IDs.
+    pub fn taking_at_most(self, max_missing: usize) -> Self {
+        Self {
+            max_missing,
+            ..self
         }
     }
 }
@@ -66,8 +87,8 @@ impl RoundLimits {
 pub struct NegentropyDiff {
     /// IDs the relay holds that the "have" set lacks, sorted and unique.
     pub missing: Vec<EventId>,
-    /// How many IDs of the "have" set the relay lacks (never uploaded).
-    pub relay_lacks: usize,
+    /// IDs of the "have" set the relay lacks (never uploaded), sorted and unique.
+    pub relay_lacks: Vec<EventId>,
 }
 
 /// Maps a relay's NEG-ERR text, or a CLOSED for the round's own subscription, onto an error.

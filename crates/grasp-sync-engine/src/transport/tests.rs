@@ -78,6 +78,7 @@ async fn diff_returns_exactly_the_ids_the_relay_holds_and_have_lacks() {
     let mut have = have_of(&matching[..4_000]);
     let foreign = notes(&Keys::generate(), 7);
     have.extend(have_of(&foreign));
+    let lacking: BTreeSet<EventId> = foreign.iter().map(|e| e.id).collect();
     let expected: Vec<EventId> = {
         let set: BTreeSet<EventId> = matching[4_000..].iter().map(|e| e.id).collect();
         set.into_iter().collect()
@@ -95,7 +96,7 @@ async fn diff_returns_exactly_the_ids_the_relay_holds_and_have_lacks() {
         diff,
         NegentropyDiff {
             missing: expected,
-            relay_lacks: 7,
+            relay_lacks: lacking.into_iter().collect(),
         }
     );
 }
@@ -420,6 +421,7 @@ fn probe(first_answer: Duration) -> RoundLimits {
         first_answer,
         deadline: Duration::from_secs(30),
         probe: true,
+        max_missing: super::negentropy::MAX_MISSING_IDS,
     }
 }
 

@@ -174,7 +174,7 @@ impl RelaySession for MemorySession {
         let have: BTreeSet<EventId> = have.into_iter().map(|(id, _)| id).collect();
         Ok(NegentropyDiff {
             missing: remote.difference(&have).copied().collect(),
-            relay_lacks: have.difference(&remote).count(),
+            relay_lacks: have.difference(&remote).copied().collect(),
         })
     }
 

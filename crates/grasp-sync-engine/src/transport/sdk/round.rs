@@ -33,11 +33,6 @@ use crate::transport::negentropy::{
 /// less room for the JSON around it (the limit nostr-sdk's own rounds use).
 const FRAME_SIZE_LIMIT: u64 = 60_000;
 
-/// The most IDs a round takes as missing. The relay names them, so a hostile one could name
-/// any number within the deadline; a round past this fails, and its batch falls back to
-/// REQ+EOSE, which pages. A relay's whole coverage for one filter stays well below it.
-pub(super) const MAX_MISSING_IDS: usize = 200_000;
-
 /// What bounds one round: its deadlines and the most IDs it takes as missing.
 #[derive(Debug, Clone, Copy)]
 struct Bounds {
@@ -76,7 +71,7 @@ pub(super) async fn run(
     };
     let bounds = Bounds {
         limits,
-        max_missing: MAX_MISSING_IDS,
+        max_missing: limits.max_missing,
     };
     drive(id, filter, have, bounds, answers, || routes.end_of(), send).await
 }
@@ -240,10 +235,7 @@ impl Round<'_> {
         self.relay_lacks.extend(have.into_iter().map(event_id));
         self.missing.extend(need.into_iter().map(event_id));
         if self.missing.len() > self.max_missing {
-            return Err(NegentropyError::Protocol(format!(
-                "the relay names more than {} missing IDs",
-                self.max_missing
-            )));
+            return Err(NegentropyError::TooManyMissing(self.max_missing));
         }
         match next {
             Some(next) => {
@@ -268,9 +260,11 @@ impl Round<'_> {
     fn diff(self) -> NegentropyDiff {
         let mut missing: Vec<EventId> = self.missing.into_iter().collect();
         missing.sort_unstable();
+        let mut relay_lacks: Vec<EventId> = self.relay_lacks.into_iter().collect();
+        relay_lacks.sort_unstable();
         NegentropyDiff {
             missing,
-            relay_lacks: self.relay_lacks.len(),
+            relay_lacks,
         }
     }
 }
