@@ -16,6 +16,7 @@ use crate::clock::{Clock, TokioClock};
 use crate::config::EngineConfig;
 use crate::dial::Dialer;
 use crate::error::StoreError;
+use crate::holdings::HoldingsMemory;
 use crate::ingest::Ingestor;
 use crate::limits_memory::{LimitsMemory, RememberedRelays};
 use crate::metrics::SyncMetrics;
@@ -32,6 +33,7 @@ pub struct EngineParts {
     clock: Arc<dyn Clock>,
     meter: Option<Meter>,
     limits_memory: Option<Arc<dyn LimitsMemory>>,
+    holdings_memory: Option<Arc<dyn HoldingsMemory>>,
 }
 
 impl EngineParts {
@@ -50,6 +52,7 @@ impl EngineParts {
             clock: Arc::new(TokioClock::from_system()),
             meter: None,
             limits_memory: None,
+            holdings_memory: None,
         }
     }
 
@@ -74,6 +77,14 @@ impl EngineParts {
     /// Keeps the limits relays teach in `memory`, and restores them at start.
     pub fn limits_memory(mut self, memory: Arc<dyn LimitsMemory>) -> Self {
         self.limits_memory = Some(memory);
+        self
+    }
+
+    /// Keeps what each relay held at its daily reconciliation in `memory`, so the next daily
+    /// run asks the relay one NIP-77 question over `{}` (see [`crate::holdings`]). Without
+    /// one, every daily run reconciles the relay's coverage by named rounds.
+    pub fn holdings_memory(mut self, memory: Arc<dyn HoldingsMemory>) -> Self {
+        self.holdings_memory = Some(memory);
         self
     }
 
@@ -140,7 +151,8 @@ impl SyncEngine {
             limits,
             seed,
         )
-        .with_new_store(new_store);
+        .with_new_store(new_store)
+        .with_holdings(parts.holdings_memory);
         let task = tokio::spawn(actor.run(ActorInputs {
             commands,
             sessions,

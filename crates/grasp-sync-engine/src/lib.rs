@@ -30,6 +30,8 @@ pub mod error;
 #[cfg(feature = "front")]
 pub mod front;
 #[cfg(feature = "runtime")]
+pub mod holdings;
+#[cfg(feature = "runtime")]
 mod ingest;
 #[cfg(feature = "runtime")]
 pub mod limits_memory;
@@ -61,6 +63,7 @@ pub use crate::{
     dial::DialLimits,
     engine::{EngineEnd, EngineExit, EngineHandle, EngineParts, SyncEngine},
     error::{RelayListError, StoreError, TransportError},
+    holdings::{FileHoldingsMemory, HoldingsMemory},
     ingest::{HOOK_BATCH_WINDOW, IngestTotals},
     limits_memory::{FileLimitsMemory, LimitsMemory, LimitsMemoryError, RelayLimitsRecord},
     metrics::{RelayReading, SyncMetrics},

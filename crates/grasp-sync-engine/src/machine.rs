@@ -152,6 +152,7 @@ pub mod descendant_sweep;
 pub mod dials;
 pub mod eose;
 pub mod history_pages;
+pub mod holdings_round;
 pub mod hydration;
 pub mod incomplete_batches;
 pub mod job_reports;

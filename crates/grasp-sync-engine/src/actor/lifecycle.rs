@@ -244,6 +244,7 @@ impl Actor {
         }
         self.fallbacks.handle_session_started(relay);
         self.recovery.handle_connected(relay);
+        self.start_learning_holdings(relay);
         self.arm_daily(relay);
         let start = SessionStart::for_relay(self.relays.get(relay), self.clock.unix_now());
         match start {
@@ -392,12 +393,15 @@ impl Actor {
             runtime.machine.stats.daily_reconciliations += 1;
             runtime.machine.nip77.handle_daily_reconciliation();
         }
+        if self.start_holdings_round(relay) {
+            return;
+        }
         self.fresh_start(relay);
     }
 
     /// Fresh start: forget pending and confirmed state, open Layer 1 live and historic, then
     /// derive everything else through the three-way diff.
-    fn fresh_start(&mut self, relay: &RelayUrl) {
+    pub(super) fn fresh_start(&mut self, relay: &RelayUrl) {
         if !self.wants_repo_connection(relay) {
             self.start_outbox_session(relay);
             return;
@@ -507,6 +511,7 @@ impl Actor {
             if let Some(runtime) = self.runtimes.get_mut(relay) {
                 runtime.machine.delivered.retire();
             }
+            self.keep_learned_holdings(relay);
             let status = self.relays.register(relay).connection_status;
             if status == before {
                 // Said at info level when the relay's status last changed.

@@ -14,6 +14,7 @@ mod catch_up;
 mod descendants;
 mod discovery;
 mod history;
+mod holdings;
 mod lanes;
 mod lifecycle;
 pub(crate) mod limits_keeper;
@@ -139,9 +140,24 @@ pub(crate) struct Actor {
     /// The store held no event when the engine started: its first sync may trade events sent
     /// again for fewer starts (`EngineConfig::first_sync_by_req`).
     new_store: bool,
+    /// Where each relay's holdings are kept for the daily run over `{}` (none: every daily
+    /// run reconciles by named rounds).
+    holdings: Option<Arc<dyn crate::holdings::HoldingsMemory>>,
+    /// Held by each write of holdings (on a blocking thread), so a merge of learned holdings
+    /// never races another write of the same file.
+    holdings_writes: Arc<std::sync::Mutex<()>>,
 }
 
 impl Actor {
+    /// Keeps relays' holdings in `memory` (see `holdings`).
+    pub(crate) fn with_holdings(
+        mut self,
+        memory: Option<Arc<dyn crate::holdings::HoldingsMemory>>,
+    ) -> Self {
+        self.holdings = memory;
+        self
+    }
+
     /// Marks the store as empty when the engine started (see `new_store`).
     pub(crate) fn with_new_store(mut self, new_store: bool) -> Self {
         self.new_store = new_store;
@@ -206,6 +222,8 @@ impl Actor {
             next_subscription: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             new_store: false,
+            holdings: None,
+            holdings_writes: Arc::default(),
         };
         for relay in actor.config.bootstrap_relays.clone() {
             actor.register_relay(&relay, true);

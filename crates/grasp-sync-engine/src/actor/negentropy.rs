@@ -16,14 +16,16 @@ use std::sync::Arc;
 
 use grasp_sync_ledger::{PermitClass, StartKind};
 use grasp_sync_model::{BatchId, PendingItems, RelayUrl, SyncMethod};
-use nostr::{EventId, Filter, SubscriptionId};
+use nostr::{EventId, Filter, SubscriptionId, Timestamp};
 
 use super::Actor;
 use super::history::FilterCeiling;
+use super::holdings::{holdings_diff, holdings_report, read_holdings};
 use crate::boundary::EventStore;
 use crate::error::StoreError;
+use crate::holdings::{HoldingsMemory, MAX_NEW_IDS_PER_ROUND};
 use crate::machine::job_reports::{HaveSetRead, HeldRoute};
-use crate::machine::jobs::{HaveSet, Job};
+use crate::machine::jobs::{HaveSet, HaveSource, Job};
 use crate::machine::neg_batch::{
     Drained, HistoryRoute, NegBatch, RelayFacts, RoundsDone, first_sync_max_held,
 };
@@ -54,6 +56,14 @@ pub(crate) enum JobReport {
         key: SessionKey,
         subscription_id: SubscriptionId,
         result: Result<Vec<EventId>, NegentropyError>,
+        /// For a round over the relay's holdings that completed: what the relay holds of its
+        /// "have" set and of the new IDs the store holds already.
+        held: Option<Vec<(EventId, Timestamp)>>,
+    },
+    /// A round over the relay's holdings will not run: the relay was found too large for one.
+    HoldingsDeclined {
+        key: SessionKey,
+        subscription_id: SubscriptionId,
     },
 }
 
@@ -168,11 +178,26 @@ impl Actor {
                 key,
                 subscription_id,
                 result,
+                held,
             } => {
                 // Every performed round reports once, from a replaced session too: its slot
                 // is free before the drive that follows.
                 self.history_slots.release();
+                self.handle_held_report(&key.relay, &subscription_id, &result, held);
                 self.handle_round_report(&key, &subscription_id, result);
+            }
+            JobReport::HoldingsDeclined {
+                key,
+                subscription_id,
+            } => {
+                let declined = self
+                    .runtimes
+                    .get(&key.relay)
+                    .and_then(|r| r.machine.holdings_round.as_ref())
+                    .is_some_and(|round| round.subscription_id == subscription_id);
+                if declined {
+                    self.holdings_round_failed(&key.relay);
+                }
             }
         }
     }
@@ -262,6 +287,16 @@ impl Actor {
         have: Result<HaveSet, StoreError>,
     ) {
         let relay = key.relay.clone();
+        let holdings_round = self
+            .runtimes
+            .get(&relay)
+            .and_then(|r| r.machine.holdings_round.as_ref())
+            .is_some_and(|round| round.subscription_id == *subscription_id);
+        if holdings_round && let Err(error) = &have {
+            tracing::warn!(%relay, %error, "the relay's holdings could not be read");
+            self.holdings_round_failed(&relay);
+            return;
+        }
         let have = have.map_err(|error| NegentropyError::Protocol(format!("store: {error}")));
         let Some(runtime) = self.runtimes.get_mut(&relay) else {
             return;
@@ -357,7 +392,15 @@ impl Actor {
         else {
             return;
         };
-        match neg.handle_rounds_done() {
+        let done = neg.handle_rounds_done();
+        if matches!(done, RoundsDone::Fail | RoundsDone::FallBack)
+            && self.is_holdings_batch(relay, batch)
+        {
+            // Never a REQ over `{}`: named rounds instead.
+            self.holdings_round_failed(relay);
+            return;
+        }
+        match done {
             RoundsDone::Fail => {
                 self.fail_batch(relay, batch, "a negentropy round was refused by policy");
             }
@@ -366,6 +409,7 @@ impl Actor {
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
                     runtime.machine.neg_batches.remove(&batch);
                 }
+                self.finish_holdings_round(relay, batch);
                 self.confirm(relay, batch);
             }
             RoundsDone::Hydrate(ids) => self.queue_exact_fetch(
@@ -391,8 +435,22 @@ impl Actor {
         if let Some((advertised, delivered, first_pass)) = neg.hydration_progress() {
             tracing::debug!(%relay, batch = batch.0, advertised, delivered, first_pass, "hydration pass done");
         }
+        let holdings = self.is_holdings_batch(relay, batch);
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
         match neg.handle_drained() {
-            Drained::Confirm => self.confirm(relay, batch),
+            Drained::Confirm => {
+                self.finish_holdings_round(relay, batch);
+                self.confirm(relay, batch);
+            }
+            Drained::SemanticFallback { .. } if holdings => {
+                // The batch names no coverage to fall back to: what was not delivered is
+                // left out of the holdings, and the next daily run names it again.
+                tracing::info!(%relay, "relay advertises events it does not serve by id");
+                self.finish_holdings_round(relay, batch);
+                self.confirm(relay, batch);
+            }
             Drained::RecoveryDone { pass } => {
                 let residual: BTreeSet<EventId> = pass.residual().into_iter().collect();
                 // Delivered but not saved is not recovered.
@@ -428,6 +486,7 @@ impl Actor {
                 tracing::warn!(%relay, missing = residual.len(), "hydration made no progress; ids go to recovery");
                 let _ = self.pending.mark_failed(relay, batch);
                 self.recovery.handle_failed_batch(relay, residual, now);
+                self.finish_holdings_round(relay, batch);
                 self.confirm(relay, batch);
             }
         }
@@ -637,23 +696,36 @@ impl Actor {
                     }
                     continue;
                 };
-                let store = self.ingestor.store();
-                let jobs = self.jobs_tx.clone();
-                perform_job(key, job, handle, store, jobs);
+                let context = JobContext {
+                    store: self.ingestor.store(),
+                    jobs: self.jobs_tx.clone(),
+                    holdings: self.holdings.clone(),
+                    unix_now: self.clock.unix_now(),
+                };
+                perform_job(key, job, handle, context);
             }
         }
     }
 }
 
-/// Starts `job` of the session `key` (whose connection is `handle`) as a task that reports
-/// back on `jobs`.
-fn perform_job(
-    key: SessionKey,
-    job: Job,
-    handle: &SessionHandle,
+/// What a job needs besides its session: the store, the channel it reports on, where relays'
+/// holdings are kept, and the time it was started.
+struct JobContext {
     store: Arc<dyn EventStore>,
     jobs: tokio::sync::mpsc::Sender<JobReport>,
-) {
+    holdings: Option<Arc<dyn HoldingsMemory>>,
+    unix_now: Timestamp,
+}
+
+/// Starts `job` of the session `key` (whose connection is `handle`) as a task that reports
+/// back on `context.jobs`.
+fn perform_job(key: SessionKey, job: Job, handle: &SessionHandle, context: JobContext) {
+    let JobContext {
+        store,
+        jobs,
+        holdings,
+        unix_now,
+    } = context;
     match job {
         Job::ReadHeld {
             batch,
@@ -665,14 +737,38 @@ fn perform_job(
         Job::ReadHaveSet {
             subscription_id,
             filter,
+            source: HaveSource::Store,
         } => {
             tokio::spawn(read_have_set(key, subscription_id, filter, store, jobs));
+        }
+        Job::ReadHaveSet {
+            subscription_id,
+            source: HaveSource::Holdings { coverage },
+            ..
+        } => {
+            tokio::spawn(async move {
+                let read = read_holdings(&key, coverage, unix_now, &store, holdings).await;
+                let report = match read {
+                    Some(have) => JobReport::NegentropyPrepared {
+                        key,
+                        subscription_id,
+                        have,
+                    },
+                    None => JobReport::HoldingsDeclined {
+                        key,
+                        subscription_id,
+                    },
+                };
+                let _ = jobs.send(report).await;
+            });
         }
         Job::RunRound {
             subscription_id,
             filter,
             have,
             probe,
+            holdings,
+            learn,
         } => {
             let limits = if probe {
                 RoundLimits::PROBE
@@ -680,16 +776,18 @@ fn perform_job(
                 RoundLimits::NORMAL
             };
             let session = handle.session();
-            tokio::spawn(run_round(
+            let round = Round {
                 key,
                 subscription_id,
                 filter,
                 have,
                 limits,
-                store,
-                session,
-                jobs,
-            ));
+            };
+            if holdings {
+                tokio::spawn(run_holdings_round(round, store, session, jobs));
+            } else {
+                tokio::spawn(run_round(round, learn, store, session, jobs));
+            }
         }
     }
 }
@@ -742,23 +840,43 @@ async fn read_have_set(
         .await;
 }
 
-/// One dry-run round over a "have" set read beforehand, under `limits`: the NEG-OPEN goes out
-/// at once, then the diff, and the IDs neither stored nor rejected (an event stored since the
-/// read is dropped here). It holds one of the actor's history slots, taken at its pacing
-/// decision and given back when this report is handled.
-#[allow(clippy::too_many_arguments)]
-async fn run_round(
+/// A round decided by the machine: its session, subscription, filter, "have" set and limits.
+struct Round {
     key: SessionKey,
     subscription_id: SubscriptionId,
     filter: Filter,
     have: HaveSet,
     limits: RoundLimits,
+}
+
+/// One dry-run round over a "have" set read beforehand, under `limits`: the NEG-OPEN goes out
+/// at once, then the diff, and the IDs neither stored nor rejected (an event stored since the
+/// read is dropped here). With `learn`, it also reports what the relay holds of the "have"
+/// set. It holds one of the actor's history slots, taken at its pacing decision and given
+/// back when this report is handled.
+async fn run_round(
+    round: Round,
+    learn: bool,
     store: Arc<dyn EventStore>,
     session: Arc<dyn RelaySession>,
     jobs: tokio::sync::mpsc::Sender<JobReport>,
 ) {
+    let Round {
+        key,
+        subscription_id,
+        filter,
+        have,
+        limits,
+    } = round;
+    let mut held = None;
     let result = async {
+        let kept = learn.then(|| have.clone());
         let diff = session.negentropy_diff(filter, have, limits).await?;
+        held = kept.map(|have| {
+            have.into_iter()
+                .filter(|(id, _)| diff.relay_lacks.binary_search(id).is_err())
+                .collect()
+        });
         let mut unknown = Vec::with_capacity(diff.missing.len());
         for id in diff.missing {
             if !store.contains(&id).await.unwrap_or(false) {
@@ -774,6 +892,39 @@ async fn run_round(
             key,
             subscription_id,
             result,
+            held,
         })
+        .await;
+}
+
+/// A round over the relay's holdings: like [`run_round`], taking at most
+/// [`MAX_NEW_IDS_PER_ROUND`] new IDs, and reporting what the relay holds besides the IDs to
+/// fetch (see [`holdings_diff`]).
+async fn run_holdings_round(
+    round: Round,
+    store: Arc<dyn EventStore>,
+    session: Arc<dyn RelaySession>,
+    jobs: tokio::sync::mpsc::Sender<JobReport>,
+) {
+    let Round {
+        key,
+        subscription_id,
+        filter,
+        have,
+        limits,
+    } = round;
+    let limits = limits.taking_at_most(MAX_NEW_IDS_PER_ROUND);
+    let result = async {
+        let diff = session
+            .negentropy_diff(filter, have.clone(), limits)
+            .await?;
+        holdings_diff(have, diff, &store)
+            .await
+            .map_err(|error| NegentropyError::Protocol(format!("store: {error}")))
+    }
+    .await;
+    // The actor may have stopped; then nobody needs the result.
+    let _ = jobs
+        .send(holdings_report(key, subscription_id, result))
         .await;
 }

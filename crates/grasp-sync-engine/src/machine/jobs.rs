@@ -18,6 +18,20 @@ mod tests;
 /// The (id, `created_at`) items of a filter in the own store: a round's "have" set.
 pub type HaveSet = Vec<(EventId, Timestamp)>;
 
+/// Where a round's "have" set is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HaveSource {
+    /// The events the store holds under the round's filter.
+    Store,
+    /// The relay's kept holdings (the round's filter is `{}`), those the store holds or
+    /// rejected; where none are kept, or they are too old, the events the store holds under
+    /// `coverage`, the relay's coverage named.
+    Holdings {
+        /// The relay's coverage, as historic filters.
+        coverage: Vec<Filter>,
+    },
+}
+
 /// One background job a session asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Job {
@@ -37,6 +51,8 @@ pub enum Job {
         subscription_id: SubscriptionId,
         /// The round's filter.
         filter: Filter,
+        /// Where the set is read from.
+        source: HaveSource,
     },
     /// Run one dry-run NIP-77 round over `have`; `probe` while the session does not know yet
     /// whether the relay speaks NIP-77. It holds a [`HistorySlot`](HistorySlots) taken when it
@@ -50,6 +66,12 @@ pub enum Job {
         have: HaveSet,
         /// Whether it is the session's probe of NIP-77 support.
         probe: bool,
+        /// Whether it is a round over the relay's holdings ([`HaveSource::Holdings`]): it
+        /// takes fewer new IDs than other rounds and reports what the relay holds.
+        holdings: bool,
+        /// Whether the relay's holdings are being learned: the round reports what the relay
+        /// holds of its "have" set.
+        learn: bool,
     },
 }
 

@@ -21,7 +21,8 @@ use grasp_sync_model::BatchId;
 use nostr::{Filter, SubscriptionId};
 
 use crate::machine::admission::{self, Room, StartAdmission};
-use crate::machine::jobs::{HaveSet, HistorySlots, Job, Jobs};
+use crate::machine::holdings_round::HoldingsRound;
+use crate::machine::jobs::{HaveSet, HaveSource, HistorySlots, Job, Jobs};
 use crate::machine::neg_batch::NegBatch;
 use crate::machine::nip77::{NegentropyError, NoNip77, RoundStart};
 use crate::machine::relay::RelayMachine;
@@ -50,6 +51,8 @@ pub struct NegRound {
     pub filter: Filter,
     /// How far its "have" set is.
     pub have: Preparation,
+    /// Where its "have" set is read from.
+    pub source: HaveSource,
 }
 
 /// How far a queued round's "have" set is.
@@ -71,6 +74,7 @@ impl NegRound {
             batch,
             filter,
             have: Preparation::Unread,
+            source: HaveSource::Store,
         }
     }
 }
@@ -139,6 +143,7 @@ pub fn prepare_ahead<Parked>(session: &mut SessionState<NegRound, Parked>, jobs:
                 Job::ReadHaveSet {
                     subscription_id: round.subscription_id.clone(),
                     filter: round.filter.clone(),
+                    source: round.source.clone(),
                 },
             );
         }
@@ -197,6 +202,35 @@ impl<Parked> RelayMachine<NegRound, Parked> {
         Some(queued)
     }
 
+    /// Queues the daily round over the relay's holdings as `batch`: one round over `{}` under
+    /// the ID `subscription_id`, its "have" set read from the relay's kept holdings (or from
+    /// the store under `coverage`, the relay's coverage named, where none are kept). The
+    /// batch has no semantic filters, so nothing falls back to a REQ over `{}`: the driver
+    /// turns any failure into named rounds. `None` without a session.
+    pub fn queue_holdings_round(
+        &mut self,
+        batch: BatchId,
+        subscription_id: SubscriptionId,
+        coverage: Vec<Filter>,
+    ) -> Option<()> {
+        let session = self.session.as_mut()?;
+        session.neg_queue.push_back(NegRound {
+            source: HaveSource::Holdings { coverage },
+            ..NegRound::new(subscription_id.clone(), batch, Filter::new())
+        });
+        self.neg_batches.insert(
+            batch,
+            NegBatch::rounds(
+                Vec::new(),
+                false,
+                crate::machine::neg_batch::FIRST_SYNC_MAX_HELD,
+            ),
+        );
+        self.holdings_round = Some(HoldingsRound::new(batch, subscription_id));
+        prepare_ahead(session, &mut self.jobs);
+        Some(())
+    }
+
     /// The rounds of `batch` still queued will not start (a gate refused NIP-77, or the relay
     /// does not speak it): they leave the queue, and the batch falls back to REQ+EOSE once
     /// every round ended. Returns their subscriptions, for the driver to resolve in the batch.
@@ -223,6 +257,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
     /// [`RelayMachine::poll_job`]. Nothing is started without a session and a ledger.
     pub fn drive_negentropy(&mut self, now: Instant, slots: &mut HistorySlots) -> NegDrive {
         self.nip77.handle_time(now);
+        let learn = self.learning.is_some();
         let jobs = &mut self.jobs;
         let mut started = Vec::new();
         let paused_until = self.health.sync_paused_until(now);
@@ -295,6 +330,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
                 batch,
                 filter,
                 have,
+                source,
             }) = session.neg_queue.pop_front()
             else {
                 break NegStop::Waiting;
@@ -308,6 +344,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
                         batch,
                         filter,
                         have: unread,
+                        source,
                     });
                     break NegStop::Waiting;
                 }
@@ -325,6 +362,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
                         batch,
                         filter,
                         have: Preparation::Read(have),
+                        source,
                     });
                     break NegStop::NoPermit(error);
                 }
@@ -345,6 +383,8 @@ impl<Parked> RelayMachine<NegRound, Parked> {
                     filter,
                     have,
                     probe,
+                    holdings: matches!(source, HaveSource::Holdings { .. }),
+                    learn,
                 },
             );
             if session.auth.state() != AuthState::Authenticated {
@@ -391,6 +431,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
     /// rounds, queued or in flight, whose permits go back to the ledger.
     pub fn abandon_negentropy(&mut self, now: Instant) {
         self.neg_batches.clear();
+        self.holdings_round = None;
         let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {
             return;
         };

@@ -27,6 +27,7 @@ use crate::machine::consolidation::Consolidation;
 use crate::machine::delivered::DeliveredIds;
 use crate::machine::descendant_coverage::DescendantCoverage;
 use crate::machine::dials::{Dial, DialPurpose, Dials};
+use crate::machine::holdings_round::{HoldingsLearning, HoldingsRound};
 use crate::machine::incomplete_batches::IncompleteBatches;
 use crate::machine::jobs::{Job, Jobs};
 use crate::machine::lanes::LiveLanes;
@@ -68,6 +69,11 @@ pub struct RelayMachine<Round, Parked> {
     pub descendants: DescendantCoverage,
     /// The negentropy side of pending batches reconciled by NIP-77.
     pub neg_batches: BTreeMap<BatchId, NegBatch>,
+    /// The daily round over the relay's holdings, while it runs.
+    pub holdings_round: Option<HoldingsRound>,
+    /// What the relay shows it holds during its first historic sync in this run, while the
+    /// driver learns it (see [`HoldingsLearning`]).
+    pub learning: Option<HoldingsLearning>,
     /// Whether the relay speaks NIP-77: this session's knowledge and a verdict kept across
     /// sessions.
     pub nip77: Nip77Support,
@@ -191,6 +197,8 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             learned_slots: None,
             descendants: DescendantCoverage::default(),
             neg_batches: BTreeMap::new(),
+            holdings_round: None,
+            learning: None,
             nip77: Nip77Support::new(),
             refused: RefusedCoverage::default(),
             consolidation: Consolidation::default(),
@@ -316,6 +324,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     /// session queued ([`RelayMachine::poll_transmit`]) before it says so.
     pub fn handle_session_ended(&mut self, now: Instant, reason: &str) {
         self.neg_batches.clear();
+        self.holdings_round = None;
         self.session = None;
         self.timers.cancel(RelayTimer::CompletionCheck);
         self.announcements_batch = None;
@@ -328,7 +337,8 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
 
     /// The session delivered `event` for `subscription_id`: counted; an exact-ID fetch's
     /// delivery counts for its batch's hydration; a historic page's cursor moves (a live
-    /// group's first page too); and, when the
+    /// group's first page too); the relay holds it, for its holdings while they are learned;
+    /// and, when the
     /// store was new at the start (`new_store`), its ID is remembered as one this relay
     /// delivered during its first sync.
     pub fn handle_event(
@@ -343,6 +353,13 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
                     && let Some(neg) = self.neg_batches.get_mut(&transient.batch)
                 {
                     neg.handle_exact_delivery(event.id);
+                    if let Some(round) = self
+                        .holdings_round
+                        .as_mut()
+                        .filter(|round| round.batch == transient.batch)
+                    {
+                        round.handle_delivered(event);
+                    }
                 }
                 transient.pagination.handle_event(event);
             } else if let Some(history) = session
@@ -354,6 +371,9 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             }
         }
         self.stats.events_received += 1;
+        if let Some(learning) = self.learning.as_mut() {
+            learning.handle_held([(event.id, event.created_at)]);
+        }
         if new_store {
             self.delivered.record(event.id);
         }

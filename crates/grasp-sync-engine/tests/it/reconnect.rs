@@ -3,7 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use grasp_sync_engine::{EngineParts, MemoryStore, StoreConfig, SyncEngine, TokioClock};
+use grasp_sync_engine::{
+    EngineParts, FileHoldingsMemory, HoldingsMemory, MemoryStore, StoreConfig, SyncEngine,
+    TokioClock,
+};
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{ThreadTag, reply};
 use grasp_sync_testkit::{MemoryNetwork, SimulatedRelay, TestRelayConfig};
@@ -24,6 +27,16 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
+    setup_with(None).await
+}
+
+/// [`setup`], keeping relays' holdings in `holdings` when given.
+async fn setup_with(holdings: Option<Arc<dyn HoldingsMemory>>) -> Setup {
+    setup_home(holdings, TestRelayConfig::default()).await
+}
+
+/// [`setup_with`], the home relay configured by `home`.
+async fn setup_home(holdings: Option<Arc<dyn HoldingsMemory>>, home: TestRelayConfig) -> Setup {
     let fixture = RepoFixture::new("paused");
     let announcement =
         fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], START - 1000);
@@ -34,10 +47,7 @@ async fn setup() -> Setup {
             BOOTSTRAP.to_owned(),
             SimulatedRelay::new(TestRelayConfig::default(), vec![announcement]),
         ),
-        (
-            HOME.to_owned(),
-            SimulatedRelay::new(TestRelayConfig::default(), thread.clone()),
-        ),
+        (HOME.to_owned(), SimulatedRelay::new(home, thread.clone())),
     ]);
     // The store reads the engine's clock, so events dated by it are not "in the future".
     let clock = Arc::new(TokioClock::anchored_at(Timestamp::from_secs(START)));
@@ -47,12 +57,15 @@ async fn setup() -> Setup {
     )
     .await
     .expect("store");
-    let parts = EngineParts::new(
+    let mut parts = EngineParts::new(
         Arc::new(network.clone()),
         Arc::new(store.clone()),
         Arc::new(store.clone()),
     )
     .clock(clock);
+    if let Some(holdings) = holdings {
+        parts = parts.holdings_memory(holdings);
+    }
     let engine = SyncEngine::start(test_config(&[BOOTSTRAP.to_owned()]), parts)
         .await
         .expect("engine");
@@ -246,6 +259,230 @@ async fn a_reconciliation_asked_for_now_finds_what_the_live_subscription_missed(
     assert!(
         live_again.is_empty(),
         "the live subscriptions held were sent again: {live_again:?}"
+    );
+    setup.engine.shutdown().await;
+}
+
+/// Whether the store holds `id` (not merely rejected it).
+async fn stored(store: &MemoryStore, id: nostr::EventId) -> bool {
+    use grasp_sync_engine::EventStore;
+    !store
+        .negentropy_items(nostr::Filter::new().id(id))
+        .await
+        .expect("read")
+        .is_empty()
+}
+
+/// Waits until the home relay ran `n` daily reconciliations and has nothing pending or queued.
+async fn daily_done(setup: &Setup, n: u64) -> bool {
+    wait_until(Duration::from_secs(600), || async {
+        let status = home_status(&setup.engine).await;
+        status.daily_reconciliations == n
+            && status.pending_batches == 0
+            && status.queued_starts == 0
+            && status.connection == "connected"
+    })
+    .await
+}
+
+/// What the home relay was asked since `from` (its starts' index): the NEG-OPENs' filters, and
+/// the REQs' filters.
+fn asked_since(setup: &Setup, from: usize) -> (Vec<nostr::Filter>, Vec<Vec<nostr::Filter>>) {
+    let stats = setup.network.stats(HOME);
+    let mut negs = Vec::new();
+    let mut reqs = Vec::new();
+    for start in &stats.starts[from..] {
+        match start.kind {
+            grasp_sync_testkit::StartKind::NegOpen => negs.extend(start.filters.clone()),
+            grasp_sync_testkit::StartKind::Req => reqs.push(start.filters.clone()),
+        }
+    }
+    (negs, reqs)
+}
+
+/// With holdings kept, what a relay delivers during its historic sync is kept as its
+/// holdings, and a caught-up relay's daily run is one NIP-77 round over `{}`: the first fetches
+/// once, by ID, the event of a repository nobody here tracks, which the policy refuses, and
+/// learns it is held; each later one asks the same question with what the relay held, so it
+/// fetches only what is new: an event the live subscription missed, and nothing at all when
+/// nothing is new. The confirmed state and the live subscriptions stay.
+#[tokio::test(start_paused = true)]
+async fn a_daily_run_over_the_relays_holdings_asks_once_and_fetches_only_what_is_new() {
+    let dir = tempfile::tempdir().expect("dir");
+    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
+    let setup = setup_with(Some(holdings.clone())).await;
+    // An event the relay holds that no repository here covers.
+    let foreign = grasp_sync_testkit::nip34::root(
+        &Keys::generate(),
+        grasp_sync_testkit::nip34::RootKind::Issue,
+        &[grasp_sync_testkit::nip34::RepoRef {
+            owner: Keys::generate().public_key(),
+            identifier: "elsewhere".to_owned(),
+        }],
+        "an issue of a repository not listed here",
+        Timestamp::from_secs(START + 5),
+    )
+    .expect("issue");
+    setup.network.store(HOME, foreign.clone());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    // What the relay delivered during its historic sync is kept as its holdings.
+    let home = RelayUrl::parse(HOME).expect("url");
+    let learned = holdings.load(&home).expect("load").expect("learned");
+    let grasp_sync_engine::holdings::Held::Events(learned) = learned.held else {
+        panic!("the relay is not too large");
+    };
+    assert!(learned.iter().any(|(id, _)| *id == setup.issue.id));
+    assert!(learned.iter().all(|(id, _)| *id != foreign.id));
+
+    // The first daily run asks once over everything, and learns the rest.
+    let from = setup.network.stats(HOME).starts.len();
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(
+        daily_done(&setup, 1).await,
+        "the first daily run did not end"
+    );
+    let (negs, reqs) = asked_since(&setup, from);
+    assert_eq!(negs, vec![nostr::Filter::new()], "one round over {{}}");
+    let fetched: Vec<nostr::EventId> = reqs
+        .iter()
+        .flatten()
+        .flat_map(|f| f.ids.iter().flatten().copied())
+        .collect();
+    assert_eq!(
+        fetched,
+        vec![foreign.id],
+        "only the unknown event is fetched: {reqs:?}"
+    );
+    assert!(
+        reqs.iter().flatten().all(|f| f.limit != Some(0)),
+        "no live subscription is sent again: {reqs:?}"
+    );
+    // Offered to the policy, which refused it: not stored, but known.
+    assert!(!stored(&setup.store, foreign.id).await);
+    assert_eq!(
+        count(&setup.store, &ids(std::slice::from_ref(&foreign))).await,
+        1
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let kept = holdings.load(&home).expect("load").expect("holdings kept");
+    let grasp_sync_engine::holdings::Held::Events(held) = kept.held else {
+        panic!("the relay is not too large");
+    };
+    assert!(
+        held.iter().any(|(id, _)| *id == foreign.id),
+        "the refused event is held"
+    );
+    assert!(
+        held.iter().any(|(id, _)| *id == setup.issue.id),
+        "the issue is held"
+    );
+
+    // An event the relay stored without sending it live.
+    let missed = reply(
+        &Keys::generate(),
+        &setup.issue,
+        ThreadTag::LowerE,
+        "never sent live",
+        Timestamp::from_secs(START + 30),
+    )
+    .expect("reply");
+    setup.network.store(HOME, missed.clone());
+    let from = setup.network.stats(HOME).starts.len();
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(
+        daily_done(&setup, 2).await,
+        "the second daily run did not end"
+    );
+    assert_eq!(
+        count(&setup.store, &ids(std::slice::from_ref(&missed))).await,
+        1
+    );
+    let (negs, reqs) = asked_since(&setup, from);
+    assert_eq!(negs, vec![nostr::Filter::new()]);
+    let fetched: Vec<nostr::EventId> = reqs
+        .iter()
+        .flatten()
+        .flat_map(|f| f.ids.iter().flatten().copied())
+        .collect();
+    assert_eq!(
+        fetched,
+        vec![missed.id],
+        "only the new event is fetched: {reqs:?}"
+    );
+
+    // Nothing new: one question, nothing fetched.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let from = setup.network.stats(HOME).starts.len();
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(
+        daily_done(&setup, 3).await,
+        "the third daily run did not end"
+    );
+    let (negs, reqs) = asked_since(&setup, from);
+    assert_eq!(negs, vec![nostr::Filter::new()]);
+    assert!(reqs.is_empty(), "{reqs:?}");
+    let status = home_status(&setup.engine).await;
+    assert_eq!(status.long_reconnects + status.quick_reconnects, 0);
+    setup.engine.shutdown().await;
+}
+
+/// A relay that refuses a round over `{}` (strfry answers `NEG-ERR "blocked: too many query
+/// results"` when a filter matches more events than its `maxSyncEvents`; here the rule stands
+/// for a relay over that cap) gets the daily run as named rounds, which still find what the
+/// live subscription missed. The relay is remembered as too large, so the next daily run goes
+/// by named rounds without asking, and no REQ over `{}` is ever sent.
+#[tokio::test(start_paused = true)]
+async fn a_relay_that_refuses_a_round_over_everything_gets_named_rounds() {
+    let dir = tempfile::tempdir().expect("dir");
+    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
+    let too_many = TestRelayConfig::strict(grasp_sync_testkit::StrictLimits {
+        policies: vec![grasp_sync_testkit::PolicyRule::new(
+            grasp_sync_testkit::FilterPredicate::custom(|f| *f == nostr::Filter::new()),
+            "blocked: too many query results",
+        )],
+        ..grasp_sync_testkit::StrictLimits::default()
+    });
+    let setup = setup_home(Some(holdings.clone()), too_many).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let missed = reply(
+        &Keys::generate(),
+        &setup.issue,
+        ThreadTag::LowerE,
+        "never sent live",
+        Timestamp::from_secs(START + 30),
+    )
+    .expect("reply");
+    setup.network.store(HOME, missed.clone());
+    let from = setup.network.stats(HOME).starts.len();
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(daily_done(&setup, 1).await, "the daily run did not end");
+    assert_eq!(
+        count(&setup.store, &ids(std::slice::from_ref(&missed))).await,
+        1
+    );
+    let (negs, reqs) = asked_since(&setup, from);
+    assert_eq!(negs.first(), Some(&nostr::Filter::new()), "{negs:?}");
+    assert!(negs.len() > 1, "named rounds follow the refusal: {negs:?}");
+    assert!(
+        reqs.iter().flatten().all(|f| *f != nostr::Filter::new()),
+        "a REQ over everything was sent: {reqs:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let home = RelayUrl::parse(HOME).expect("url");
+    let kept = holdings.load(&home).expect("load").expect("kept");
+    assert_eq!(kept.held, grasp_sync_engine::holdings::Held::TooLarge);
+
+    let from = setup.network.stats(HOME).starts.len();
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(
+        daily_done(&setup, 2).await,
+        "the second daily run did not end"
+    );
+    let (negs, _) = asked_since(&setup, from);
+    assert!(!negs.is_empty(), "named rounds");
+    assert!(
+        negs.iter().all(|f| *f != nostr::Filter::new()),
+        "asked over everything again: {negs:?}"
     );
     setup.engine.shutdown().await;
 }

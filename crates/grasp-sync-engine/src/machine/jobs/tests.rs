@@ -3,7 +3,7 @@
 use grasp_sync_model::{BatchId, RelayUrl};
 use nostr::{Filter, Kind, SubscriptionId};
 
-use super::{HistorySlots, Job, Jobs};
+use super::{HaveSource, HistorySlots, Job, Jobs};
 use crate::machine::transmit::SessionKey;
 
 fn key(generation: u64) -> SessionKey {
@@ -21,12 +21,15 @@ fn jobs_are_performed_in_the_order_decided_with_the_session_that_asked() {
     let read = Job::ReadHaveSet {
         subscription_id: SubscriptionId::new("neg-2"),
         filter: filter.clone(),
+        source: HaveSource::Store,
     };
     let round = Job::RunRound {
         subscription_id: SubscriptionId::new("neg-1"),
         filter: filter.clone(),
         have: Vec::new(),
         probe: true,
+        holdings: false,
+        learn: false,
     };
     let held = Job::ReadHeld {
         batch: BatchId(7),

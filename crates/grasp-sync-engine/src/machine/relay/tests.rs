@@ -308,6 +308,8 @@ fn dials_and_jobs_come_out_in_the_order_decided_with_the_session_that_asked() {
         filter: Filter::new(),
         have: Vec::new(),
         probe: false,
+        holdings: false,
+        learn: false,
     };
     machine.jobs.push(key(3), read(3));
     machine.jobs.push(key(3), round.clone());

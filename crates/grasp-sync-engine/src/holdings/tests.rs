@@ -1,0 +1,126 @@
+//! Holdings: what is kept, how long it counts, and the file that keeps it.
+
+use std::io::Write;
+
+use grasp_sync_model::RelayUrl;
+use nostr::{EventId, Timestamp};
+
+use super::*;
+
+fn relay(url: &str) -> RelayUrl {
+    RelayUrl::parse(url).expect("url")
+}
+
+fn event(n: u8, created_at: u64) -> (EventId, Timestamp) {
+    (
+        EventId::from_byte_array([n; 32]),
+        Timestamp::from_secs(created_at),
+    )
+}
+
+#[test]
+fn learned_holdings_are_sorted_by_id_and_unique() {
+    let holdings = RelayHoldings::learned(
+        Timestamp::from_secs(10),
+        vec![event(3, 1), event(1, 2), event(3, 1), event(2, 3)],
+    );
+    assert_eq!(
+        holdings.held,
+        Held::Events(vec![event(1, 2), event(2, 3), event(3, 1)])
+    );
+}
+
+#[test]
+fn holdings_past_the_cap_are_too_large() {
+    let events = (0..=MAX_HELD_EVENTS)
+        .map(|n| {
+            let mut bytes = [0; 32];
+            bytes[..8].copy_from_slice(&(n as u64).to_be_bytes());
+            (EventId::from_byte_array(bytes), Timestamp::from_secs(1))
+        })
+        .collect();
+    let holdings = RelayHoldings::learned(Timestamp::from_secs(10), events);
+    assert_eq!(holdings.held, Held::TooLarge);
+}
+
+#[test]
+fn holdings_are_current_for_their_age_limit_only() {
+    let learned = Timestamp::from_secs(1_000_000);
+    let events = RelayHoldings::learned(learned, vec![event(1, 1)]);
+    let week = HOLDINGS_MAX_AGE.as_secs();
+    assert!(events.is_current(Timestamp::from_secs(1_000_000 + week - 1)));
+    assert!(!events.is_current(Timestamp::from_secs(1_000_000 + week)));
+    let too_large = RelayHoldings {
+        learned_at: learned,
+        held: Held::TooLarge,
+    };
+    assert!(too_large.is_current(Timestamp::from_secs(1_000_000 + week)));
+    assert!(!too_large.is_current(Timestamp::from_secs(1_000_000 + TOO_LARGE_PAUSE.as_secs())));
+}
+
+#[test]
+fn a_file_keeps_each_relays_holdings_apart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let memory = FileHoldingsMemory::new(dir.path().join("holdings"));
+    let one = relay("wss://one.example");
+    let two = relay("wss://two.example");
+    assert_eq!(memory.load(&one).expect("load"), None);
+    let held = RelayHoldings::learned(Timestamp::from_secs(5), vec![event(9, 100), event(4, 50)]);
+    let too_large = RelayHoldings {
+        learned_at: Timestamp::from_secs(6),
+        held: Held::TooLarge,
+    };
+    memory.save(&one, &held).expect("save");
+    memory.save(&two, &too_large).expect("save");
+    assert_eq!(memory.load(&one).expect("load"), Some(held));
+    assert_eq!(memory.load(&two).expect("load"), Some(too_large.clone()));
+    let replaced = RelayHoldings::learned(Timestamp::from_secs(7), Vec::new());
+    memory.save(&two, &replaced).expect("save");
+    assert_eq!(memory.load(&two).expect("load"), Some(replaced));
+}
+
+#[test]
+fn a_damaged_file_is_a_format_error() {
+    let dir = tempfile::tempdir().expect("dir");
+    let memory = FileHoldingsMemory::new(dir.path());
+    let one = relay("wss://one.example");
+    let held = RelayHoldings::learned(Timestamp::from_secs(5), vec![event(1, 1), event(2, 2)]);
+    memory.save(&one, &held).expect("save");
+    let path = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .next()
+        .expect("a file")
+        .expect("entry")
+        .path();
+    let bytes = std::fs::read(&path).expect("read");
+    // Cut in the middle of the last event.
+    std::fs::File::create(&path)
+        .expect("file")
+        .write_all(&bytes[..bytes.len() - 5])
+        .expect("write");
+    assert!(matches!(
+        memory.load(&one),
+        Err(HoldingsError::Format { .. })
+    ));
+    std::fs::write(&path, b"something else entirely").expect("write");
+    assert!(matches!(
+        memory.load(&one),
+        Err(HoldingsError::Format { .. })
+    ));
+}
+
+#[test]
+fn saving_past_the_file_cap_removes_the_oldest_files() {
+    let dir = tempfile::tempdir().expect("dir");
+    let memory = FileHoldingsMemory::new(dir.path());
+    let held = RelayHoldings::learned(Timestamp::from_secs(5), Vec::new());
+    for n in 0..MAX_HOLDINGS_FILES + 3 {
+        memory
+            .save(&relay(&format!("wss://relay{n}.example")), &held)
+            .expect("save");
+    }
+    let files = std::fs::read_dir(dir.path()).expect("dir").count();
+    assert_eq!(files, MAX_HOLDINGS_FILES);
+    let newest = relay(&format!("wss://relay{}.example", MAX_HOLDINGS_FILES + 2));
+    assert_eq!(memory.load(&newest).expect("load"), Some(held));
+}

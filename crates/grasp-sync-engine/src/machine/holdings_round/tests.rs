@@ -1,0 +1,84 @@
+//! The daily round over a relay's holdings: what a finished or failed round leaves to keep.
+
+use grasp_sync_model::BatchId;
+use nostr::{EventBuilder, EventId, Keys, SubscriptionId, Timestamp};
+
+use super::{HoldingsLearning, HoldingsOutcome, HoldingsRound, MAX_HELD_EVENTS};
+
+fn round() -> HoldingsRound {
+    HoldingsRound::new(BatchId(1), SubscriptionId::new("held"))
+}
+
+fn id(n: u8) -> EventId {
+    EventId::from_byte_array([n; 32])
+}
+
+#[test]
+fn a_finished_round_keeps_what_the_diff_and_the_fetches_showed() {
+    let keys = Keys::generate();
+    let fetched = EventBuilder::text_note("new")
+        .custom_created_at(Timestamp::from_secs(77))
+        .sign_with_keys(&keys)
+        .expect("sign");
+    let never_sent = id(9);
+    let mut round = round();
+    round.handle_diff(
+        vec![(id(1), Timestamp::from_secs(5))],
+        &[fetched.id, never_sent],
+    );
+    round.handle_delivered(&fetched);
+    // Delivered twice, or not asked for: counted once, or not at all.
+    round.handle_delivered(&fetched);
+    let other = EventBuilder::text_note("other")
+        .sign_with_keys(&keys)
+        .expect("sign");
+    round.handle_delivered(&other);
+    assert_eq!(
+        round.finish(),
+        HoldingsOutcome::Held(vec![
+            (id(1), Timestamp::from_secs(5)),
+            (fetched.id, Timestamp::from_secs(77)),
+        ])
+    );
+}
+
+#[test]
+fn a_failed_round_keeps_nothing_unless_the_relay_was_too_large() {
+    let mut failed = round();
+    failed.handle_diff(vec![(id(1), Timestamp::from_secs(5))], &[]);
+    failed.handle_failed(false);
+    assert!(failed.failed());
+    assert_eq!(failed.finish(), HoldingsOutcome::Nothing);
+    let mut too_large = round();
+    too_large.handle_failed(true);
+    assert_eq!(too_large.finish(), HoldingsOutcome::TooLarge);
+    assert_eq!(round().finish(), HoldingsOutcome::Nothing);
+}
+
+#[test]
+fn learning_keeps_what_the_relay_showed_until_it_shows_too_much() {
+    let mut learning = HoldingsLearning::default();
+    learning.handle_held([(id(1), Timestamp::from_secs(1))]);
+    learning.handle_held([
+        (id(2), Timestamp::from_secs(2)),
+        (id(1), Timestamp::from_secs(1)),
+    ]);
+    let mut held = learning.clone().finish().expect("learned");
+    held.sort_unstable();
+    held.dedup();
+    assert_eq!(
+        held,
+        vec![
+            (id(1), Timestamp::from_secs(1)),
+            (id(2), Timestamp::from_secs(2))
+        ]
+    );
+    let many = (0..=MAX_HELD_EVENTS as u64).map(|n| {
+        let mut bytes = [0; 32];
+        bytes[..8].copy_from_slice(&n.to_be_bytes());
+        (EventId::from_byte_array(bytes), Timestamp::from_secs(n))
+    });
+    learning.handle_held(many);
+    learning.handle_held([(id(3), Timestamp::from_secs(3))]);
+    assert_eq!(learning.finish(), None);
+}
