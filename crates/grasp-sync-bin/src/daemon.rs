@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use grasp_sync_engine::{
-    EngineEnd, EngineExit, EngineParts, EngineStatus, FileLimitsMemory, LmdbStore, PurgatoryConfig,
-    PurgatoryParts, SdkConnector, StoreConfig, SyncEngine, TokioClock,
+    EngineEnd, EngineExit, EngineParts, EngineStatus, FileHoldingsMemory, FileLimitsMemory,
+    LmdbStore, PurgatoryConfig, PurgatoryParts, SdkConnector, StoreConfig, SyncEngine, TokioClock,
 };
 use grasp_sync_model::RelayUrl;
 use nostr::EventId;
@@ -44,6 +44,10 @@ pub const STORE_DIR: &str = "store";
 pub const INDEX_DIR: &str = "external-index";
 /// The file under `data_dir` that keeps the limits relays taught, across restarts.
 pub const LEARNED_LIMITS_FILE: &str = "learned-limits.json";
+
+/// The directory in the data directory where each relay's holdings are kept for the daily
+/// reconciliation (one file per relay).
+pub const RELAY_HOLDINGS_DIR: &str = "relay-holdings";
 
 /// The own store, by mode.
 #[derive(Debug)]
@@ -192,6 +196,9 @@ impl Daemon {
                 .meter(metrics.meter())
                 .limits_memory(Arc::new(FileLimitsMemory::new(
                     settings.data_dir.join(LEARNED_LIMITS_FILE),
+                )))
+                .holdings_memory(Arc::new(FileHoldingsMemory::new(
+                    settings.data_dir.join(RELAY_HOLDINGS_DIR),
                 )))
                 .hook(Arc::new(
                     SyncedEvents::new(&metrics.meter(), own.live_relay())

@@ -425,8 +425,11 @@ pub struct SimReport {
     pub raw: Option<RawIngest>,
     /// A reconciliation of the complete store by a restart, if measured (`--reconcile`).
     pub reconcile: Option<ReconcileReport>,
-    /// The daily reconciliation of the complete store on the connections that are up, if
-    /// measured (`--reconcile`).
+    /// The first daily reconciliation of the complete store on the connections that are up,
+    /// which learns each relay's holdings, if measured (`--reconcile`).
+    pub first_daily: Option<ReconcileReport>,
+    /// The daily reconciliation after that one, over the relays' holdings, if measured
+    /// (`--reconcile`): what every later day costs.
     pub daily: Option<ReconcileReport>,
     /// Memory of the sim process (relays, daemon and baseline together).
     pub process_memory: Memory,
@@ -576,16 +579,21 @@ pub async fn run_sim(
     } else {
         None
     };
-    // Then the daily reconciliation, asked for now, on the connections that are up.
-    let mut daily = match &full_sync {
+    // Then the daily reconciliation, asked for now, on the connections that are up: the
+    // first learns each relay's holdings, the second is what every later day costs.
+    let (mut first_daily, mut daily) = match &full_sync {
         Some((settled, first, bytes)) => {
+            let mut learning =
+                reconcile::run_daily(&daemon, &network, first, *bytes, options.timeout).await?;
+            learning.full_sync_settled = *settled;
+            learning.write_outcome("first daily reconciliation", out)?;
             let mut report =
                 reconcile::run_daily(&daemon, &network, first, *bytes, options.timeout).await?;
             report.full_sync_settled = *settled;
             report.write_outcome("daily reconciliation", out)?;
-            Some(report)
+            (Some(learning), Some(report))
         }
-        None => None,
+        None => (None, None),
     };
     let live_probe = match options.live_probe {
         Some(repos) => {
@@ -695,7 +703,10 @@ pub async fn run_sim(
         (None, None, None)
     };
     if let Some(naive) = &naive {
-        for report in [&mut reconcile, &mut daily].into_iter().flatten() {
+        for report in [&mut reconcile, &mut first_daily, &mut daily]
+            .into_iter()
+            .flatten()
+        {
             report.naive_bytes = Some(naive.bytes());
         }
     }
@@ -795,6 +806,7 @@ pub async fn run_sim(
         outbox,
         raw,
         reconcile,
+        first_daily,
         daily,
         process_memory: measure::own_memory(),
         idle,

@@ -367,8 +367,17 @@ pub fn write_report(out: &mut (dyn Write + Send), report: &SimReport) -> std::io
             raw.events_per_sec
         )?;
     }
+    if let Some(first) = &report.first_daily {
+        first.write(
+            "first daily reconciliation, connections up (learns each relay's holdings)",
+            out,
+        )?;
+    }
     if let Some(daily) = &report.daily {
-        daily.write("daily reconciliation, connections up", out)?;
+        daily.write(
+            "daily reconciliation, connections up (over the holdings)",
+            out,
+        )?;
     }
     if let Some(reconcile) = &report.reconcile {
         reconcile.write("reconciliation by a restart", out)?;

@@ -269,6 +269,7 @@ pub(super) async fn run_sharded(
         naive_client: None,
         raw: None,
         reconcile: None,
+        first_daily: None,
         daily: None,
         process_memory: measure::own_memory(),
         idle: None,
