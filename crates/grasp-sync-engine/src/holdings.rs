@@ -12,9 +12,15 @@
 //! more events than its `maxSyncEvents`), is remembered as [`Held::TooLarge`], and the relay is
 //! reconciled by named rounds until [`TOO_LARGE_PAUSE`] has passed.
 //!
+//! Before a relay's first daily run, its holdings are learned from what it delivers and what
+//! NIP-77 rounds show it holds, and added to the kept ones at each completion of its historic
+//! sync.
+//!
 //! [`HoldingsMemory`] is where holdings live ([`FileHoldingsMemory`]: one file per relay in a
 //! directory of at most [`MAX_HOLDINGS_FILES`]). The engine reads and writes them on blocking
-//! threads, once per relay per daily run.
+//! threads: once per relay per daily run, and at each completion of a relay's historic sync
+//! until its first daily run. The files of relays no longer tracked stay until the cap removes
+//! them: at most [`MAX_HOLDINGS_FILES`] × [`MAX_HELD_EVENTS`] × 40 bytes on disk.
 
 mod file;
 #[cfg(test)]

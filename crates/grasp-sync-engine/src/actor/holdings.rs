@@ -20,7 +20,9 @@ use super::Actor;
 use super::negentropy::JobReport;
 use crate::boundary::EventStore;
 use crate::error::StoreError;
-use crate::holdings::{Held, HoldingsMemory, MAX_NEW_IDS_PER_ROUND, RelayHoldings};
+use crate::holdings::{
+    Held, HoldingsMemory, MAX_HELD_EVENTS, MAX_NEW_IDS_PER_ROUND, RelayHoldings,
+};
 use crate::machine::holdings_round::HoldingsOutcome;
 use crate::machine::jobs::HaveSet;
 use crate::machine::nip77::Nip77State;
@@ -34,11 +36,6 @@ impl Actor {
             return false;
         }
         let coverage = self.named_coverage(relay);
-        // The round learns the rest; what was learned since the last completion is named by
-        // it again, and the store holds it.
-        if let Some(runtime) = self.runtimes.get_mut(relay) {
-            runtime.machine.learning = None;
-        }
         let batch = self
             .pending
             .open_batch(relay, PendingItems::default(), SyncMethod::Negentropy);
@@ -241,8 +238,8 @@ impl Actor {
 
     /// `relay`'s historic sync completed (again: discovery may add coverage after the first
     /// completion): what it showed it holds since the last time is added to the holdings kept
-    /// (which may name events outside the coverage). Learning goes on until the first daily
-    /// run over the holdings starts; a relay that showed too much stops learning.
+    /// (which may name events outside the coverage). Learning goes on until the relay's first
+    /// daily run; a relay that showed too much stops learning.
     pub(super) fn keep_learned_holdings(&mut self, relay: &RelayUrl) {
         let Some(learning) = self.runtimes.get_mut(relay).and_then(|r| {
             let learning = r.machine.learning.as_mut()?;
@@ -309,7 +306,8 @@ impl Actor {
 /// Reads the "have" set of a round over `key`'s relay's holdings: the kept holdings that are
 /// current at `now`, those the store holds or rejected; where none are kept, the events the
 /// store holds under `coverage`. `None` when the relay was found too large within
-/// [`TOO_LARGE_PAUSE`](crate::holdings::TOO_LARGE_PAUSE): the daily run uses named rounds.
+/// [`TOO_LARGE_PAUSE`](crate::holdings::TOO_LARGE_PAUSE), or the store holds more than
+/// [`MAX_HELD_EVENTS`] events under `coverage`: the daily run uses named rounds.
 pub(super) async fn read_holdings(
     key: &SessionKey,
     coverage: Vec<Filter>,
@@ -346,11 +344,17 @@ pub(super) async fn read_holdings(
             None => {
                 let mut have = Vec::new();
                 for filter in coverage {
-                    have.extend(store.negentropy_items(filter).await?);
+                    let room = (2 * MAX_HELD_EVENTS).saturating_sub(have.len());
+                    have.extend(store.negentropy_items(filter.limit(room)).await?);
+                    if have.len() >= 2 * MAX_HELD_EVENTS {
+                        break;
+                    }
                 }
                 have.sort_unstable();
                 have.dedup_by_key(|(id, _)| *id);
-                Ok(Some(have))
+                // More than a relay's holdings may hold: named rounds, as for a relay found
+                // too large.
+                Ok((have.len() <= MAX_HELD_EVENTS).then_some(have))
             }
         }
     };

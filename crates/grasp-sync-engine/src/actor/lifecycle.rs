@@ -393,6 +393,11 @@ impl Actor {
             runtime.machine.stats.daily_reconciliations += 1;
             runtime.machine.nip77.handle_daily_reconciliation();
         }
+        // From now on the daily runs keep the holdings: what was learned since the last
+        // completion is named by the next round over `{}`, and the store holds it.
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.machine.learning = None;
+        }
         if self.start_holdings_round(relay) {
             return;
         }

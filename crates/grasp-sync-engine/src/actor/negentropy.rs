@@ -329,6 +329,14 @@ impl Actor {
         else {
             return;
         };
+        if matches!(result, Err(NegentropyError::AuthRequired(_)))
+            && self.is_holdings_batch(&relay, batch)
+        {
+            // Never parked or paused as refused coverage: a probe of that would be a REQ
+            // over `{}`. The named rounds meet the relay's AUTH on their own.
+            self.holdings_round_failed(&relay);
+            return;
+        }
         if let Err(NegentropyError::AuthRequired(text)) = &result {
             // Reconciled again by NIP-77 after the session's AUTH, or paused: never a REQ.
             self.handle_round_auth_refusal(&relay, batch, subscription_id, text, before_auth);
@@ -445,11 +453,10 @@ impl Actor {
                 self.confirm(relay, batch);
             }
             Drained::SemanticFallback { .. } if holdings => {
-                // The batch names no coverage to fall back to: what was not delivered is
-                // left out of the holdings, and the next daily run names it again.
+                // The batch names no coverage to fall back to: the fresh start's named
+                // batches have their semantic fallback.
                 tracing::info!(%relay, "relay advertises events it does not serve by id");
-                self.finish_holdings_round(relay, batch);
-                self.confirm(relay, batch);
+                self.holdings_round_failed(relay);
             }
             Drained::RecoveryDone { pass } => {
                 let residual: BTreeSet<EventId> = pass.residual().into_iter().collect();
@@ -517,7 +524,13 @@ impl Actor {
 
     /// Turns a negentropy batch into grouped REQ+EOSE over its semantic filters, at most
     /// `ceiling` filters per REQ.
+    /// The daily run over a relay's holdings never falls back to REQ+EOSE (it names no
+    /// coverage): it becomes the fresh start.
     fn fall_back_to_req(&mut self, relay: &RelayUrl, batch: BatchId, ceiling: FilterCeiling) {
+        if self.is_holdings_batch(relay, batch) {
+            self.holdings_round_failed(relay);
+            return;
+        }
         let Some(neg) = self
             .runtimes
             .get_mut(relay)
@@ -770,10 +783,15 @@ fn perform_job(key: SessionKey, job: Job, handle: &SessionHandle, context: JobCo
             holdings,
             learn,
         } => {
-            let limits = if probe {
+            // A round over `{}` may take a large relay longer to answer than a probe waits:
+            // it gets the normal deadline even as the session's probe.
+            let limits = if probe && !holdings {
                 RoundLimits::PROBE
             } else {
-                RoundLimits::NORMAL
+                RoundLimits {
+                    probe,
+                    ..RoundLimits::NORMAL
+                }
             };
             let session = handle.session();
             let round = Round {

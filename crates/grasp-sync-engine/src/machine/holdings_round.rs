@@ -8,10 +8,10 @@
 //! next daily run. A round that failed keeps nothing, except that a relay naming more new IDs
 //! than a round takes, or refusing the round, is remembered as too large.
 //!
-//! Before its first daily run, a relay's holdings are learned during its first historic sync
-//! in the run ([`HoldingsLearning`]): every event it delivers, and what each NIP-77 round
-//! showed it holds of the store's events. So the first daily run asks about what the relay
-//! holds beyond the coverage (events of repositories not tracked here) and little else.
+//! Before its first daily run, a relay's holdings are learned from its first connection in
+//! the run ([`HoldingsLearning`]): every event it delivers, and what each NIP-77 round showed
+//! it holds of the store's events. So the first daily run asks about what the relay holds
+//! beyond the coverage (events of repositories not tracked here) and little else.
 //!
 //! Pure state: the driver reads and writes the kept holdings and runs the round.
 
@@ -26,9 +26,12 @@ mod tests;
 /// The most events learned or kept for one relay.
 pub const MAX_HELD_EVENTS: usize = 250_000;
 
-/// What a relay showed it holds during its first historic sync in this run: the events it
-/// delivered and those of the store its NIP-77 rounds found it holding, with `created_at`.
-/// Past [`MAX_HELD_EVENTS`] it stops learning and keeps nothing.
+/// What a relay showed it holds from its first connection in this run until its first daily
+/// run: the events it delivered (live ones too) and those of the store its NIP-77 rounds found
+/// it holding, with `created_at`. The driver takes what it learned at each completion of the
+/// relay's historic sync. Past [`MAX_HELD_EVENTS`] distinct events between two completions it
+/// stops learning and keeps nothing; duplicates are dropped once twice that many arrived, so
+/// the list holds at most twice the cap.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HoldingsLearning {
     held: Vec<(EventId, Timestamp)>,
@@ -41,20 +44,28 @@ impl HoldingsLearning {
         if self.overflowed {
             return;
         }
-        self.held.extend(events);
-        if self.held.len() > MAX_HELD_EVENTS {
-            self.held.sort_unstable();
-            self.held.dedup_by_key(|(id, _)| *id);
-        }
-        if self.held.len() > MAX_HELD_EVENTS {
-            self.overflowed = true;
-            self.held = Vec::new();
+        for event in events {
+            self.held.push(event);
+            if self.held.len() > 2 * MAX_HELD_EVENTS {
+                self.held.sort_unstable();
+                self.held.dedup_by_key(|(id, _)| *id);
+                if self.held.len() > MAX_HELD_EVENTS {
+                    self.overflowed = true;
+                    self.held = Vec::new();
+                    return;
+                }
+            }
         }
     }
 
-    /// What was learned, unless the relay held too much to learn.
+    /// What was learned, unless the relay showed too much to learn.
     pub fn finish(self) -> Option<Vec<(EventId, Timestamp)>> {
         (!self.overflowed).then_some(self.held)
+    }
+
+    /// Whether the relay showed too much to learn.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
     }
 }
 

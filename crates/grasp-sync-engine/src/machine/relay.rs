@@ -71,8 +71,8 @@ pub struct RelayMachine<Round, Parked> {
     pub neg_batches: BTreeMap<BatchId, NegBatch>,
     /// The daily round over the relay's holdings, while it runs.
     pub holdings_round: Option<HoldingsRound>,
-    /// What the relay shows it holds during its first historic sync in this run, while the
-    /// driver learns it (see [`HoldingsLearning`]).
+    /// What the relay shows it holds from its first connection in this run until its first
+    /// daily run, while the driver learns it (see [`HoldingsLearning`]).
     pub learning: Option<HoldingsLearning>,
     /// Whether the relay speaks NIP-77: this session's knowledge and a verdict kept across
     /// sessions.

@@ -486,3 +486,41 @@ async fn a_relay_that_refuses_a_round_over_everything_gets_named_rounds() {
     );
     setup.engine.shutdown().await;
 }
+
+/// A relay with NIP-77 turned off (strfry's `NOTICE "ERROR: bad msg: negentropy disabled"`)
+/// gets its daily run by REQ+EOSE, which still finds what the live subscription missed, and
+/// is never sent a REQ over `{}`.
+#[tokio::test(start_paused = true)]
+async fn a_relay_without_nip77_gets_its_daily_run_by_req_and_never_a_req_over_everything() {
+    let dir = tempfile::tempdir().expect("dir");
+    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
+    let no_nip77 = TestRelayConfig::strict(grasp_sync_testkit::StrictLimits {
+        negentropy_enabled: false,
+        ..grasp_sync_testkit::StrictLimits::default()
+    });
+    let setup = setup_home(Some(holdings), no_nip77).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let missed = reply(
+        &Keys::generate(),
+        &setup.issue,
+        ThreadTag::LowerE,
+        "never sent live",
+        Timestamp::from_secs(START + 30),
+    )
+    .expect("reply");
+    setup.network.store(HOME, missed.clone());
+    let from = setup.network.stats(HOME).starts.len();
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(daily_done(&setup, 1).await, "the daily run did not end");
+    assert_eq!(
+        count(&setup.store, &ids(std::slice::from_ref(&missed))).await,
+        1
+    );
+    let (_, reqs) = asked_since(&setup, from);
+    assert!(!reqs.is_empty(), "the daily run went by REQ+EOSE");
+    assert!(
+        reqs.iter().flatten().all(|f| *f != nostr::Filter::new()),
+        "a REQ over everything was sent: {reqs:?}"
+    );
+    setup.engine.shutdown().await;
+}

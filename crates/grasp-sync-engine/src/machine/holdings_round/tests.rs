@@ -73,12 +73,25 @@ fn learning_keeps_what_the_relay_showed_until_it_shows_too_much() {
             (id(2), Timestamp::from_secs(2))
         ]
     );
-    let many = (0..=MAX_HELD_EVENTS as u64).map(|n| {
+    // With the two above, exactly the cap.
+    let many = (0..MAX_HELD_EVENTS as u64 - 2).map(|n| {
         let mut bytes = [0; 32];
         bytes[..8].copy_from_slice(&n.to_be_bytes());
         (EventId::from_byte_array(bytes), Timestamp::from_secs(n))
     });
-    learning.handle_held(many);
+    learning.handle_held(many.clone());
+    // Duplicates alone never overflow it.
+    assert!(!learning.overflowed());
+    learning.handle_held(many.clone());
+    learning.handle_held(many.take(2));
+    assert!(!learning.overflowed());
+    let more = (0..=MAX_HELD_EVENTS as u64).map(|n| {
+        let mut bytes = [1; 32];
+        bytes[..8].copy_from_slice(&n.to_be_bytes());
+        (EventId::from_byte_array(bytes), Timestamp::from_secs(n))
+    });
+    learning.handle_held(more);
+    assert!(learning.overflowed());
     learning.handle_held([(id(3), Timestamp::from_secs(3))]);
     assert_eq!(learning.finish(), None);
 }
