@@ -219,8 +219,9 @@ impl Actor {
         self.save_holdings(relay, holdings);
     }
 
-    /// Starts learning `relay`'s holdings for its first historic sync in this run, when
-    /// holdings are kept and none are being learned.
+    /// Starts learning `relay`'s holdings when it connects before its first historic sync in
+    /// this run completed, holdings are kept and none are being learned; learning goes on
+    /// until the relay's first daily run.
     pub(super) fn start_learning_holdings(&mut self, relay: &RelayUrl) {
         let first_sync = self
             .relays

@@ -56,11 +56,13 @@ pub(crate) enum JobReport {
         key: SessionKey,
         subscription_id: SubscriptionId,
         result: Result<Vec<EventId>, NegentropyError>,
-        /// For a round over the relay's holdings that completed: what the relay holds of its
-        /// "have" set and of the new IDs the store holds already.
+        /// What the relay holds, for a round that completed and reports it: a round over the
+        /// relay's holdings (of its "have" set and of the new IDs the store holds already), or
+        /// a named round while the relay's holdings are learned (of its "have" set).
         held: Option<Vec<(EventId, Timestamp)>>,
     },
-    /// A round over the relay's holdings will not run: the relay was found too large for one.
+    /// A round over the relay's holdings will not run: the relay was found too large for one,
+    /// or the store holds more of its coverage than holdings keep.
     HoldingsDeclined {
         key: SessionKey,
         subscription_id: SubscriptionId,
@@ -523,9 +525,8 @@ impl Actor {
     }
 
     /// Turns a negentropy batch into grouped REQ+EOSE over its semantic filters, at most
-    /// `ceiling` filters per REQ.
-    /// The daily run over a relay's holdings never falls back to REQ+EOSE (it names no
-    /// coverage): it becomes the fresh start.
+    /// `ceiling` filters per REQ. The daily run over a relay's holdings never falls back to
+    /// REQ+EOSE (it names no coverage): it becomes the fresh start.
     fn fall_back_to_req(&mut self, relay: &RelayUrl, batch: BatchId, ceiling: FilterCeiling) {
         if self.is_holdings_batch(relay, batch) {
             self.holdings_round_failed(relay);
