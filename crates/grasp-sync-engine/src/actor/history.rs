@@ -35,6 +35,35 @@ fn log_proved(relay: &RelayUrl, proved: Option<usize>, known: bool) {
     }
 }
 
+/// A relay's needs as the lists a [`Coverage`] borrows (no direct members).
+pub(super) struct NeedsLists {
+    full: Vec<RepoCoordinate>,
+    state_only: Vec<RepoCoordinate>,
+    roots: Vec<EventId>,
+}
+
+impl NeedsLists {
+    /// The lists of `needs`.
+    pub(super) fn of(needs: &RelaySyncNeeds) -> Self {
+        Self {
+            full: needs.full_repos().cloned().collect(),
+            state_only: needs.state_only_repos().cloned().collect(),
+            roots: needs.root_events.iter().copied().collect(),
+        }
+    }
+
+    /// The coverage of these lists.
+    pub(super) fn coverage(&self) -> Coverage<'_> {
+        Coverage {
+            full_repos: &self.full,
+            state_only_repos: &self.state_only,
+            roots: &self.roots,
+            direct_members: &[],
+            addressable_members: &[],
+        }
+    }
+}
+
 impl Actor {
     /// New work for a relay (from the three-way diff): live coverage and one historic batch.
     pub(super) fn handle_add_filters(&mut self, relay: &RelayUrl, needs: RelaySyncNeeds) {
@@ -52,16 +81,8 @@ impl Actor {
         if needs.is_empty() {
             return;
         }
-        let full: Vec<RepoCoordinate> = needs.full_repos().cloned().collect();
-        let state_only: Vec<RepoCoordinate> = needs.state_only_repos().cloned().collect();
-        let roots: Vec<EventId> = needs.root_events.iter().copied().collect();
-        let coverage = Coverage {
-            full_repos: &full,
-            state_only_repos: &state_only,
-            roots: &roots,
-            direct_members: &[],
-            addressable_members: &[],
-        };
+        let lists = NeedsLists::of(&needs);
+        let coverage = lists.coverage();
         let budget = FilterBudget::default();
         let items = PendingItems {
             repos: needs.repos,

@@ -10,13 +10,12 @@
 
 use std::sync::Arc;
 
-use grasp_sync_filters::{Coverage, FilterBudget, Window, announcement_filter};
-use grasp_sync_model::{
-    BatchId, ConnectionStatus, PendingItems, RelayUrl, RepoCoordinate, SyncMethod,
-};
+use grasp_sync_filters::{FilterBudget, Window, announcement_filter};
+use grasp_sync_model::{BatchId, ConnectionStatus, PendingItems, RelayUrl, SyncMethod};
 use nostr::{EventId, Filter, Timestamp};
 
 use super::Actor;
+use super::history::NeedsLists;
 use super::negentropy::JobReport;
 use crate::boundary::EventStore;
 use crate::error::StoreError;
@@ -105,17 +104,11 @@ impl Actor {
             repos: state.repos.clone(),
             root_events: state.root_events.clone(),
         };
-        let full: Vec<RepoCoordinate> = needs.full_repos().cloned().collect();
-        let state_only: Vec<RepoCoordinate> = needs.state_only_repos().cloned().collect();
-        let roots: Vec<EventId> = needs.root_events.iter().copied().collect();
-        let coverage = Coverage {
-            full_repos: &full,
-            state_only_repos: &state_only,
-            roots: &roots,
-            direct_members: &[],
-            addressable_members: &[],
-        };
-        match coverage.historic_filters(None, None, &FilterBudget::default()) {
+        let lists = NeedsLists::of(&needs);
+        match lists
+            .coverage()
+            .historic_filters(None, None, &FilterBudget::default())
+        {
             Ok(named) => filters.extend(named.into_iter().map(|f| f.filter)),
             Err(error) => tracing::warn!(%relay, %error, "historic filters could not be built"),
         }

@@ -212,15 +212,7 @@ async fn a_reconciliation_asked_for_now_finds_what_the_live_subscription_missed(
         "the second issue did not arrive live"
     );
     tokio::time::sleep(Duration::from_secs(600)).await;
-    let missed = reply(
-        &Keys::generate(),
-        &setup.issue,
-        ThreadTag::LowerE,
-        "never sent live",
-        Timestamp::from_secs(START + 30),
-    )
-    .expect("reply");
-    setup.network.store(HOME, missed.clone());
+    let missed = store_missed(&setup);
     let missed_ids = ids(std::slice::from_ref(&missed));
     tokio::time::sleep(Duration::from_secs(3600)).await;
     assert_eq!(
@@ -261,6 +253,69 @@ async fn a_reconciliation_asked_for_now_finds_what_the_live_subscription_missed(
         "the live subscriptions held were sent again: {live_again:?}"
     );
     setup.engine.shutdown().await;
+}
+
+/// A reply to the issue that the home relay stores without sending it live (as a relay that
+/// drops a live event does).
+fn store_missed(setup: &Setup) -> nostr::Event {
+    let missed = reply(
+        &Keys::generate(),
+        &setup.issue,
+        ThreadTag::LowerE,
+        "never sent live",
+        Timestamp::from_secs(START + 30),
+    )
+    .expect("reply");
+    setup.network.store(HOME, missed.clone());
+    missed
+}
+
+/// Stores an event the home relay never sends live, asks for daily run number `n` and waits
+/// for it, which must find the event: the event, and what the home relay was asked meanwhile
+/// (NEG-OPENs' filters, REQs' filters).
+async fn daily_finds_missed(
+    setup: &Setup,
+    n: u64,
+) -> (nostr::Event, Vec<nostr::Filter>, Vec<Vec<nostr::Filter>>) {
+    let missed = store_missed(setup);
+    let from = setup.network.stats(HOME).starts.len();
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(daily_done(setup, n).await, "daily run {n} did not end");
+    assert_eq!(
+        count(&setup.store, &ids(std::slice::from_ref(&missed))).await,
+        1,
+        "daily run {n} did not find the event"
+    );
+    let (negs, reqs) = asked_since(setup, from);
+    (missed, negs, reqs)
+}
+
+/// [`setup_home`] with holdings kept in a temporary directory (returned, to live as long as
+/// the test) and the home relay enforcing `limits`, a minute after its first sync.
+async fn setup_keeping_holdings(
+    limits: grasp_sync_testkit::StrictLimits,
+) -> (Setup, Arc<FileHoldingsMemory>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("dir");
+    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
+    let setup = setup_home(Some(holdings.clone()), TestRelayConfig::strict(limits)).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    (setup, holdings, dir)
+}
+
+/// The IDs `reqs` asked for by exact ID.
+fn fetched_by_id(reqs: &[Vec<nostr::Filter>]) -> Vec<nostr::EventId> {
+    reqs.iter()
+        .flatten()
+        .flat_map(|f| f.ids.iter().flatten().copied())
+        .collect()
+}
+
+/// No REQ asked for every event the relay holds.
+fn assert_no_req_over_everything(reqs: &[Vec<nostr::Filter>]) {
+    assert!(
+        reqs.iter().flatten().all(|f| *f != nostr::Filter::new()),
+        "a REQ over everything was sent: {reqs:?}"
+    );
 }
 
 /// Whether the store holds `id` (not merely rejected it).
@@ -343,13 +398,8 @@ async fn a_daily_run_over_the_relays_holdings_asks_once_and_fetches_only_what_is
     );
     let (negs, reqs) = asked_since(&setup, from);
     assert_eq!(negs, vec![nostr::Filter::new()], "one round over {{}}");
-    let fetched: Vec<nostr::EventId> = reqs
-        .iter()
-        .flatten()
-        .flat_map(|f| f.ids.iter().flatten().copied())
-        .collect();
     assert_eq!(
-        fetched,
+        fetched_by_id(&reqs),
         vec![foreign.id],
         "only the unknown event is fetched: {reqs:?}"
     );
@@ -378,34 +428,10 @@ async fn a_daily_run_over_the_relays_holdings_asks_once_and_fetches_only_what_is
     );
 
     // An event the relay stored without sending it live.
-    let missed = reply(
-        &Keys::generate(),
-        &setup.issue,
-        ThreadTag::LowerE,
-        "never sent live",
-        Timestamp::from_secs(START + 30),
-    )
-    .expect("reply");
-    setup.network.store(HOME, missed.clone());
-    let from = setup.network.stats(HOME).starts.len();
-    setup.engine.reconcile_now().await.expect("engine running");
-    assert!(
-        daily_done(&setup, 2).await,
-        "the second daily run did not end"
-    );
-    assert_eq!(
-        count(&setup.store, &ids(std::slice::from_ref(&missed))).await,
-        1
-    );
-    let (negs, reqs) = asked_since(&setup, from);
+    let (missed, negs, reqs) = daily_finds_missed(&setup, 2).await;
     assert_eq!(negs, vec![nostr::Filter::new()]);
-    let fetched: Vec<nostr::EventId> = reqs
-        .iter()
-        .flatten()
-        .flat_map(|f| f.ids.iter().flatten().copied())
-        .collect();
     assert_eq!(
-        fetched,
+        fetched_by_id(&reqs),
         vec![missed.id],
         "only the new event is fetched: {reqs:?}"
     );
@@ -433,40 +459,18 @@ async fn a_daily_run_over_the_relays_holdings_asks_once_and_fetches_only_what_is
 /// by named rounds without asking, and no REQ over `{}` is ever sent.
 #[tokio::test(start_paused = true)]
 async fn a_relay_that_refuses_a_round_over_everything_gets_named_rounds() {
-    let dir = tempfile::tempdir().expect("dir");
-    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
-    let too_many = TestRelayConfig::strict(grasp_sync_testkit::StrictLimits {
+    let (setup, holdings, _dir) = setup_keeping_holdings(grasp_sync_testkit::StrictLimits {
         policies: vec![grasp_sync_testkit::PolicyRule::new(
             grasp_sync_testkit::FilterPredicate::custom(|f| *f == nostr::Filter::new()),
             "blocked: too many query results",
         )],
         ..grasp_sync_testkit::StrictLimits::default()
-    });
-    let setup = setup_home(Some(holdings.clone()), too_many).await;
-    tokio::time::sleep(Duration::from_secs(60)).await;
-    let missed = reply(
-        &Keys::generate(),
-        &setup.issue,
-        ThreadTag::LowerE,
-        "never sent live",
-        Timestamp::from_secs(START + 30),
-    )
-    .expect("reply");
-    setup.network.store(HOME, missed.clone());
-    let from = setup.network.stats(HOME).starts.len();
-    setup.engine.reconcile_now().await.expect("engine running");
-    assert!(daily_done(&setup, 1).await, "the daily run did not end");
-    assert_eq!(
-        count(&setup.store, &ids(std::slice::from_ref(&missed))).await,
-        1
-    );
-    let (negs, reqs) = asked_since(&setup, from);
+    })
+    .await;
+    let (_, negs, reqs) = daily_finds_missed(&setup, 1).await;
     assert_eq!(negs.first(), Some(&nostr::Filter::new()), "{negs:?}");
     assert!(negs.len() > 1, "named rounds follow the refusal: {negs:?}");
-    assert!(
-        reqs.iter().flatten().all(|f| *f != nostr::Filter::new()),
-        "a REQ over everything was sent: {reqs:?}"
-    );
+    assert_no_req_over_everything(&reqs);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let home = RelayUrl::parse(HOME).expect("url");
     let kept = holdings.load(&home).expect("load").expect("kept");
@@ -492,35 +496,13 @@ async fn a_relay_that_refuses_a_round_over_everything_gets_named_rounds() {
 /// is never sent a REQ over `{}`.
 #[tokio::test(start_paused = true)]
 async fn a_relay_without_nip77_gets_its_daily_run_by_req_and_never_a_req_over_everything() {
-    let dir = tempfile::tempdir().expect("dir");
-    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
-    let no_nip77 = TestRelayConfig::strict(grasp_sync_testkit::StrictLimits {
+    let (setup, _, _dir) = setup_keeping_holdings(grasp_sync_testkit::StrictLimits {
         negentropy_enabled: false,
         ..grasp_sync_testkit::StrictLimits::default()
-    });
-    let setup = setup_home(Some(holdings), no_nip77).await;
-    tokio::time::sleep(Duration::from_secs(60)).await;
-    let missed = reply(
-        &Keys::generate(),
-        &setup.issue,
-        ThreadTag::LowerE,
-        "never sent live",
-        Timestamp::from_secs(START + 30),
-    )
-    .expect("reply");
-    setup.network.store(HOME, missed.clone());
-    let from = setup.network.stats(HOME).starts.len();
-    setup.engine.reconcile_now().await.expect("engine running");
-    assert!(daily_done(&setup, 1).await, "the daily run did not end");
-    assert_eq!(
-        count(&setup.store, &ids(std::slice::from_ref(&missed))).await,
-        1
-    );
-    let (_, reqs) = asked_since(&setup, from);
+    })
+    .await;
+    let (_, _, reqs) = daily_finds_missed(&setup, 1).await;
     assert!(!reqs.is_empty(), "the daily run went by REQ+EOSE");
-    assert!(
-        reqs.iter().flatten().all(|f| *f != nostr::Filter::new()),
-        "a REQ over everything was sent: {reqs:?}"
-    );
+    assert_no_req_over_everything(&reqs);
     setup.engine.shutdown().await;
 }
