@@ -925,25 +925,18 @@ async fn run_holdings_round(
     session: Arc<dyn RelaySession>,
     jobs: tokio::sync::mpsc::Sender<JobReport>,
 ) {
-    let Round {
-        key,
-        subscription_id,
-        filter,
-        have,
-        limits,
-    } = round;
-    let limits = limits.taking_at_most(MAX_NEW_IDS_PER_ROUND);
+    let limits = round.limits.taking_at_most(MAX_NEW_IDS_PER_ROUND);
     let result = async {
         let diff = session
-            .negentropy_diff(filter, have.clone(), limits)
+            .negentropy_diff(round.filter, round.have.clone(), limits)
             .await?;
-        holdings_diff(have, diff, &store)
+        holdings_diff(round.have, diff, &store)
             .await
             .map_err(|error| NegentropyError::Protocol(format!("store: {error}")))
     }
     .await;
     // The actor may have stopped; then nobody needs the result.
     let _ = jobs
-        .send(holdings_report(key, subscription_id, result))
+        .send(holdings_report(round.key, round.subscription_id, result))
         .await;
 }

@@ -298,8 +298,31 @@ async fn setup_keeping_holdings(
     let dir = tempfile::tempdir().expect("dir");
     let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
     let setup = setup_home(Some(holdings.clone()), TestRelayConfig::strict(limits)).await;
+    // Paused time: a virtual minute, in which the first sync's last layer (the replies'
+    // coverage, opened by a maintenance tick) is opened and settles.
     tokio::time::sleep(Duration::from_secs(60)).await;
     (setup, holdings, dir)
+}
+
+/// Waits (on virtual time) until the home relay's kept holdings are events whose IDs pass
+/// `check`; those IDs.
+async fn held_events(
+    holdings: &FileHoldingsMemory,
+    check: impl Fn(&std::collections::BTreeSet<nostr::EventId>) -> bool,
+) -> std::collections::BTreeSet<nostr::EventId> {
+    let home = RelayUrl::parse(HOME).expect("url");
+    let read = || match holdings.load(&home).expect("load").map(|kept| kept.held) {
+        Some(grasp_sync_engine::holdings::Held::Events(events)) => {
+            events.into_iter().map(|(id, _)| id).collect()
+        }
+        _ => std::collections::BTreeSet::new(),
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || async { check(&read()) }).await,
+        "the kept holdings never held what was expected: {:?}",
+        read().len()
+    );
+    read()
 }
 
 /// The IDs `reqs` asked for by exact ID.
@@ -379,15 +402,12 @@ async fn a_daily_run_over_the_relays_holdings_asks_once_and_fetches_only_what_is
     )
     .expect("issue");
     setup.network.store(HOME, foreign.clone());
+    // Paused time: a virtual minute, in which the first sync's last layer (the replies'
+    // coverage, opened by a maintenance tick) is opened and settles.
     tokio::time::sleep(Duration::from_secs(60)).await;
     // What the relay delivered during its historic sync is kept as its holdings.
-    let home = RelayUrl::parse(HOME).expect("url");
-    let learned = holdings.load(&home).expect("load").expect("learned");
-    let grasp_sync_engine::holdings::Held::Events(learned) = learned.held else {
-        panic!("the relay is not too large");
-    };
-    assert!(learned.iter().any(|(id, _)| *id == setup.issue.id));
-    assert!(learned.iter().all(|(id, _)| *id != foreign.id));
+    let learned = held_events(&holdings, |held| held.contains(&setup.issue.id)).await;
+    assert!(!learned.contains(&foreign.id));
 
     // The first daily run asks once over everything, and learns the rest.
     let from = setup.network.stats(HOME).starts.len();
@@ -413,19 +433,8 @@ async fn a_daily_run_over_the_relays_holdings_asks_once_and_fetches_only_what_is
         count(&setup.store, &ids(std::slice::from_ref(&foreign))).await,
         1
     );
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let kept = holdings.load(&home).expect("load").expect("holdings kept");
-    let grasp_sync_engine::holdings::Held::Events(held) = kept.held else {
-        panic!("the relay is not too large");
-    };
-    assert!(
-        held.iter().any(|(id, _)| *id == foreign.id),
-        "the refused event is held"
-    );
-    assert!(
-        held.iter().any(|(id, _)| *id == setup.issue.id),
-        "the issue is held"
-    );
+    let held = held_events(&holdings, |held| held.contains(&foreign.id)).await;
+    assert!(held.contains(&setup.issue.id), "the issue is held");
 
     // An event the relay stored without sending it live.
     let (missed, negs, reqs) = daily_finds_missed(&setup, 2).await;
@@ -436,8 +445,10 @@ async fn a_daily_run_over_the_relays_holdings_asks_once_and_fetches_only_what_is
         "only the new event is fetched: {reqs:?}"
     );
 
-    // Nothing new: one question, nothing fetched.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Nothing new: one question, nothing fetched. The new reply's own coverage (its replies)
+    // opens on a maintenance tick: a virtual minute first.
+    held_events(&holdings, |held| held.contains(&missed.id)).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
     let from = setup.network.stats(HOME).starts.len();
     setup.engine.reconcile_now().await.expect("engine running");
     assert!(
@@ -471,10 +482,15 @@ async fn a_relay_that_refuses_a_round_over_everything_gets_named_rounds() {
     assert_eq!(negs.first(), Some(&nostr::Filter::new()), "{negs:?}");
     assert!(negs.len() > 1, "named rounds follow the refusal: {negs:?}");
     assert_no_req_over_everything(&reqs);
-    tokio::time::sleep(Duration::from_secs(1)).await;
     let home = RelayUrl::parse(HOME).expect("url");
-    let kept = holdings.load(&home).expect("load").expect("kept");
-    assert_eq!(kept.held, grasp_sync_engine::holdings::Held::TooLarge);
+    assert!(
+        wait_until(Duration::from_secs(60), || async {
+            holdings.load(&home).expect("load").map(|kept| kept.held)
+                == Some(grasp_sync_engine::holdings::Held::TooLarge)
+        })
+        .await,
+        "the relay was not kept as too large"
+    );
 
     let from = setup.network.stats(HOME).starts.len();
     setup.engine.reconcile_now().await.expect("engine running");
