@@ -2,8 +2,9 @@
 //! Prometheus registry and rendered as Prometheus text for `/metrics`.
 
 use anyhow::Context;
+use grasp_sync_engine::metrics::{MAX_LABEL_SETS, PER_RELAY_INSTRUMENTS};
 use opentelemetry::metrics::{Meter, MeterProvider};
-use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::metrics::{Instrument, SdkMeterProvider, Stream};
 use prometheus::{Encoder, TextEncoder};
 
 /// Instrument scope of the daemon's meter.
@@ -29,7 +30,10 @@ impl MetricsRegistry {
             .scope_info_enabled(false)
             .build()
             .context("building the prometheus exporter")?;
-        let provider = SdkMeterProvider::builder().with_reader(exporter).build();
+        let provider = SdkMeterProvider::builder()
+            .with_reader(exporter)
+            .with_view(label_sets_sized)
+            .build();
         Ok(MetricsRegistry { registry, provider })
     }
 
@@ -55,13 +59,31 @@ impl MetricsRegistry {
     }
 }
 
+/// The view that sizes each instrument's table of label sets. The SDK makes room for 2,001 label
+/// sets per instrument up front (about 230 KiB each); instruments labelled by class, category,
+/// stage or reason get room for [`MAX_LABEL_SETS`]. The per-relay instruments keep the SDK's
+/// limit, as many relays as that.
+fn label_sets_sized(instrument: &Instrument) -> Option<Stream> {
+    if PER_RELAY_INSTRUMENTS.contains(&instrument.name()) {
+        return None;
+    }
+    Stream::builder()
+        .with_cardinality_limit(MAX_LABEL_SETS)
+        .build()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
+    use grasp_sync_engine::metrics::MAX_LABEL_SETS;
     use grasp_sync_engine::{RelayReading, SyncMetrics};
 
     use super::MetricsRegistry;
+
+    /// The series the overflow of an instrument's label sets is recorded under.
+    const OVERFLOW: &str = r#"otel_metric_overflow="true""#;
 
     fn readings(relays: &[&str]) -> BTreeMap<String, RelayReading> {
         relays
@@ -121,5 +143,41 @@ mod tests {
         let second = registry.render().expect("render");
         assert!(second.contains(r#"relay="wss://a.example""#), "{second}");
         assert!(!second.contains("wss://b.example"), "{second}");
+    }
+
+    #[test]
+    fn per_relay_series_are_not_capped_like_the_labelled_ones() {
+        let registry = MetricsRegistry::new().expect("registry");
+        let metrics = SyncMetrics::new(&registry.meter());
+        let relays: Vec<String> = (0..2 * MAX_LABEL_SETS)
+            .map(|n| format!("wss://relay{n}.example"))
+            .collect();
+        let relays: Vec<&str> = relays.iter().map(String::as_str).collect();
+        metrics.record_relays(readings(&relays));
+        let text = registry.render().expect("render");
+        let status_series = text
+            .lines()
+            .filter(|line| line.starts_with("grasp_sync_relay_status{"))
+            .count();
+        assert_eq!(status_series, relays.len(), "{text}");
+        assert!(!text.contains(OVERFLOW), "{text}");
+    }
+
+    #[test]
+    fn a_labelled_instrument_keeps_at_most_its_label_sets() {
+        let registry = MetricsRegistry::new().expect("registry");
+        let metrics = SyncMetrics::new(&registry.meter());
+        for n in 0..MAX_LABEL_SETS + 5 {
+            metrics.record_refusal(Box::leak(format!("category{n}").into_boxed_str()));
+        }
+        let text = registry.render().expect("render");
+        let refusal_series: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with("grasp_sync_refusals_total{"))
+            .collect();
+        // The label sets past the limit are counted together, under the overflow label.
+        assert_eq!(refusal_series.len(), MAX_LABEL_SETS + 1, "{text}");
+        let overflow = format!("grasp_sync_refusals_total{{{OVERFLOW}}} 5");
+        assert!(refusal_series.contains(&overflow.as_str()), "{text}");
     }
 }

@@ -4,13 +4,37 @@
 //! URL). They are observed: each collection reports the relays of the engine's last health
 //! tick, so a retired relay's series disappear with it, and the series are bounded by the
 //! tracked relays (`max_tracked_relays`).
-//! Every other metric is labelled by class, category, stage or reason only.
+//! Every other metric is labelled by class, category, stage or reason only: at most
+//! [`MAX_LABEL_SETS`] label sets each, so a meter provider can size its per-instrument tables
+//! by [`PER_RELAY_INSTRUMENTS`] (see the daemon's `MetricsRegistry`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Gauge, Meter, ObservableCounter, ObservableGauge};
+
+/// The instruments with a `relay` label: as many label sets as tracked relays (the byte
+/// counter two per relay).
+pub const PER_RELAY_INSTRUMENTS: [&str; 6] = [
+    RELAY_CONNECTED,
+    RELAY_STATUS,
+    RELAY_FAILURES,
+    RELAY_CONNECTIONS,
+    RELAY_LIVE_SUBSCRIPTIONS,
+    RELAY_BYTES,
+];
+
+/// The most label sets any other instrument records, with room to spare: the largest, the
+/// refusals by category, has 14.
+pub const MAX_LABEL_SETS: usize = 64;
+
+const RELAY_CONNECTED: &str = "grasp_sync_relay_connected";
+const RELAY_STATUS: &str = "grasp_sync_relay_status";
+const RELAY_FAILURES: &str = "grasp_sync_relay_failures";
+const RELAY_CONNECTIONS: &str = "grasp_sync_relay_connections";
+const RELAY_LIVE_SUBSCRIPTIONS: &str = "grasp_sync_relay_live_subscriptions";
+const RELAY_BYTES: &str = "grasp_sync_relay_bytes_total";
 
 /// One relay's gauges at the last health tick.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -89,27 +113,27 @@ impl SyncMetrics {
         };
         let relay_gauges = [
             observed(
-                "grasp_sync_relay_connected",
+                RELAY_CONNECTED,
                 "connection status per relay: 0 disconnected, 1 connecting, 2 syncing, 3 connected, 4 connected with historic sync failures",
                 |reading| reading.connected,
             ),
             observed(
-                "grasp_sync_relay_status",
+                RELAY_STATUS,
                 "health per relay: 1 healthy, 2 disconnected, 3 degraded, 4 dead, 5 rate limited",
                 |reading| reading.status,
             ),
             observed(
-                "grasp_sync_relay_failures",
+                RELAY_FAILURES,
                 "consecutive connection failures per relay",
                 |reading| reading.failures,
             ),
             observed(
-                "grasp_sync_relay_connections",
+                RELAY_CONNECTIONS,
                 "connections open per relay: the session and the extra connections that hold live coverage one connection's budget cannot",
                 |reading| reading.connections,
             ),
             observed(
-                "grasp_sync_relay_live_subscriptions",
+                RELAY_LIVE_SUBSCRIPTIONS,
                 "live subscriptions held per relay, over every connection",
                 |reading| reading.live_subscriptions,
             ),
@@ -117,7 +141,7 @@ impl SyncMetrics {
         let relay_bytes = {
             let readings = Arc::clone(&readings);
             meter
-                .u64_observable_counter("grasp_sync_relay_bytes_total")
+                .u64_observable_counter(RELAY_BYTES)
                 .with_description("bytes of WebSocket text frames (the client and relay messages) per relay since it was first tracked, by direction (sent, received)")
                 .with_callback(move |observer| {
                     let readings = readings.lock().unwrap_or_else(PoisonError::into_inner);
