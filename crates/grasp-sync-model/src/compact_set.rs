@@ -7,9 +7,12 @@
 //! that grows one slot at a time, and moves them into a `BTreeSet` beyond that, so a set that
 //! remote data makes large keeps logarithmic insertion.
 
+use std::borrow::Borrow;
 use std::collections::BTreeSet;
 use std::collections::btree_set;
 use std::fmt;
+
+use crate::pack::Pack;
 
 /// Most items kept in a sorted vector; a set with more is a `BTreeSet`.
 pub const SMALL_ITEMS: usize = 16;
@@ -82,10 +85,16 @@ impl<T: Ord> CompactSet<T> {
         }
     }
 
-    /// Whether `item` is in the set.
-    pub fn contains(&self, item: &T) -> bool {
+    /// Whether `item` (or an item borrowed as it, as a `&str` for a `String`) is in the set.
+    pub fn contains<Q>(&self, item: &Q) -> bool
+    where
+        T: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         match &self.0 {
-            Repr::Small(small) => small.binary_search(item).is_ok(),
+            Repr::Small(small) => small
+                .binary_search_by(|held| held.borrow().cmp(item))
+                .is_ok(),
             Repr::Large(set) => set.contains(item),
         }
     }
@@ -95,6 +104,15 @@ impl<T: Ord> CompactSet<T> {
         match &mut self.0 {
             Repr::Small(small) => small.retain(keep),
             Repr::Large(set) => set.retain(keep),
+        }
+    }
+}
+
+impl<T: Ord> Pack for CompactSet<T> {
+    /// Packs the `BTreeSet` of a large set; a small set is a vector already as long as it is.
+    fn pack(&mut self) {
+        if let Repr::Large(set) = &mut self.0 {
+            set.pack();
         }
     }
 }

@@ -8,6 +8,7 @@ use std::iter::Peekable;
 use nostr::EventId;
 
 use crate::coordinate::RepoCoordinate;
+use crate::pack::Pack;
 use crate::pending::PendingSyncIndex;
 use crate::relay_index::RelaySyncIndex;
 use crate::relay_url::RelayUrl;
@@ -24,6 +25,13 @@ pub struct RelaySyncNeeds {
     pub repos: Shared<BTreeMap<RepoCoordinate, SyncLevel>>,
     /// Root events whose threads to sync.
     pub root_events: Shared<BTreeSet<EventId>>,
+}
+
+impl Pack for RelaySyncNeeds {
+    fn pack(&mut self) {
+        self.repos.pack();
+        self.root_events.pack();
+    }
 }
 
 impl RelaySyncNeeds {

@@ -19,6 +19,7 @@ pub mod coordinate;
 pub mod diff;
 pub mod error;
 pub mod nip34;
+pub mod pack;
 pub mod pagination;
 pub mod pending;
 pub mod relay_index;
@@ -40,6 +41,7 @@ pub use nip34::{
     AnnouncementLimits, EventVersion, ISSUE_KIND, Nip34Event, PATCH_KIND, PULL_REQUEST_KIND,
     REPO_STATE_KIND, RepoAnnouncement, RepoState, RootEvent, RootKind,
 };
+pub use pack::Pack;
 pub use pagination::{FilterPaginationState, PaginationState};
 pub use pending::{
     BatchId, ConfirmOutcome, PendingBatch, PendingItems, PendingSyncIndex, ResolvedSubscription,

@@ -31,6 +31,7 @@ use nostr::{EventId, PublicKey};
 use crate::compact_set::CompactSet;
 use crate::coordinate::{RepoCoordinate, announced_by};
 use crate::diff::RelaySyncNeeds;
+use crate::pack::Pack;
 use crate::relay_url::RelayUrl;
 use crate::repo_index::{IndexUpdate, RepoSyncIndex, RepoSyncNeeds, SyncLevel};
 use crate::tracking::{TrackingBounds, TrackingReport};
@@ -117,7 +118,7 @@ pub struct RelayTargets {
     /// What each repository of the index contributed at the last update.
     contributions: BTreeMap<RepoCoordinate, Contribution>,
     /// Each author's admitted hosts; authors with none are absent.
-    author_hosts: BTreeMap<PublicKey, BTreeSet<String>>,
+    author_hosts: BTreeMap<PublicKey, CompactSet<String>>,
     /// (repository, relay) pairs left out by their author's host cap.
     author_relays_dropped: usize,
 }
@@ -172,6 +173,21 @@ impl RelayTargets {
         self.relays.take_changed()
     }
 
+    /// Rebuilds the targets' B-trees with full nodes (see [`Pack`]): each relay's repositories
+    /// and root events, and what each repository contributed. The targets do not change. A
+    /// relay's targets shared with its confirmed state are packed as a copy, which the
+    /// confirmed state may share again ([`RelayState::share_with`](crate::RelayState::share_with)).
+    pub fn pack(&mut self) {
+        for needs in self.relays.targets.values_mut() {
+            needs.pack();
+        }
+        for needs in self.relays.over_cap.values_mut() {
+            needs.pack();
+        }
+        self.contributions.pack();
+        self.author_hosts.pack();
+    }
+
     /// The targets: per relay, the repositories (with their level) and root events to sync.
     pub fn targets(&self) -> &BTreeMap<RelayUrl, RelaySyncNeeds> {
         &self.relays.targets
@@ -223,7 +239,7 @@ impl RelayTargets {
             reevaluate.insert(coordinate.clone());
         }
         // The hosts each author had before this update, for authors whose hosts changed.
-        let mut hosts_before: BTreeMap<PublicKey, BTreeSet<String>> = BTreeMap::new();
+        let mut hosts_before: BTreeMap<PublicKey, CompactSet<String>> = BTreeMap::new();
         for author in authors {
             let hosts = admitted_hosts(index.repos_of(&author), self.bounds.max_hosts_per_author);
             let held = self.author_hosts.get(&author);
@@ -232,10 +248,12 @@ impl RelayTargets {
             }
             // The author's other repositories (new ones are in `changed`) that name a host
             // admitted before or now but not both: the others keep their pairs.
-            let no_hosts = BTreeSet::new();
+            let no_hosts = CompactSet::new();
+            let held = held.unwrap_or(&no_hosts);
             let moved: BTreeSet<&str> = held
-                .unwrap_or(&no_hosts)
-                .symmetric_difference(&hosts)
+                .iter()
+                .filter(|host| !hosts.contains(host.as_str()))
+                .chain(hosts.iter().filter(|host| !held.contains(host.as_str())))
                 .map(String::as_str)
                 .collect();
             reevaluate.extend(
@@ -263,7 +281,7 @@ impl RelayTargets {
         &mut self,
         index: &RepoSyncIndex,
         coordinate: &RepoCoordinate,
-        hosts_before: Option<&BTreeSet<String>>,
+        hosts_before: Option<&CompactSet<String>>,
     ) {
         let old = self.contributions.remove(coordinate);
         let new = index.get(coordinate);

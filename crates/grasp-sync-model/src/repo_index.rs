@@ -23,6 +23,7 @@ use nostr::{EventId, PublicKey};
 use crate::compact_set::CompactSet;
 use crate::coordinate::RepoCoordinate;
 use crate::nip34::{AnnouncementLimits, EventVersion, RepoAnnouncement, RootEvent};
+use crate::pack::Pack;
 use crate::relay_url::RelayUrl;
 
 /// Which filters are built for a repository. `Full` is the stronger level, so an upgrade is `max`.
@@ -136,6 +137,17 @@ impl RepoSyncIndex {
             limits,
             ..Self::default()
         }
+    }
+
+    /// Rebuilds the index's B-trees with full nodes (see [`Pack`]): the repositories, the large
+    /// sets of their root events, and the roots waiting for their repository. The index does
+    /// not change.
+    pub fn pack(&mut self) {
+        self.repos.pack();
+        for needs in self.repos.values_mut() {
+            needs.root_events.pack();
+        }
+        self.waiting_roots.pack();
     }
 
     /// The same index remembering at most `cap` root events that wait for their repository

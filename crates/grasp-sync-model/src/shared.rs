@@ -43,6 +43,12 @@ impl<T> Shared<T> {
     pub fn is_shared_with(&self, other: &Shared<T>) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
+
+    /// The value, to change in place, if no other `Shared` holds it (as [`Arc::get_mut`]; an
+    /// associated function, so the value's own `get_mut` stays a method).
+    pub fn get_mut(this: &mut Self) -> Option<&mut T> {
+        Arc::get_mut(&mut this.0)
+    }
 }
 
 impl<T: PartialEq> Shared<T> {

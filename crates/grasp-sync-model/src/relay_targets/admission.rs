@@ -4,19 +4,19 @@
 //! [`derive_bounded_relay_targets`](crate::derive_bounded_relay_targets), applied to a part of
 //! the index.
 
-use std::collections::BTreeSet;
-
+use crate::compact_set::CompactSet;
 use crate::coordinate::RepoCoordinate;
 use crate::relay_url::RelayUrl;
 use crate::repo_index::RepoSyncNeeds;
 
 /// An author's admitted hosts: the first `cap` distinct hosts its repositories name, in
-/// coordinate order, then relay URL order (the own relay's host included).
+/// coordinate order, then relay URL order (the own relay's host included). Most authors have
+/// one or two, kept for as long as the author has repositories.
 pub(super) fn admitted_hosts<'a>(
     repos: impl Iterator<Item = (&'a RepoCoordinate, &'a RepoSyncNeeds)>,
     cap: usize,
-) -> BTreeSet<String> {
-    let mut hosts = BTreeSet::new();
+) -> CompactSet<String> {
+    let mut hosts = CompactSet::new();
     for (_, needs) in repos {
         for relay in &needs.relays {
             if hosts.len() >= cap {
@@ -35,7 +35,7 @@ pub(super) fn admitted_hosts<'a>(
 pub(super) fn admitted_relays<'a>(
     relays: impl IntoIterator<Item = &'a RelayUrl>,
     own: Option<&RelayUrl>,
-    hosts: Option<&BTreeSet<String>>,
+    hosts: Option<&CompactSet<String>>,
 ) -> (Vec<&'a RelayUrl>, usize) {
     let relays = relays.into_iter();
     let mut admitted = Vec::with_capacity(relays.size_hint().0);
