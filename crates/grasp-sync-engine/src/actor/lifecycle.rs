@@ -50,6 +50,7 @@ impl Actor {
             }
         }
         self.keep_learned();
+        self.pack_at_rest();
         self.record_metrics();
     }
 

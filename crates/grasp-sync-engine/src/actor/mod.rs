@@ -21,6 +21,7 @@ pub(crate) mod limits_keeper;
 mod live;
 mod negentropy;
 mod outbox;
+mod packing;
 mod refusal;
 mod runtime;
 mod status;
@@ -130,6 +131,8 @@ pub(crate) struct Actor {
     tracking_report: grasp_sync_model::TrackingReport,
     /// What relays taught, kept for the next run (none without a limits memory).
     limits: Option<limits_keeper::LimitsKeeper>,
+    /// How large the indices were when last packed.
+    packing: packing::Packing,
 
     next_attempt: u64,
     next_generation: u64,
@@ -217,6 +220,7 @@ impl Actor {
             address_refusals: AddressRefusals::default(),
             tracking_report: grasp_sync_model::TrackingReport::default(),
             limits,
+            packing: packing::Packing::default(),
             next_attempt: 0,
             next_generation: 0,
             next_subscription: 0,

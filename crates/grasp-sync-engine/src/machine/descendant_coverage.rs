@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ops::Bound;
 use std::time::Duration;
 
-use grasp_sync_model::BatchId;
+use grasp_sync_model::{BatchId, Pack};
 use nostr::nips::nip01::Coordinate;
 use nostr::{Event, EventId, TagKind, Timestamp};
 
@@ -60,6 +60,22 @@ pub enum Recorded {
 }
 
 impl DirectMembers {
+    /// Rebuilds the members' B-trees with full nodes ([`Pack`]); the members do not change.
+    pub fn pack(&mut self) {
+        self.ids.pack();
+        self.coordinates.pack();
+    }
+
+    /// How many members are remembered, by ID and by coordinate.
+    pub fn len(&self) -> usize {
+        self.ids.len() + self.coordinates.len()
+    }
+
+    /// Whether no member is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Whether `id` is a member already.
     pub fn contains(&self, id: &EventId) -> bool {
         self.ids.contains_key(id)

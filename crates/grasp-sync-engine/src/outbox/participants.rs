@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use grasp_sync_model::{CompactSet, RepoCoordinate};
+use grasp_sync_model::{CompactSet, Pack, RepoCoordinate};
 use nostr::{EventId, PublicKey};
 
 use super::MAX_PARTICIPATIONS;
@@ -38,6 +38,15 @@ pub(crate) struct Participants {
 }
 
 impl Participants {
+    /// Rebuilds the participants' B-trees with full nodes ([`Pack`]); they do not change.
+    pub(crate) fn pack(&mut self) {
+        self.entries.pack();
+        for participation in self.entries.values_mut() {
+            participation.repos.pack();
+            participation.roots.pack();
+        }
+    }
+
     /// An empty set holding at most `max` participants.
     pub(crate) fn new(max: usize) -> Self {
         Self {

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use grasp_sync_model::RelayUrl;
+use grasp_sync_model::{Pack, RelayUrl};
 use nostr::nips::nip65::{RelayMetadata, extract_relay_list};
 use nostr::{Event, Kind, PublicKey, Timestamp};
 
@@ -67,6 +67,13 @@ impl Schedule {
 }
 
 impl RelayLists {
+    /// Rebuilds the lists' and the schedule's B-trees with full nodes ([`Pack`]); they do not
+    /// change.
+    pub(crate) fn pack(&mut self) {
+        self.lists.pack();
+        self.schedule.pack();
+    }
+
     /// Empty, with the list cap and the two cadences.
     pub(crate) fn new(max_relays: usize, refresh: Duration, retry: Duration) -> Self {
         Self {
