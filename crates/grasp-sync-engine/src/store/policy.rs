@@ -91,7 +91,9 @@ pub struct GraspPolicy {
     service_url: RelayUrl,
     domain: String,
     limits: AnnouncementLimits,
-    announcements: HashMap<RepoCoordinate, RepoAnnouncement>,
+    /// The accepted announcements, each boxed: the table keeps room for up to twice as many
+    /// entries as it holds, and a slot holds only the box.
+    announcements: HashMap<RepoCoordinate, Box<RepoAnnouncement>>,
     /// The accepted announcements' coordinates by identifier, sorted: a vector rather than a
     /// set, as most identifiers have one announcement, and a set's node costs about ten times
     /// as much as a vector of a few.
@@ -190,7 +192,9 @@ impl GraspPolicy {
 
     /// The accepted announcements.
     pub fn accepted_announcements(&self) -> impl Iterator<Item = &RepoAnnouncement> {
-        self.announcements.values()
+        self.announcements
+            .values()
+            .map(|announcement| &**announcement)
     }
 
     /// Owners and maintainers allowed to publish for repositories with `identifier`: the owners
@@ -361,6 +365,7 @@ impl GraspPolicy {
             .flatten()
             .filter(|coordinate| Some(*coordinate) != excluded)
             .filter_map(|coordinate| self.announcements.get(coordinate))
+            .map(|announcement| &**announcement)
             .collect();
         let mut keys = HashSet::new();
         let mut expanded = vec![false; announcements.len()];
@@ -401,7 +406,8 @@ impl GraspPolicy {
         if let Err(position) = same_identifier.binary_search(&coordinate) {
             same_identifier.insert(position, coordinate.clone());
         }
-        self.announcements.insert(coordinate, announcement);
+        self.announcements
+            .insert(coordinate, Box::new(announcement));
     }
 
     /// Drops announcements an accepted deletion removes (by address or by ID).
