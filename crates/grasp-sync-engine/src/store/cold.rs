@@ -16,6 +16,7 @@ use nostr_database::NostrDatabase;
 use nostr_lmdb::NostrLMDB;
 
 use crate::error::StoreError;
+use crate::store::database::MAX_SAVES_IN_FLIGHT;
 use crate::store::rejected::{ColdChange, ColdRecord};
 
 /// Name of the cold index's directory inside the store's directory.
@@ -102,8 +103,12 @@ impl ColdStore {
             .into_iter()
             .filter_map(|(id, record)| record.map(|record| self.record_event(&id, &record)))
             .collect::<Result<_, _>>()?;
-        for status in join_all(events.iter().map(|event| self.db.save_event(event))).await {
-            status.map_err(backend)?;
+        // In chunks: the LMDB backend writes the saves waiting for it in one transaction, whose
+        // page buffers it keeps while open (see `MAX_SAVES_IN_FLIGHT`).
+        for chunk in events.chunks(MAX_SAVES_IN_FLIGHT) {
+            for status in join_all(chunk.iter().map(|event| self.db.save_event(event))).await {
+                status.map_err(backend)?;
+            }
         }
         Ok(())
     }

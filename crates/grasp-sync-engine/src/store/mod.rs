@@ -31,7 +31,7 @@ mod write_policy;
 pub use cold::{COLD_DIRECTORY, COLD_RECORD_KIND};
 pub use config::{DEFAULT_MAX_FUTURE_CREATED_AT, StoreConfig};
 pub use core::{BAD_SIGNATURE_REASON, PURGATORY_FULL_REASON, PurgatoryParts, REBUILD_SCAN_LIMIT};
-pub use database::GraspDatabase;
+pub use database::{GraspDatabase, MAX_SAVES_IN_FLIGHT};
 pub use feed::{DEFAULT_FEED_CAPACITY, FEED_KINDS, StoreFeed};
 pub use guarded::GuardedStore;
 pub use lmdb::LmdbStore;

@@ -4,8 +4,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use futures::future::join_all;
 use grasp_sync_model::{RelayUrl, RepoCoordinate};
 use nostr::util::BoxedFuture;
 use nostr::{Event, EventBuilder, EventId, Filter, Keys, Kind, SecretKey, Tag, Timestamp};
@@ -20,6 +21,7 @@ use crate::boundary::IngestOutcome;
 use crate::clock::TokioClock;
 use crate::error::StoreError;
 use crate::store::config::DEFAULT_MAX_FUTURE_CREATED_AT;
+use crate::store::database::MAX_SAVES_IN_FLIGHT;
 use crate::store::feed::DEFAULT_FEED_CAPACITY;
 use crate::store::policy::{DEFAULT_ACCEPTED_IDS, GraspPolicy, PolicyConfig};
 use crate::store::rejected::RejectedConfig;
@@ -27,11 +29,14 @@ use crate::store::write_policy::GraspWritePolicy;
 
 const SERVICE: &str = "wss://relay.example.com";
 
-/// A memory backend whose saves fail while `failing` is set.
+/// A memory backend whose saves fail while `failing` is set, and that counts the most saves
+/// it had in flight at once (each save lets other tasks run before it completes).
 #[derive(Debug)]
 struct FlakyBackend {
     inner: MemoryDatabase,
     failing: AtomicBool,
+    saving: AtomicUsize,
+    most_saving: AtomicUsize,
 }
 
 impl NostrDatabase for FlakyBackend {
@@ -43,10 +48,18 @@ impl NostrDatabase for FlakyBackend {
         &'a self,
         event: &'a Event,
     ) -> BoxedFuture<'a, Result<SaveEventStatus, DatabaseError>> {
-        if self.failing.load(Ordering::SeqCst) {
-            return Box::pin(async { Err(DatabaseError::backend(std::io::Error::other("full"))) });
-        }
-        self.inner.save_event(event)
+        Box::pin(async move {
+            let saving = self.saving.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_saving.fetch_max(saving, Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            let status = if self.failing.load(Ordering::SeqCst) {
+                Err(DatabaseError::backend(std::io::Error::other("full")))
+            } else {
+                self.inner.save_event(event).await
+            };
+            self.saving.fetch_sub(1, Ordering::SeqCst);
+            status
+        })
     }
 
     fn check_id<'a>(
@@ -99,6 +112,8 @@ async fn open_remembering(accepted_ids: usize) -> (Arc<StoreCore>, Arc<FlakyBack
             max_events: None,
         }),
         failing: AtomicBool::new(false),
+        saving: AtomicUsize::new(0),
+        most_saving: AtomicUsize::new(0),
     });
     let mut policy = PolicyConfig::new(
         RelayUrl::parse(SERVICE).expect("valid url"),
@@ -189,6 +204,33 @@ async fn check_ingest(core: &StoreCore, event: &Event, expected: &str) {
         _ => "other",
     };
     assert_eq!(got, expected, "{outcome:?} for kind {}", event.kind);
+}
+
+#[tokio::test]
+async fn at_most_a_bounded_number_of_saves_reach_the_backend_at_once() {
+    let (core, backend) = open().await;
+    let owner = keys(1);
+    check_ingest(&core, &announcement(&owner), "saved").await;
+    let repo = RepoCoordinate::new(owner.public_key(), "repo")
+        .expect("valid coordinate")
+        .to_string();
+    let issues: Vec<Event> = (0..3 * MAX_SAVES_IN_FLIGHT as u64)
+        .map(|n| event(&keys(2), 1621, 100 + n, &[&["a", &repo]]))
+        .collect();
+    let from = source();
+    let outcomes = join_all(issues.iter().map(|issue| core.ingest(issue, Some(&from)))).await;
+    assert!(
+        outcomes
+            .iter()
+            .all(|outcome| matches!(outcome, Ok(IngestOutcome::Saved))),
+        "{outcomes:?}"
+    );
+    let most = backend.most_saving.load(Ordering::SeqCst);
+    // Saves did overlap, and no more of them than the bound.
+    assert!(
+        most > 1 && most <= MAX_SAVES_IN_FLIGHT,
+        "{most} saves at once"
+    );
 }
 
 #[tokio::test]
