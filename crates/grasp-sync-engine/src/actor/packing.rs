@@ -1,7 +1,7 @@
 //! Packing the indices at rest: the B-trees sync grows one insertion at a time (the index, each
 //! relay's targets, the direct members, the participants) are rebuilt with full nodes
-//! ([`Pack`](grasp_sync_model::Pack)), which holds a third less memory or more, and each relay's confirmed state shares
-//! its packed targets again.
+//! ([`Pack`](grasp_sync_model::Pack)), in about a third less memory, and each relay's
+//! confirmed state shares its packed targets again.
 //!
 //! The indices are packed at a health tick when sync is at rest (no self-feed event buffered,
 //! no save in flight, no batch pending, no relay in its historic sync) and they hold a tenth
