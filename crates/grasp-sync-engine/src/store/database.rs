@@ -7,7 +7,9 @@
 //! saves waiting for it in one transaction, and LMDB keeps the page buffers of a transaction
 //! for reuse for as long as the database is open, never freeing them: the largest transaction
 //! sets that memory. Saves of a thousand events at once (the sync's own bound) made
-//! transactions that left about 30 MB of buffers at ten times the gitnostr size.
+//! transactions that left about 30 MB of buffers at ten times the gitnostr size. Each
+//! transaction also waits for the disk, so a smaller bound writes fewer events per second: the
+//! bound trades one for the other (see `docs/performance.md`).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock, Weak};
