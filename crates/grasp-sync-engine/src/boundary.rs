@@ -45,6 +45,16 @@ pub trait EventStore: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// A relay still holds these events: a NIP-77 round found them there, and the store holds
+    /// or rejected them. Those its rejected-events index remembers are remembered for another
+    /// lifetime once half of the current one has passed, so a refused event that relays keep
+    /// offering is not downloaded again when the index would have forgotten it. A store
+    /// without a rejected-events index does nothing.
+    async fn renew_rejected(&self, ids: &[EventId]) -> Result<(), StoreError> {
+        let _ = ids;
+        Ok(())
+    }
+
     /// How full the store's rejected-events index is, for `/status` and the metrics; `None`
     /// for a store without one. Must be cheap: it is called from the sync actor.
     fn rejected_usage(&self) -> Option<crate::store::RejectedUsage> {

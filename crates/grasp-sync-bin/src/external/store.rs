@@ -103,6 +103,10 @@ impl EventStore for ExternalStore {
         self.guarded.ingest(event, source).await
     }
 
+    async fn renew_rejected(&self, ids: &[EventId]) -> Result<(), StoreError> {
+        self.guarded.renew_rejected(ids).await
+    }
+
     async fn contains(&self, id: &EventId) -> Result<bool, StoreError> {
         self.guarded.contains(id).await
     }

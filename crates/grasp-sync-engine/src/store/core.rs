@@ -271,6 +271,19 @@ impl StoreCore {
         Ok(index.usage())
     }
 
+    /// A relay still holds `ids`: those the rejected-events index remembers are renewed (see
+    /// `RejectedIndex::handle_still_held`), and the renewals persisted.
+    pub(crate) async fn renew_rejected(&self, ids: &[EventId]) -> Result<(), StoreError> {
+        let renewed = self.rejected()?.handle_still_held(self.now(), ids);
+        if renewed > 0 {
+            tracing::debug!(
+                renewed,
+                "rejected events a relay still holds are remembered longer"
+            );
+        }
+        self.persist().await
+    }
+
     /// Released IDs due for fetching by exact ID, by the relay that sent them.
     pub(crate) fn poll_refetch(&self) -> Result<Vec<(RelayUrl, Vec<EventId>)>, StoreError> {
         Ok(self.rejected()?.poll_refetch(self.now()))

@@ -159,6 +159,10 @@ impl EventStore for MemoryStore {
         self.core.ingest(&event, Some(source)).await
     }
 
+    async fn renew_rejected(&self, ids: &[EventId]) -> Result<(), StoreError> {
+        self.core.renew_rejected(ids).await
+    }
+
     async fn contains(&self, id: &EventId) -> Result<bool, StoreError> {
         self.core.contains(id).await
     }

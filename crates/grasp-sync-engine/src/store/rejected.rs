@@ -172,6 +172,34 @@ impl RejectedIndex {
         }
     }
 
+    /// A relay still holds these events (a NIP-77 round found them there): each one the cold
+    /// index remembers, not released, with less than half its lifetime left, is remembered for
+    /// another `cold_ttl` from `now`, as the newest entry. So a refused event that relays keep
+    /// offering stays known as long as they do, and is not downloaded again when its first
+    /// lifetime ends; the count bound still applies. Returns how many were renewed.
+    pub(crate) fn handle_still_held(&mut self, now: Timestamp, ids: &[EventId]) -> usize {
+        self.handle_timeout(now);
+        let renew_before = after(now, self.config.cold_ttl / 2);
+        let mut renewed = 0;
+        for id in ids {
+            let due = self
+                .cold
+                .get(id)
+                .is_some_and(|entry| entry.release.is_none() && entry.expires_at <= renew_before);
+            if !due {
+                continue;
+            }
+            let Some(mut entry) = self.cold.remove(id) else {
+                continue;
+            };
+            entry.expires_at = after(now, self.config.cold_ttl);
+            self.pending.insert(*id, Some(record(id, &entry)));
+            self.cold.insert(*id, entry);
+            renewed += 1;
+        }
+        renewed
+    }
+
     /// The event is stored (it was saved, or offered again as a duplicate): forgets it in both
     /// tiers.
     pub(crate) fn handle_stored(&mut self, id: &EventId) {

@@ -33,10 +33,11 @@ pub(crate) struct ColdRecord {
 pub(crate) type ColdChange = (EventId, Option<ColdRecord>);
 
 impl RejectedIndex {
-    /// Loads persisted cold entries (at open). Expired ones are dropped and deleted; released
-    /// ones are due for fetching at once.
+    /// Loads persisted cold entries (at open), in the order they expire (a renewed entry is
+    /// newer than its rejection). Expired ones are dropped and deleted; released ones are due
+    /// for fetching at once.
     pub(crate) fn handle_restored(&mut self, now: Timestamp, mut records: Vec<ColdRecord>) {
-        records.sort_by_key(|record| record.recorded_at);
+        records.sort_by_key(|record| (record.expires_at, record.recorded_at));
         for record in records {
             let expires_at = Timestamp::from_secs(record.expires_at);
             if expires_at <= now {

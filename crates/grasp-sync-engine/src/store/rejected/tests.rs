@@ -117,6 +117,76 @@ fn cold_entry_expires_after_cold_ttl() {
 }
 
 #[test]
+fn an_entry_a_relay_still_holds_is_renewed_once_half_its_lifetime_has_passed() {
+    let mut index = index();
+    let stray = event(1, 1);
+    let waiting = event(30618, 2);
+    reject_final(&mut index, T0, &stray);
+    reject_waiting(&mut index, T0, &waiting, "a");
+    index.poll_persist();
+    let both = [stray.id, waiting.id, event(1, 3).id];
+    // With more than half its lifetime left, nothing changes and nothing is written.
+    assert_eq!(index.handle_still_held(at(T0 + 3 * DAY), &both), 0);
+    assert!(index.poll_persist().is_empty());
+    // Past half of it, both are remembered for another lifetime, and written so.
+    assert_eq!(index.handle_still_held(at(T0 + 4 * DAY), &both), 2);
+    let written: Vec<(EventId, u64)> = index
+        .poll_persist()
+        .into_iter()
+        .map(|(id, record)| (id, record.expect("kept").expires_at))
+        .collect();
+    let mut expected = vec![(stray.id, T0 + 11 * DAY), (waiting.id, T0 + 11 * DAY)];
+    expected.sort_unstable();
+    assert_eq!(written, expected);
+    check_contains(
+        &index,
+        &stray.id,
+        &[
+            (T0 + 7 * DAY, true),
+            (T0 + 11 * DAY - 1, true),
+            (T0 + 11 * DAY, false),
+        ],
+    );
+    // The renewed entry still waits for its dependency.
+    index.handle_accepted(at(T0 + 8 * DAY), &EventId::all_zeros(), &[repo()]);
+    assert_eq!(
+        index.poll_refetch(at(T0 + 8 * DAY)),
+        vec![(relay("a"), vec![waiting.id])]
+    );
+    // A released entry waits to be fetched again: it is not renewed.
+    assert_eq!(index.handle_still_held(at(T0 + 10 * DAY), &[waiting.id]), 0);
+}
+
+#[test]
+fn a_renewed_entry_is_the_newest_for_the_count_bound_and_on_restore() {
+    let mut index = RejectedIndex::new(RejectedConfig {
+        cold_capacity: 2,
+        ..RejectedConfig::default()
+    });
+    let first = event(1, 1);
+    let second = event(1, 2);
+    reject_final(&mut index, T0, &first);
+    reject_final(&mut index, T0 + DAY, &second);
+    index.handle_still_held(at(T0 + 4 * DAY), &[first.id]);
+    let records: Vec<_> = index
+        .poll_persist()
+        .into_iter()
+        .filter_map(|(_, record)| record)
+        .collect();
+    // Restored in the order they expire, the renewed one last.
+    let mut restored = RejectedIndex::new(RejectedConfig {
+        cold_capacity: 2,
+        ..RejectedConfig::default()
+    });
+    restored.handle_restored(at(T0 + 4 * DAY), records);
+    for index in [&mut index, &mut restored] {
+        reject_final(index, T0 + 4 * DAY, &event(1, 3));
+        assert!(index.contains(at(T0 + 4 * DAY), &first.id));
+        assert!(!index.contains(at(T0 + 4 * DAY), &second.id));
+    }
+}
+
+#[test]
 fn final_rejection_keeps_no_hot_copy() {
     let mut index = index();
     let stray = event(1, 1);
@@ -409,6 +479,7 @@ enum Op {
     Reject { n: u8, waits: bool, size: u16 },
     Accept { n: u8 },
     Release,
+    StillHeld { n: u8 },
     Advance { secs: u16 },
 }
 
@@ -418,6 +489,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(n, waits, size)| Op::Reject { n, waits, size }),
         1 => (0u8..24).prop_map(|n| Op::Accept { n }),
         1 => Just(Op::Release),
+        1 => (0u8..24).prop_map(|n| Op::StillHeld { n }),
         1 => (0u16..400).prop_map(|secs| Op::Advance { secs }),
     ]
 }
@@ -467,6 +539,9 @@ proptest! {
                 Op::Release => {
                     index.handle_accepted(at(now), &EventId::all_zeros(), &[repo()]);
                     while index.poll_reprocess().is_some() {}
+                }
+                Op::StillHeld { n } => {
+                    index.handle_still_held(at(now), &[events[usize::from(n)][0].id]);
                 }
                 Op::Advance { secs } => now += u64::from(secs),
             }
