@@ -7,7 +7,9 @@
 //! of repositories this service does not track names them once, and they are in its holdings
 //! from then on. They only shape the question: a round's "have" set takes from them just the
 //! events the store holds or rejected, so an event kept here and lost from the store is
-//! fetched again. A round that finds the relay holding more than [`MAX_HELD_EVENTS`], naming
+//! fetched again. A rejected one the relay still holds is renewed in the rejected-events index
+//! ([`EventStore::renew_rejected`](crate::EventStore::renew_rejected)), so it stays in the
+//! "have" set for as long as the relay holds it. A round that finds the relay holding more than [`MAX_HELD_EVENTS`], naming
 //! more new IDs than a round takes, or refusing the round (strfry refuses a filter matching
 //! more events than its `maxSyncEvents`), is remembered as [`Held::TooLarge`], and the relay is
 //! reconciled by named rounds until [`TOO_LARGE_PAUSE`] has passed.

@@ -365,7 +365,9 @@ pub(super) struct HoldingsDiff {
 
 /// After a round over the relay's holdings: what the relay holds (the "have" set less what it
 /// lacks, and the new IDs the store already holds, with their `created_at`) and the new IDs to
-/// fetch, rejected ones too (only a fetched event says its `created_at`). At most
+/// fetch, rejected ones too (only a fetched event says its `created_at`). The rejected events
+/// of the "have" set the relay still holds are renewed in the rejected-events index, so they
+/// stay in the next round's "have" set. At most
 /// [`MAX_NEW_IDS_PER_ROUND`] new IDs come here: the round fails past that.
 pub(super) async fn holdings_diff(
     have: HaveSet,
@@ -377,6 +379,8 @@ pub(super) async fn holdings_diff(
         .into_iter()
         .filter(|(id, _)| diff.relay_lacks.binary_search(id).is_err())
         .collect();
+    let still_held: Vec<EventId> = held.iter().map(|(id, _)| *id).collect();
+    renew_rejected(store, &still_held).await;
     let mut stored = Vec::new();
     for chunk in diff.missing.chunks(500) {
         stored.extend(
@@ -398,6 +402,14 @@ pub(super) async fn holdings_diff(
         .collect();
     held.extend(stored);
     Ok(HoldingsDiff { held, fetch })
+}
+
+/// The relay still holds `ids`, which the store holds or rejected: the rejected ones are
+/// remembered longer ([`EventStore::renew_rejected`]). A failure costs only a later download.
+pub(super) async fn renew_rejected(store: &Arc<dyn EventStore>, ids: &[EventId]) {
+    if let Err(error) = store.renew_rejected(ids).await {
+        tracing::warn!(%error, "rejected events a relay still holds were not renewed");
+    }
 }
 
 /// The report of a round over a relay's holdings that ended with `result`.

@@ -897,11 +897,17 @@ async fn run_round(
                 .collect()
         });
         let mut unknown = Vec::with_capacity(diff.missing.len());
+        let mut known = Vec::new();
         for id in diff.missing {
-            if !store.contains(&id).await.unwrap_or(false) {
+            if store.contains(&id).await.unwrap_or(false) {
+                known.push(id);
+            } else {
                 unknown.push(id);
             }
         }
+        // The "have" set holds stored events only; those the relay holds and the store
+        // rejected come back as missing, and stay rejected for as long as the relay holds them.
+        super::holdings::renew_rejected(&store, &known).await;
         Ok(unknown)
     }
     .await;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use grasp_sync_engine::negentropy::NIP77_NO_ANSWER_TTL;
 use grasp_sync_engine::{
     EventStore, MemoryStore, NEGENTROPY_DEADLINE, StoreError, negentropy::RecoveryConfig,
+    store::RejectedConfig,
 };
 use grasp_sync_health::HealthConfig;
 use grasp_sync_model::RelayUrl;
@@ -22,8 +23,8 @@ use nostr::{Event, Keys, Timestamp};
 
 use crate::support::{
     PausedEngine, RepoFixture, SERVICE_URL, background, ids, memory_network, paused_store,
-    restart_paused_engine, start_paused_engine, start_paused_engine_with, test_config,
-    tight_background_starts, wait_until,
+    paused_store_rejecting, restart_paused_engine, start_paused_engine, start_paused_engine_with,
+    test_config, tight_background_starts, wait_until,
 };
 
 const BOOTSTRAP: &str = "ws://bootstrap.memory";
@@ -300,6 +301,89 @@ async fn rejected_ids_are_never_fetched_twice_across_reconciliations() {
         second_pass, 0,
         "the second reconciliation fetched {second_pass} events again"
     );
+}
+
+/// A refused event stays known for as long as the relay that sent it keeps offering it: a
+/// reconciliation that finds the relay holding it, past half of its lifetime in the
+/// rejected-events index, renews it there. So a reconciliation after that first lifetime has
+/// ended fetches nothing again; without the renewal it would fetch every refused event again.
+#[tokio::test(start_paused = true)]
+async fn a_rejected_id_the_relay_keeps_offering_is_not_fetched_again_when_its_first_lifetime_ends()
+{
+    const LIFETIME: Duration = Duration::from_secs(3600);
+    let ours = RepoFixture::new("ours");
+    let announcement = ours.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
+    let foreign: Vec<Event> = (0..20)
+        .map(|n| {
+            RepoFixture::new(&format!("foreign-{n}"))
+                .announcement(&[HOME.to_owned()], 1_700_000_000 + n)
+        })
+        .collect();
+    let network = memory_network(vec![
+        (
+            BOOTSTRAP,
+            counted(true, None),
+            std::iter::once(announcement)
+                .chain(foreign.iter().cloned())
+                .collect(),
+        ),
+        (HOME, TestRelayConfig::default(), Vec::new()),
+    ]);
+    let urls = network.urls();
+    let bootstrap = urls[0].clone();
+    let (store, clock) = paused_store_rejecting(RejectedConfig {
+        cold_ttl: LIFETIME,
+        ..RejectedConfig::default()
+    })
+    .await;
+    let run = start_paused_engine_with(
+        &network,
+        test_config(&urls[..1]),
+        store.clone(),
+        Arc::new(store),
+        clock,
+        None,
+    )
+    .await;
+    let foreign_ids = ids(&foreign);
+    let all_rejected = || async {
+        let mut all = true;
+        for id in &foreign_ids {
+            all &= run.store.rejection_reason(id).ok().flatten().is_some();
+        }
+        all
+    };
+    assert!(
+        wait_until(Duration::from_secs(600), all_rejected).await,
+        "the foreign announcements were not all fetched and rejected"
+    );
+    let first_pass = network.stats(&bootstrap).events_sent();
+    assert!(
+        first_pass > foreign.len() as u64,
+        "first pass sent {first_pass}"
+    );
+    // Two reconciliations, each 0.6 of the lifetime after the last: the second comes after
+    // the first lifetime has ended.
+    for n in 1..=2 {
+        tokio::time::sleep(LIFETIME * 6 / 10).await;
+        run.engine.reconcile_now().await.expect("engine running");
+        let done = wait_until(Duration::from_secs(600), || async {
+            run.engine.status().await.is_some_and(|s| {
+                s.relays.get(&bootstrap).is_some_and(|r| {
+                    r.daily_reconciliations == n
+                        && r.pending_batches == 0
+                        && r.queued_starts == 0
+                        && r.connection == "connected"
+                })
+            })
+        })
+        .await;
+        assert!(done, "reconciliation {n} did not end");
+        let again = network.stats(&bootstrap).events_sent() - first_pass;
+        assert_eq!(again, 0, "reconciliation {n} fetched {again} events again");
+        assert!(all_rejected().await, "after reconciliation {n}");
+    }
+    run.engine.shutdown().await;
 }
 
 /// The own store, except that building a negentropy "have" set takes `delay` (on the tokio

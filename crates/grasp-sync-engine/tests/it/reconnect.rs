@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use grasp_sync_engine::{
     EngineParts, FileHoldingsMemory, HoldingsMemory, MemoryStore, StoreConfig, SyncEngine,
-    TokioClock,
+    TokioClock, store::RejectedConfig,
 };
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{ThreadTag, reply};
@@ -37,6 +37,15 @@ async fn setup_with(holdings: Option<Arc<dyn HoldingsMemory>>) -> Setup {
 
 /// [`setup_with`], the home relay configured by `home`.
 async fn setup_home(holdings: Option<Arc<dyn HoldingsMemory>>, home: TestRelayConfig) -> Setup {
+    setup_rejecting(holdings, home, RejectedConfig::default()).await
+}
+
+/// [`setup_home`], the store's rejected-events index bounded by `rejected`.
+async fn setup_rejecting(
+    holdings: Option<Arc<dyn HoldingsMemory>>,
+    home: TestRelayConfig,
+    rejected: RejectedConfig,
+) -> Setup {
     let fixture = RepoFixture::new("paused");
     let announcement =
         fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], START - 1000);
@@ -51,12 +60,13 @@ async fn setup_home(holdings: Option<Arc<dyn HoldingsMemory>>, home: TestRelayCo
     ]);
     // The store reads the engine's clock, so events dated by it are not "in the future".
     let clock = Arc::new(TokioClock::anchored_at(Timestamp::from_secs(START)));
-    let store = MemoryStore::with_clock(
-        StoreConfig::new(RelayUrl::parse(SERVICE_URL).expect("url"), "grasp.test"),
-        clock.clone(),
-    )
-    .await
-    .expect("store");
+    let config = StoreConfig {
+        rejected,
+        ..StoreConfig::new(RelayUrl::parse(SERVICE_URL).expect("url"), "grasp.test")
+    };
+    let store = MemoryStore::with_clock(config, clock.clone())
+        .await
+        .expect("store");
     let mut parts = EngineParts::new(
         Arc::new(network.clone()),
         Arc::new(store.clone()),
@@ -378,6 +388,21 @@ fn asked_since(setup: &Setup, from: usize) -> (Vec<nostr::Filter>, Vec<Vec<nostr
     (negs, reqs)
 }
 
+/// An event the relay holds that no repository here covers: the policy refuses it.
+fn foreign_issue() -> nostr::Event {
+    grasp_sync_testkit::nip34::root(
+        &Keys::generate(),
+        grasp_sync_testkit::nip34::RootKind::Issue,
+        &[grasp_sync_testkit::nip34::RepoRef {
+            owner: Keys::generate().public_key(),
+            identifier: "elsewhere".to_owned(),
+        }],
+        "an issue of a repository not listed here",
+        Timestamp::from_secs(START + 5),
+    )
+    .expect("issue")
+}
+
 /// With holdings kept, what a relay delivers during its historic sync is kept as its
 /// holdings, and a caught-up relay's daily run is one NIP-77 round over `{}`: the first fetches
 /// once, by ID, the event of a repository nobody here tracks, which the policy refuses, and
@@ -389,18 +414,7 @@ async fn a_daily_run_over_the_relays_holdings_asks_once_and_fetches_only_what_is
     let dir = tempfile::tempdir().expect("dir");
     let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
     let setup = setup_with(Some(holdings.clone())).await;
-    // An event the relay holds that no repository here covers.
-    let foreign = grasp_sync_testkit::nip34::root(
-        &Keys::generate(),
-        grasp_sync_testkit::nip34::RootKind::Issue,
-        &[grasp_sync_testkit::nip34::RepoRef {
-            owner: Keys::generate().public_key(),
-            identifier: "elsewhere".to_owned(),
-        }],
-        "an issue of a repository not listed here",
-        Timestamp::from_secs(START + 5),
-    )
-    .expect("issue");
+    let foreign = foreign_issue();
     setup.network.store(HOME, foreign.clone());
     // Paused time: a virtual minute, in which the first sync's last layer (the replies'
     // coverage, opened by a maintenance tick) is opened and settles.
@@ -460,6 +474,56 @@ async fn a_daily_run_over_the_relays_holdings_asks_once_and_fetches_only_what_is
     assert!(reqs.is_empty(), "{reqs:?}");
     let status = home_status(&setup.engine).await;
     assert_eq!(status.long_reconnects + status.quick_reconnects, 0);
+    setup.engine.shutdown().await;
+}
+
+/// A refused event the relay keeps holding stays out of every later daily run: each run over
+/// the relay's holdings that finds it there, past half of its lifetime in the rejected-events
+/// index, renews it, so it stays in the "have" set after its first lifetime has ended.
+/// Without the renewal the third daily run would fetch it again.
+#[tokio::test(start_paused = true)]
+async fn a_refused_event_the_relay_keeps_holding_is_not_fetched_again_by_later_daily_runs() {
+    const LIFETIME: Duration = Duration::from_secs(3600);
+    let dir = tempfile::tempdir().expect("dir");
+    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
+    let rejected = RejectedConfig {
+        cold_ttl: LIFETIME,
+        ..RejectedConfig::default()
+    };
+    let setup = setup_rejecting(Some(holdings.clone()), TestRelayConfig::default(), rejected).await;
+    let foreign = foreign_issue();
+    setup.network.store(HOME, foreign.clone());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    held_events(&holdings, |held| held.contains(&setup.issue.id)).await;
+    // The first daily run fetches it once, and the policy refuses it.
+    let from = setup.network.stats(HOME).starts.len();
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(daily_done(&setup, 1).await, "daily run 1 did not end");
+    assert_eq!(
+        fetched_by_id(&asked_since(&setup, from).1),
+        vec![foreign.id]
+    );
+    assert!(!stored(&setup.store, foreign.id).await);
+    held_events(&holdings, |held| held.contains(&foreign.id)).await;
+    // Two more, each 0.6 of the lifetime after the last: the third comes after the first
+    // lifetime has ended.
+    for n in 2..=3 {
+        tokio::time::sleep(LIFETIME * 6 / 10).await;
+        let from = setup.network.stats(HOME).starts.len();
+        setup.engine.reconcile_now().await.expect("engine running");
+        assert!(daily_done(&setup, n).await, "daily run {n} did not end");
+        let (negs, reqs) = asked_since(&setup, from);
+        assert_eq!(negs, vec![nostr::Filter::new()], "daily run {n}");
+        assert!(
+            fetched_by_id(&reqs).is_empty(),
+            "daily run {n} fetched again: {reqs:?}"
+        );
+    }
+    assert_eq!(
+        count(&setup.store, &ids(std::slice::from_ref(&foreign))).await,
+        1,
+        "the refused event is still known"
+    );
     setup.engine.shutdown().await;
 }
 

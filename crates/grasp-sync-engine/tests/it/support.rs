@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use grasp_sync_engine::{
     AddressPolicy, EngineConfig, EngineHandle, EngineParts, EventStore, LmdbStore, MemoryStore,
-    SdkConnector, StoreConfig, SyncEngine, TokioClock,
+    SdkConnector, StoreConfig, SyncEngine, TokioClock, store::RejectedConfig,
 };
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::{MemoryNetwork, QueryStart, StartKind, StrictStats};
@@ -265,10 +265,21 @@ pub(crate) async fn start_paused_engine(
 
 /// An empty memory store on a clock at [`PAUSED_START`], and that clock.
 pub(crate) async fn paused_store() -> (MemoryStore, Arc<TokioClock>) {
+    paused_store_rejecting(RejectedConfig::default()).await
+}
+
+/// [`paused_store`] with its rejected-events index bounded by `rejected`.
+pub(crate) async fn paused_store_rejecting(
+    rejected: RejectedConfig,
+) -> (MemoryStore, Arc<TokioClock>) {
     let clock = Arc::new(TokioClock::anchored_at(nostr::Timestamp::from_secs(
         PAUSED_START,
     )));
-    let store = MemoryStore::with_clock(TestStore::config(), clock.clone())
+    let config = StoreConfig {
+        rejected,
+        ..TestStore::config()
+    };
+    let store = MemoryStore::with_clock(config, clock.clone())
         .await
         .expect("memory store");
     (store, clock)
