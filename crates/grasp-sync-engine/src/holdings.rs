@@ -22,7 +22,8 @@
 //! directory of at most [`MAX_HOLDINGS_FILES`]). The engine reads and writes them on blocking
 //! threads: once per relay per daily run, and at each completion of a relay's historic sync
 //! until its first daily run. The files of relays no longer tracked stay until the cap removes
-//! them: at most [`MAX_HOLDINGS_FILES`] × [`MAX_HELD_EVENTS`] × 40 bytes on disk.
+//! them: at most [`MAX_HOLDINGS_FILES`] × [`MAX_HELD_EVENTS`] × 40 bytes on disk. A temporary
+//! file left by a save that stopped before its rename is removed by a later save.
 
 mod file;
 #[cfg(test)]

@@ -13,6 +13,10 @@ use super::{Held, HoldingsError, HoldingsMemory, MAX_HELD_EVENTS, RelayHoldings}
 /// ago. Relay URLs come from remote data.
 pub const MAX_HOLDINGS_FILES: usize = 1_024;
 
+/// How much older than a file just written a temporary file must be to count as left behind
+/// by a save that stopped before its rename (one in progress is newer).
+const LEFTOVER_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// The first bytes of every holdings file, with its format version.
 const MAGIC: &[u8; 8] = b"GSHELD01";
 /// A held event on disk: `created_at` (8 bytes, little-endian) and the ID (32 bytes).
@@ -51,14 +55,21 @@ impl FileHoldingsMemory {
     }
 
     /// Removes the files written longest ago, never `kept` (the one just written), while more
-    /// than [`MAX_HOLDINGS_FILES`] are kept.
+    /// than [`MAX_HOLDINGS_FILES`] are kept; and temporary files a save left behind (it stopped
+    /// before its rename), once they are [`LEFTOVER_AGE`] older than `kept`.
     fn prune(&self, kept: &Path) -> std::io::Result<()> {
+        let written = std::fs::metadata(kept)?.modified()?;
         let mut files = Vec::new();
         for entry in std::fs::read_dir(&self.directory)? {
             let entry = entry?;
             let path = entry.path();
+            let modified = entry.metadata()?.modified()?;
             if path.extension().is_some_and(|e| e == "held") && path != kept {
-                files.push((entry.metadata()?.modified()?, path));
+                files.push((modified, path));
+            } else if path.to_string_lossy().ends_with(".held.tmp")
+                && modified + LEFTOVER_AGE < written
+            {
+                std::fs::remove_file(path)?;
             }
         }
         if files.len() < MAX_HOLDINGS_FILES {

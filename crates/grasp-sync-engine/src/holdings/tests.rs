@@ -124,3 +124,38 @@ fn saving_past_the_file_cap_removes_the_oldest_files() {
     let newest = relay(&format!("wss://relay{}.example", MAX_HOLDINGS_FILES + 2));
     assert_eq!(memory.load(&newest).expect("load"), Some(held));
 }
+
+#[test]
+fn a_save_removes_temporary_files_left_behind_an_hour_before() {
+    let dir = tempfile::tempdir().expect("dir");
+    let memory = FileHoldingsMemory::new(dir.path());
+    let held = RelayHoldings::learned(Timestamp::from_secs(5), Vec::new());
+    memory
+        .save(&relay("wss://one.example"), &held)
+        .expect("save");
+    let left = dir.path().join("0123.held.tmp");
+    let recent = dir.path().join("4567.held.tmp");
+    let other = dir.path().join("notes.tmp");
+    for path in [&left, &recent, &other] {
+        std::fs::write(path, b"cut short").expect("write");
+    }
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    for path in [&left, &other] {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .expect("open")
+            .set_modified(old)
+            .expect("set mtime");
+    }
+    memory
+        .save(&relay("wss://two.example"), &held)
+        .expect("save");
+    assert!(!left.exists(), "the old leftover is removed");
+    assert!(recent.exists(), "a save in progress elsewhere is not");
+    assert!(other.exists(), "nor a file that is not the holdings'");
+    assert_eq!(
+        memory.load(&relay("wss://one.example")).expect("load"),
+        Some(held)
+    );
+}
