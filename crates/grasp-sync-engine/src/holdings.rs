@@ -9,10 +9,11 @@
 //! events the store holds or rejected, so an event kept here and lost from the store is
 //! fetched again. A rejected one the relay still holds is renewed in the rejected-events index
 //! ([`EventStore::renew_rejected`](crate::EventStore::renew_rejected)), so it stays in the
-//! "have" set for as long as the relay holds it. A round that finds the relay holding more than [`MAX_HELD_EVENTS`], naming
-//! more new IDs than a round takes, or refusing the round (strfry refuses a filter matching
-//! more events than its `maxSyncEvents`), is remembered as [`Held::TooLarge`], and the relay is
-//! reconciled by named rounds until [`TOO_LARGE_PAUSE`] has passed.
+//! "have" set for as long as the relay holds it. A round that finds the relay holding more
+//! than [`MAX_HELD_EVENTS`], naming more new IDs than a round takes, or refusing the round
+//! (strfry refuses a filter matching more events than its `maxSyncEvents`), is remembered as
+//! [`Held::TooLarge`], and the relay is reconciled by named rounds until [`TOO_LARGE_PAUSE`]
+//! has passed.
 //!
 //! Before a relay's first daily run, its holdings are learned from what it delivers and what
 //! NIP-77 rounds show it holds, and added to the kept ones at each completion of its historic

@@ -367,8 +367,8 @@ pub(super) struct HoldingsDiff {
 /// lacks, and the new IDs the store already holds, with their `created_at`) and the new IDs to
 /// fetch, rejected ones too (only a fetched event says its `created_at`). The rejected events
 /// of the "have" set the relay still holds are renewed in the rejected-events index, so they
-/// stay in the next round's "have" set. At most
-/// [`MAX_NEW_IDS_PER_ROUND`] new IDs come here: the round fails past that.
+/// stay in the next round's "have" set. At most [`MAX_NEW_IDS_PER_ROUND`] new IDs come here:
+/// the round fails past that.
 pub(super) async fn holdings_diff(
     have: HaveSet,
     diff: crate::transport::NegentropyDiff,
