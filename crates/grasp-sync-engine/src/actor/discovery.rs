@@ -97,6 +97,7 @@ impl Actor {
         for relay in &relays {
             if !self.runtimes.contains_key(relay) {
                 self.register_relay(relay, false);
+                self.dial_tracked_relay(relay);
             }
         }
         // The update's relays, and those whose targets the bounds changed (ranked back in
@@ -146,7 +147,8 @@ impl Actor {
         self.recompute(relay);
     }
 
-    /// Tracks a relay; dialing happens on the health tick.
+    /// Tracks a relay; it is dialled on the health tick, or at once when an index update
+    /// tracks it for repository work ([`Self::dial_tracked_relay`]).
     pub(super) fn register_relay(&mut self, relay: &RelayUrl, bootstrap: bool) {
         if self
             .config

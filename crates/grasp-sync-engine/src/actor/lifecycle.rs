@@ -43,15 +43,37 @@ impl Actor {
                 continue;
             };
             if runtime.machine.handle_tick(now) == Tick::MayDial && dial_wanted {
-                self.next_attempt += 1;
-                let attempt = self.next_attempt;
-                runtime.machine.handle_dial_queued(attempt);
-                self.relays.register(&relay).mark_connecting();
+                self.queue_session_dial(&relay);
             }
         }
         self.keep_learned();
         self.pack_at_rest();
         self.record_metrics();
+    }
+
+    /// A relay just tracked for repository work is dialled in this step if its health allows,
+    /// not at the next health tick: discovery does not wait up to a tick for each relay it
+    /// finds. The dial workers still space the handshakes.
+    pub(super) fn dial_tracked_relay(&mut self, relay: &RelayUrl) {
+        let now = self.now();
+        let may_dial = self.wants_repo_connection(relay)
+            && self
+                .runtimes
+                .get_mut(relay)
+                .is_some_and(|r| r.machine.handle_tick(now) == Tick::MayDial);
+        if may_dial {
+            self.queue_session_dial(relay);
+        }
+    }
+
+    /// Numbers a dial of `relay`'s session and queues it for the dial workers.
+    fn queue_session_dial(&mut self, relay: &RelayUrl) {
+        let Some(runtime) = self.runtimes.get_mut(relay) else {
+            return;
+        };
+        self.next_attempt += 1;
+        runtime.machine.handle_dial_queued(self.next_attempt);
+        self.relays.register(relay).mark_connecting();
     }
 
     /// Refused coverage whose policy pause ended: fetched once by history, one filter per REQ;

@@ -219,3 +219,34 @@ async fn each_discovery_generation_is_planned_once_it_settles_not_when_the_windo
     assert_eq!(status.total_refusals(), 0, "{status:#?}");
     run.engine.shutdown().await;
 }
+
+/// A relay an announcement leads to is dialled as soon as the index tracks it, not at the
+/// next health tick: with an hour between ticks (the first one dials the bootstrap relay), the
+/// home relay's thread is synced within a minute of virtual time.
+#[tokio::test(start_paused = true)]
+async fn a_relay_discovery_finds_is_dialled_at_once_not_at_the_next_health_tick() {
+    let fixture = RepoFixture::new("dialled");
+    let announcement =
+        fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
+    let thread = fixture.thread(1_700_000_100);
+    let network = MemoryNetwork::new(vec![
+        (
+            BOOTSTRAP.to_owned(),
+            SimulatedRelay::new(TestRelayConfig::default(), vec![announcement.clone()]),
+        ),
+        (
+            HOME.to_owned(),
+            SimulatedRelay::new(TestRelayConfig::default(), thread.clone()),
+        ),
+    ]);
+    let config = grasp_sync_engine::EngineConfig {
+        health_tick: Duration::from_secs(3600),
+        ..test_config(&[BOOTSTRAP.to_owned()])
+    };
+    let run = start_paused_engine(&network, config).await;
+    let status = run
+        .wait_for_store(&ids(&thread), Duration::from_secs(60))
+        .await;
+    assert_eq!(network.stats(HOME).connections(), 1, "{status:#?}");
+    run.engine.shutdown().await;
+}
