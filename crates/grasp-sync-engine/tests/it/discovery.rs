@@ -188,13 +188,11 @@ async fn a_shard_dials_only_the_bootstrap_relays_it_owns() {
     run.engine.shutdown().await;
 }
 
-/// The batch window only collects a discovery generation: once nothing is in flight, the
-/// buffered announcements and roots are applied at once. With an hour-long window the
-/// announcement's relay and the replies reached through the thread's roots (two generations
-/// after the bootstrap relay's announcement) are synced within a minute of virtual time.
-#[tokio::test(start_paused = true)]
-async fn each_discovery_generation_is_planned_once_it_settles_not_when_the_window_ends() {
-    let fixture = RepoFixture::new("settled");
+/// A bootstrap relay holding an announcement of repository `name` that lists this service and
+/// the home relay, which holds the repository's thread: the network, the announcement and the
+/// thread.
+fn bootstrap_and_home(name: &str) -> (MemoryNetwork, nostr::Event, Vec<nostr::Event>) {
+    let fixture = RepoFixture::new(name);
     let announcement =
         fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
     let thread = fixture.thread(1_700_000_100);
@@ -208,6 +206,16 @@ async fn each_discovery_generation_is_planned_once_it_settles_not_when_the_windo
             SimulatedRelay::new(TestRelayConfig::default(), thread.clone()),
         ),
     ]);
+    (network, announcement, thread)
+}
+
+/// The batch window only collects a discovery generation: once nothing is in flight, the
+/// buffered announcements and roots are applied at once. With an hour-long window the
+/// announcement's relay and the replies reached through the thread's roots (two generations
+/// after the bootstrap relay's announcement) are synced within a minute of virtual time.
+#[tokio::test(start_paused = true)]
+async fn each_discovery_generation_is_planned_once_it_settles_not_when_the_window_ends() {
+    let (network, announcement, thread) = bootstrap_and_home("settled");
     let config = grasp_sync_engine::EngineConfig {
         batch_window: Duration::from_secs(3600),
         ..test_config(&[BOOTSTRAP.to_owned()])
@@ -225,20 +233,7 @@ async fn each_discovery_generation_is_planned_once_it_settles_not_when_the_windo
 /// home relay's thread is synced within a minute of virtual time.
 #[tokio::test(start_paused = true)]
 async fn a_relay_discovery_finds_is_dialled_at_once_not_at_the_next_health_tick() {
-    let fixture = RepoFixture::new("dialled");
-    let announcement =
-        fixture.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
-    let thread = fixture.thread(1_700_000_100);
-    let network = MemoryNetwork::new(vec![
-        (
-            BOOTSTRAP.to_owned(),
-            SimulatedRelay::new(TestRelayConfig::default(), vec![announcement.clone()]),
-        ),
-        (
-            HOME.to_owned(),
-            SimulatedRelay::new(TestRelayConfig::default(), thread.clone()),
-        ),
-    ]);
+    let (network, _, thread) = bootstrap_and_home("dialled");
     let config = grasp_sync_engine::EngineConfig {
         health_tick: Duration::from_secs(3600),
         ..test_config(&[BOOTSTRAP.to_owned()])

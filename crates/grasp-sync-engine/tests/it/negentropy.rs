@@ -239,11 +239,13 @@ async fn a_partly_serving_relay_gets_one_retry_then_recovery_and_is_promoted_whe
     run.engine.shutdown().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn rejected_ids_are_never_fetched_twice_across_reconciliations() {
+/// A counted bootstrap relay with NIP-77 holding an announcement that lists this service and
+/// the home relay, and `count` announcements of other repositories that do not (the policy
+/// refuses them); the home relay is empty. The network, and those refused announcements.
+fn foreign_announcements(count: u64) -> (MemoryNetwork, Vec<Event>) {
     let ours = RepoFixture::new("ours");
     let announcement = ours.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
-    let foreign: Vec<Event> = (0..60)
+    let foreign: Vec<Event> = (0..count)
         .map(|n| {
             RepoFixture::new(&format!("foreign-{n}"))
                 .announcement(&[HOME.to_owned()], 1_700_000_000 + n)
@@ -259,6 +261,12 @@ async fn rejected_ids_are_never_fetched_twice_across_reconciliations() {
         ),
         (HOME, TestRelayConfig::default(), Vec::new()),
     ]);
+    (network, foreign)
+}
+
+#[tokio::test(start_paused = true)]
+async fn rejected_ids_are_never_fetched_twice_across_reconciliations() {
+    let (network, foreign) = foreign_announcements(60);
     let urls = network.urls();
     let bootstrap = &urls[0];
 
@@ -311,24 +319,7 @@ async fn rejected_ids_are_never_fetched_twice_across_reconciliations() {
 async fn a_rejected_id_the_relay_keeps_offering_is_not_fetched_again_when_its_first_lifetime_ends()
 {
     const LIFETIME: Duration = Duration::from_secs(3600);
-    let ours = RepoFixture::new("ours");
-    let announcement = ours.announcement(&[SERVICE_URL.to_owned(), HOME.to_owned()], 1_700_000_000);
-    let foreign: Vec<Event> = (0..20)
-        .map(|n| {
-            RepoFixture::new(&format!("foreign-{n}"))
-                .announcement(&[HOME.to_owned()], 1_700_000_000 + n)
-        })
-        .collect();
-    let network = memory_network(vec![
-        (
-            BOOTSTRAP,
-            counted(true, None),
-            std::iter::once(announcement)
-                .chain(foreign.iter().cloned())
-                .collect(),
-        ),
-        (HOME, TestRelayConfig::default(), Vec::new()),
-    ]);
+    let (network, foreign) = foreign_announcements(20);
     let urls = network.urls();
     let bootstrap = urls[0].clone();
     let (store, clock) = paused_store_rejecting(RejectedConfig {
