@@ -211,6 +211,18 @@ impl PendingSyncIndex {
         })
     }
 
+    /// Adds `items` to a pending batch, which confirms them with its own (the strongest level
+    /// per repository).
+    pub fn extend_batch(
+        &mut self,
+        relay: &RelayUrl,
+        batch_id: BatchId,
+        items: &PendingItems,
+    ) -> Result<(), ModelError> {
+        self.batch_mut(relay, batch_id)?.items.extend(items);
+        Ok(())
+    }
+
     /// Removes a batch without confirming anything: its items stay unconfirmed, so the next
     /// three-way diff derives them again. Returns the batch, or `None` if it was not pending.
     pub fn abandon_batch(&mut self, relay: &RelayUrl, batch_id: BatchId) -> Option<PendingBatch> {

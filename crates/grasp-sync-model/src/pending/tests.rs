@@ -280,3 +280,34 @@ fn abandoned_batch_confirms_nothing_and_its_items_become_new_work_again() {
     assert!(!state.batch_failed);
     assert!(!pending.has_pending(&a));
 }
+
+#[test]
+fn items_added_to_a_pending_batch_are_confirmed_with_it() {
+    let mut pending = PendingSyncIndex::new();
+    let a = relay("wss://a.example");
+    let batch = pending.open_batch(
+        &a,
+        items(&[(1, SyncLevel::StateOnly)], &[1]),
+        SyncMethod::Negentropy,
+    );
+    pending
+        .extend_batch(
+            &a,
+            batch,
+            &items(&[(1, SyncLevel::Full), (2, SyncLevel::Full)], &[2]),
+        )
+        .unwrap();
+    assert_eq!(
+        pending.extend_batch(&a, BatchId(99), &items(&[], &[3])),
+        Err(ModelError::UnknownBatch(BatchId(99)))
+    );
+    let mut confirmed = RelaySyncIndex::new();
+    pending
+        .confirm_batch(&a, batch, &mut confirmed, Timestamp::from_secs(1))
+        .unwrap();
+    let state = confirmed.get(&a).unwrap();
+    assert!(state.covers_repo(&coord(1, "repo"), SyncLevel::Full));
+    assert!(state.covers_repo(&coord(2, "repo"), SyncLevel::Full));
+    assert!(state.root_events.contains(&id(1)) && state.root_events.contains(&id(2)));
+    assert!(!state.root_events.contains(&id(3)));
+}
