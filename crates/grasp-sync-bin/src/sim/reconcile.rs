@@ -1,7 +1,8 @@
 //! `--reconcile`: what reconciling an already complete store costs. Once the daemon converged
 //! and stopped, a second daemon starts over the same data directory; with a store that holds
-//! everything, every relay's history goes by NIP-77 (the daily reconciliation's fresh start,
-//! plus the restart's new live REQs). The relays count its bytes and the events they send
+//! everything, every relay's history goes by NIP-77 (one round over `{}` against the relay's
+//! kept holdings where the first daemon kept them, else named rounds, plus the restart's new
+//! live REQs). The relays count its bytes and the events they send
 //! until it has confirmed, on every relay the first daemon had synced, at least the coverage
 //! the first daemon confirmed there. The first daemon runs on past convergence until it has
 //! settled (nothing left to start or confirm), so both sides cover the same work.

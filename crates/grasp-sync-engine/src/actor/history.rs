@@ -65,8 +65,12 @@ impl NeedsLists {
 }
 
 impl Actor {
-    /// New work for a relay (from the three-way diff): live coverage and one historic batch.
+    /// New work for a relay (from the three-way diff): live coverage and one historic batch,
+    /// or, in a session that started over the relay's kept holdings, a round over `{}`.
     pub(super) fn handle_add_filters(&mut self, relay: &RelayUrl, needs: RelaySyncNeeds) {
+        if self.add_over_holdings(relay, &needs) {
+            return;
+        }
         self.sync_items(relay, needs, None, true);
     }
 

@@ -7,11 +7,20 @@
 //! holds and the store lacks are fetched, by exact ID, through the acceptance policy. Any
 //! failure of the round turns the daily run into the fresh start it otherwise is (named
 //! rounds), never into a REQ over `{}`.
+//!
+//! A session that starts without confirmed state (a restart over a store that held events, a
+//! long disconnect) asks the same round where holdings are kept for the relay: its batch holds
+//! everything the relay targets, whose live coverage opens first, and confirms it once the
+//! round's fetches drained. Where none are kept, or the round fails, the fresh start by named
+//! rounds follows.
 
 use std::sync::Arc;
 
+use grasp_sync_filters::TieredFilter;
 use grasp_sync_filters::{FilterBudget, Window, announcement_filter};
-use grasp_sync_model::{BatchId, ConnectionStatus, PendingItems, RelayUrl, SyncMethod};
+use grasp_sync_model::{
+    BatchId, ConnectionStatus, PendingItems, RelaySyncNeeds, RelayUrl, SyncMethod,
+};
 use nostr::{EventId, Filter, Timestamp};
 
 use super::Actor;
@@ -22,7 +31,7 @@ use crate::error::StoreError;
 use crate::holdings::{
     Held, HoldingsMemory, MAX_HELD_EVENTS, MAX_NEW_IDS_PER_ROUND, RelayHoldings,
 };
-use crate::machine::holdings_round::HoldingsOutcome;
+use crate::machine::holdings_round::{HoldingsOutcome, HoldingsPlacement, OverHoldings};
 use crate::machine::jobs::HaveSet;
 use crate::machine::nip77::Nip77State;
 use crate::session::SessionKey;
@@ -42,7 +51,7 @@ impl Actor {
         let queued = self.runtimes.get_mut(relay).and_then(|runtime| {
             runtime
                 .machine
-                .queue_holdings_round(batch, subscription_id.clone(), coverage)
+                .queue_holdings_round(batch, subscription_id.clone(), Some(coverage))
         });
         if queued.is_none() {
             let _ = self.pending.abandon_batch(relay, batch);
@@ -52,6 +61,121 @@ impl Actor {
         tracing::info!(%relay, "daily reconciliation over the relay's holdings");
         self.drive_queue(relay);
         true
+    }
+
+    /// A fresh start over `relay`'s kept holdings, where it applies: a session that starts
+    /// without confirmed state (the first in this run, or after a long disconnect), over a
+    /// store that held events when the engine started, on a relay that may get NIP-77 rounds.
+    /// Everything the relay targets now is pending in one batch, reconciled by one round over
+    /// `{}` whose "have" set is what the relay held at its last daily run (or showed it holds
+    /// in an earlier run); its live coverage opens at once, before the round. The batch
+    /// confirms it all once the round's fetches drained, where named rounds would send every
+    /// filter of the coverage again. Coverage added later in the session goes the same way
+    /// ([`Self::add_over_holdings`]). Without kept holdings, or on any failure of a round, the
+    /// fresh start by named rounds follows. Whether it started.
+    pub(super) fn start_over_holdings(&mut self, relay: &RelayUrl) -> bool {
+        let applies = self.holdings.is_some()
+            && !self.new_store
+            && self.wants_repo_connection(relay)
+            && self.fallbacks.nip77_enabled(relay)
+            && self.runtimes.get(relay).is_some_and(|runtime| {
+                let machine = &runtime.machine;
+                machine.session.is_some()
+                    && machine.nip77_rounds_allowed()
+                    && machine.holdings_round.is_none()
+            });
+        if !applies {
+            return false;
+        }
+        self.reset_for_fresh_start(relay);
+        let target = self.targets.get(relay).cloned().unwrap_or_default();
+        self.open_live_for(relay, &target, vec![announcement_filter(Window::Live)]);
+        let Some(batch) = self.open_round_over_holdings(relay, target) else {
+            return false;
+        };
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.machine.announcements_batch = Some(batch);
+            runtime.machine.over_holdings = Some(OverHoldings::default());
+        }
+        tracing::info!(%relay, "fresh start over the relay's kept holdings");
+        self.recompute(relay);
+        self.drive_queue(relay);
+        self.check_idle(relay);
+        true
+    }
+
+    /// Coverage the index adds to a session that started over the relay's kept holdings: live
+    /// at once, and its history by a round over `{}`, the queued one, the next, or a new one
+    /// ([`OverHoldings`]). Whether it went so.
+    pub(super) fn add_over_holdings(&mut self, relay: &RelayUrl, needs: &RelaySyncNeeds) -> bool {
+        if needs.is_empty() {
+            return false;
+        }
+        let Some(placement) = self
+            .runtimes
+            .get_mut(relay)
+            .and_then(|runtime| runtime.machine.place_over_holdings(needs))
+        else {
+            return false;
+        };
+        self.open_live_for(relay, needs, Vec::new());
+        match placement {
+            HoldingsPlacement::Join(batch) => {
+                if let Err(error) = self.pending.extend_batch(relay, batch, needs) {
+                    // Neither pending nor confirmed: the next diff derives them again.
+                    tracing::debug!(%relay, %error, "the round over the relay's holdings is gone");
+                }
+            }
+            HoldingsPlacement::Wait => {}
+            HoldingsPlacement::Open => {
+                let _ = self.open_round_over_holdings(relay, needs.clone());
+            }
+        }
+        self.drive_queue(relay);
+        true
+    }
+
+    /// Opens a batch for `items` reconciled by one round over `{}` against `relay`'s kept
+    /// holdings (none kept: the round does not run, and named rounds follow).
+    fn open_round_over_holdings(
+        &mut self,
+        relay: &RelayUrl,
+        items: PendingItems,
+    ) -> Option<BatchId> {
+        let batch = self
+            .pending
+            .open_batch(relay, items, SyncMethod::Negentropy);
+        let subscription_id = super::new_subscription_id(&mut self.next_subscription, "held");
+        let queued = self.runtimes.get_mut(relay).and_then(|runtime| {
+            runtime
+                .machine
+                .queue_holdings_round(batch, subscription_id.clone(), None)
+        });
+        if queued.is_none() {
+            let _ = self.pending.abandon_batch(relay, batch);
+            return None;
+        }
+        self.register_queued(relay, batch, vec![(subscription_id, vec![Filter::new()])]);
+        Some(batch)
+    }
+
+    /// Opens live coverage for `needs`, with `live`, filters to hold beside it.
+    fn open_live_for(
+        &mut self,
+        relay: &RelayUrl,
+        needs: &RelaySyncNeeds,
+        mut live: Vec<TieredFilter>,
+    ) {
+        if !needs.is_empty() {
+            match NeedsLists::of(needs)
+                .coverage()
+                .live_filters(&FilterBudget::default())
+            {
+                Ok(filters) => live.extend(filters),
+                Err(error) => tracing::warn!(%relay, %error, "live filters could not be built"),
+            }
+        }
+        let _ = self.open_live(relay, live);
     }
 
     /// Whether the daily run over `relay`'s holdings applies: a holdings memory is kept, the
@@ -163,9 +287,9 @@ impl Actor {
         }
     }
 
-    /// The daily run over `relay`'s holdings failed: it becomes a fresh start (named rounds).
-    /// A relay that named more new IDs than a round takes, or refused the round, is
-    /// remembered as too large.
+    /// The round over `relay`'s holdings failed, or did not run (none kept for a fresh start
+    /// over them): a fresh start by named rounds follows. A relay that named more new IDs
+    /// than a round takes, or refused the round, is remembered as too large.
     pub(super) fn holdings_round_failed(&mut self, relay: &RelayUrl) {
         let outcome = self
             .runtimes
@@ -184,12 +308,13 @@ impl Actor {
             };
             self.save_holdings(relay, holdings);
         }
-        tracing::info!(%relay, "the daily run over the relay's holdings failed; reconciling by named rounds");
+        tracing::info!(%relay, "the round over the relay's holdings failed or did not run; reconciling by named rounds");
         self.fresh_start(relay);
     }
 
-    /// The daily run over `relay`'s holdings ended (its fetches drained, or nothing was
-    /// missing): what the relay holds is kept for the next one. Nothing for another batch.
+    /// The round over `relay`'s holdings ended (its fetches drained, or nothing was missing):
+    /// what the relay holds is kept for the next one, and coverage that waited for the next
+    /// round gets it. Nothing for another batch.
     pub(super) fn finish_holdings_round(&mut self, relay: &RelayUrl, batch: BatchId) {
         if !self.is_holdings_batch(relay, batch) {
             return;
@@ -201,6 +326,17 @@ impl Actor {
         else {
             return;
         };
+        let waiting = self.runtimes.get_mut(relay).and_then(|runtime| {
+            runtime
+                .machine
+                .over_holdings
+                .as_mut()
+                .and_then(OverHoldings::take_waiting)
+        });
+        if let Some(items) = waiting {
+            let _ = self.open_round_over_holdings(relay, items);
+            self.drive_queue(relay);
+        }
         let holdings = match round.finish() {
             HoldingsOutcome::Held(events) => RelayHoldings::learned(self.clock.unix_now(), events),
             HoldingsOutcome::TooLarge => RelayHoldings {
@@ -300,11 +436,12 @@ impl Actor {
 /// Reads the "have" set of a round over `key`'s relay's holdings: the kept holdings that are
 /// current at `now`, those the store holds or rejected; where none are kept, the events the
 /// store holds under `coverage`. `None` when the relay was found too large within
-/// [`TOO_LARGE_PAUSE`](crate::holdings::TOO_LARGE_PAUSE), or the store holds more than
-/// [`MAX_HELD_EVENTS`] events under `coverage`: the daily run uses named rounds.
+/// [`TOO_LARGE_PAUSE`](crate::holdings::TOO_LARGE_PAUSE), the store holds more than
+/// [`MAX_HELD_EVENTS`] events under `coverage`, or none are kept and there is no `coverage`
+/// (a fresh start over kept holdings): named rounds instead.
 pub(super) async fn read_holdings(
     key: &SessionKey,
-    coverage: Vec<Filter>,
+    coverage: Option<Vec<Filter>>,
     now: Timestamp,
     store: &Arc<dyn EventStore>,
     memory: Option<Arc<dyn HoldingsMemory>>,
@@ -336,6 +473,9 @@ pub(super) async fn read_holdings(
             }
             Some(Held::TooLarge) => Ok(None),
             None => {
+                let Some(coverage) = coverage else {
+                    return Ok(None);
+                };
                 let mut have = Vec::new();
                 for filter in coverage {
                     let room = (2 * MAX_HELD_EVENTS).saturating_sub(have.len());

@@ -271,7 +271,7 @@ impl Actor {
         self.arm_daily(relay);
         let start = SessionStart::for_relay(self.relays.get(relay), self.clock.unix_now());
         match start {
-            SessionStart::First => self.fresh_start(relay),
+            SessionStart::First => self.start_fresh_session(relay),
             SessionStart::Quick { since } => self.quick_reconnect(relay, since),
             SessionStart::Long => {
                 if let Some(runtime) = self.runtimes.get_mut(relay) {
@@ -280,8 +280,16 @@ impl Actor {
                 if let Some(metrics) = &self.metrics {
                     metrics.record_reconnect("long");
                 }
-                self.fresh_start(relay);
+                self.start_fresh_session(relay);
             }
+        }
+    }
+
+    /// A session that starts without confirmed state: over the relay's kept holdings where
+    /// they apply (`holdings.rs`), else the fresh start by named coverage.
+    fn start_fresh_session(&mut self, relay: &RelayUrl) {
+        if !self.start_over_holdings(relay) {
+            self.fresh_start(relay);
         }
     }
 
@@ -434,15 +442,7 @@ impl Actor {
             self.start_outbox_session(relay);
             return;
         }
-        let unix = self.clock.unix_now();
-        self.abandon_transients(relay);
-        self.forget_pending(relay);
-        let state = self.relays.register(relay);
-        state.clear_sync_state();
-        state.announcements_synced = false;
-        state.mark_syncing(unix);
-        self.recovery.handle_historic_sync_restarted(relay);
-
+        self.reset_for_fresh_start(relay);
         let _ = self.open_live(relay, vec![announcement_filter(Window::Live)]);
         let filters = vec![announcement_filter(Window::since(None)).filter];
         let batch = self.open_reconciled_batch(relay, PendingItems::default(), filters);
@@ -452,6 +452,22 @@ impl Actor {
         self.recompute(relay);
         self.drive_queue(relay);
         self.check_idle(relay);
+    }
+
+    /// What every fresh start does first: the relay's transient subscriptions and pending
+    /// batches are dropped, its confirmed state cleared, and it is syncing again.
+    pub(super) fn reset_for_fresh_start(&mut self, relay: &RelayUrl) {
+        let unix = self.clock.unix_now();
+        self.abandon_transients(relay);
+        self.forget_pending(relay);
+        let state = self.relays.register(relay);
+        state.clear_sync_state();
+        state.announcements_synced = false;
+        state.mark_syncing(unix);
+        self.recovery.handle_historic_sync_restarted(relay);
+        if let Some(runtime) = self.runtimes.get_mut(relay) {
+            runtime.machine.over_holdings = None;
+        }
     }
 
     /// The session ended: keep the relay, clear what died with the connection.

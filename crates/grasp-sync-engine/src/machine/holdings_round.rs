@@ -13,11 +13,15 @@
 //! it holds of the store's events. So the first daily run asks about what the relay holds
 //! beyond the coverage (events of repositories not tracked here) and little else.
 //!
+//! A session that starts without confirmed state, where holdings are kept, starts over them
+//! ([`OverHoldings`]): one round covers what the relay targets then, and coverage the index
+//! adds later goes by more rounds over `{}`, one at a time, instead of named rounds.
+//!
 //! Pure state: the driver reads and writes the kept holdings and runs the round.
 
 use std::collections::BTreeSet;
 
-use grasp_sync_model::BatchId;
+use grasp_sync_model::{BatchId, PendingItems};
 use nostr::{Event, EventId, SubscriptionId, Timestamp};
 
 #[cfg(test)]
@@ -151,5 +155,50 @@ impl HoldingsRound {
                 HoldingsOutcome::Nothing
             }
         }
+    }
+}
+
+/// A session that started over the relay's kept holdings: coverage the index adds to the relay
+/// later is reconciled by rounds over `{}` too, one at a time. What is added while a round
+/// is queued joins its batch (its "have" set is the relay's holdings, whatever the batch
+/// covers); what is added once it started waits here for the next round, which the driver
+/// opens when the running one ends.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OverHoldings {
+    waiting: PendingItems,
+}
+
+/// Where coverage added to a session over kept holdings goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldingsPlacement {
+    /// Into the batch of the round still queued.
+    Join(BatchId),
+    /// Into the next round, after the one running.
+    Wait,
+    /// Into a new round: none is queued or running.
+    Open,
+}
+
+impl OverHoldings {
+    /// `items` were added while `round` was queued (`started` false), running, or absent:
+    /// where they go. Those for the next round are kept until [`Self::take_waiting`].
+    pub fn handle_added(
+        &mut self,
+        items: &PendingItems,
+        round: Option<(&HoldingsRound, bool)>,
+    ) -> HoldingsPlacement {
+        match round {
+            Some((round, false)) => HoldingsPlacement::Join(round.batch),
+            Some((_, true)) => {
+                self.waiting.extend(items);
+                HoldingsPlacement::Wait
+            }
+            None => HoldingsPlacement::Open,
+        }
+    }
+
+    /// The items waiting for the next round, if any; they are no longer waiting.
+    pub fn take_waiting(&mut self) -> Option<PendingItems> {
+        (!self.waiting.is_empty()).then(|| std::mem::take(&mut self.waiting))
     }
 }

@@ -25,10 +25,11 @@ pub enum HaveSource {
     Store,
     /// The relay's kept holdings (the round's filter is `{}`), those the store holds or
     /// rejected; where none are kept, or they are too old, the events the store holds under
-    /// `coverage`, the relay's coverage named.
+    /// `coverage`, the relay's coverage named, or no round at all where `coverage` is `None`.
     Holdings {
-        /// The relay's coverage, as historic filters.
-        coverage: Vec<Filter>,
+        /// The relay's coverage, as historic filters; `None` when only kept holdings will do
+        /// (a fresh start over them).
+        coverage: Option<Vec<Filter>>,
     },
 }
 

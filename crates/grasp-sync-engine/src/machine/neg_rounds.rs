@@ -17,11 +17,11 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use grasp_sync_ledger::{LedgerError, NEGENTROPY_ROUND_CAP, PermitClass, ReleaseReason, StartKind};
-use grasp_sync_model::BatchId;
+use grasp_sync_model::{BatchId, PendingItems};
 use nostr::{Filter, SubscriptionId};
 
 use crate::machine::admission::{self, Room, StartAdmission};
-use crate::machine::holdings_round::HoldingsRound;
+use crate::machine::holdings_round::{HoldingsPlacement, HoldingsRound};
 use crate::machine::jobs::{HaveSet, HaveSource, HistorySlots, Job, Jobs};
 use crate::machine::neg_batch::NegBatch;
 use crate::machine::nip77::{NegentropyError, NoNip77, RoundStart};
@@ -202,16 +202,17 @@ impl<Parked> RelayMachine<NegRound, Parked> {
         Some(queued)
     }
 
-    /// Queues the daily round over the relay's holdings as `batch`: one round over `{}` under
-    /// the ID `subscription_id`, its "have" set read from the relay's kept holdings (or from
-    /// the store under `coverage`, the relay's coverage named, where none are kept). The
+    /// Queues a round over the relay's holdings as `batch` (the daily run's, or a fresh
+    /// start's over kept holdings): one round over `{}` under the ID `subscription_id`, its
+    /// "have" set read from the relay's kept holdings (where none are kept, from the store
+    /// under `coverage`, the relay's coverage named, or, without `coverage`, no round). The
     /// batch has no semantic filters, so nothing falls back to a REQ over `{}`: the driver
     /// turns any failure into named rounds. `None` without a session.
     pub fn queue_holdings_round(
         &mut self,
         batch: BatchId,
         subscription_id: SubscriptionId,
-        coverage: Vec<Filter>,
+        coverage: Option<Vec<Filter>>,
     ) -> Option<()> {
         let session = self.session.as_mut()?;
         session.neg_queue.push_back(NegRound {
@@ -229,6 +230,23 @@ impl<Parked> RelayMachine<NegRound, Parked> {
         self.holdings_round = Some(HoldingsRound::new(batch, subscription_id));
         prepare_ahead(session, &mut self.jobs);
         Some(())
+    }
+
+    /// Where `items`, added to a session that started over the relay's kept holdings, go
+    /// ([`OverHoldings`](crate::machine::holdings_round::OverHoldings)): into the batch of the
+    /// round over them while it is queued, into the next round once it started, or into a new
+    /// one. `None` when the session did not start over kept holdings.
+    pub fn place_over_holdings(&mut self, items: &PendingItems) -> Option<HoldingsPlacement> {
+        let round = self.holdings_round.as_ref().map(|round| {
+            let queued = self.session.as_ref().is_some_and(|session| {
+                session
+                    .neg_queue
+                    .iter()
+                    .any(|queued| queued.subscription_id == round.subscription_id)
+            });
+            (round, !queued)
+        });
+        Some(self.over_holdings.as_mut()?.handle_added(items, round))
     }
 
     /// The rounds of `batch` still queued will not start (a gate refused NIP-77, or the relay

@@ -27,7 +27,7 @@ use crate::machine::consolidation::Consolidation;
 use crate::machine::delivered::DeliveredIds;
 use crate::machine::descendant_coverage::DescendantCoverage;
 use crate::machine::dials::{Dial, DialPurpose, Dials};
-use crate::machine::holdings_round::{HoldingsLearning, HoldingsRound};
+use crate::machine::holdings_round::{HoldingsLearning, HoldingsRound, OverHoldings};
 use crate::machine::incomplete_batches::IncompleteBatches;
 use crate::machine::jobs::{Job, Jobs};
 use crate::machine::lanes::LiveLanes;
@@ -69,8 +69,12 @@ pub struct RelayMachine<Round, Parked> {
     pub descendants: DescendantCoverage,
     /// The negentropy side of pending batches reconciled by NIP-77.
     pub neg_batches: BTreeMap<BatchId, NegBatch>,
-    /// The daily round over the relay's holdings, while it runs.
+    /// The round over the relay's holdings (the daily run's, or a fresh start's over them),
+    /// while it runs.
     pub holdings_round: Option<HoldingsRound>,
+    /// Whether the session started over the relay's kept holdings, and the coverage waiting
+    /// for its next round.
+    pub over_holdings: Option<OverHoldings>,
     /// What the relay shows it holds from its first connection in this run until its first
     /// daily run, while the driver learns it (see [`HoldingsLearning`]).
     pub learning: Option<HoldingsLearning>,
@@ -198,6 +202,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
             descendants: DescendantCoverage::default(),
             neg_batches: BTreeMap::new(),
             holdings_round: None,
+            over_holdings: None,
             learning: None,
             nip77: Nip77Support::new(),
             refused: RefusedCoverage::default(),
@@ -325,6 +330,7 @@ impl<Round, Parked> RelayMachine<Round, Parked> {
     pub fn handle_session_ended(&mut self, now: Instant, reason: &str) {
         self.neg_batches.clear();
         self.holdings_round = None;
+        self.over_holdings = None;
         self.session = None;
         self.timers.cancel(RelayTimer::CompletionCheck);
         self.announcements_batch = None;

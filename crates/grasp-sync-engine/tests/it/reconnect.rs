@@ -21,6 +21,7 @@ const START: u64 = 1_800_000_000;
 struct Setup {
     network: MemoryNetwork,
     store: MemoryStore,
+    clock: Arc<TokioClock>,
     engine: grasp_sync_engine::EngineHandle,
     issue: nostr::Event,
     repo: grasp_sync_testkit::nip34::RepoRef,
@@ -67,18 +68,7 @@ async fn setup_rejecting(
     let store = MemoryStore::with_clock(config, clock.clone())
         .await
         .expect("store");
-    let mut parts = EngineParts::new(
-        Arc::new(network.clone()),
-        Arc::new(store.clone()),
-        Arc::new(store.clone()),
-    )
-    .clock(clock);
-    if let Some(holdings) = holdings {
-        parts = parts.holdings_memory(holdings);
-    }
-    let engine = SyncEngine::start(test_config(&[BOOTSTRAP.to_owned()]), parts)
-        .await
-        .expect("engine");
+    let engine = start_engine(&network, &store, &clock, holdings).await;
     let expected = ids(&thread);
     assert!(
         wait_until(Duration::from_secs(120), || async {
@@ -90,10 +80,33 @@ async fn setup_rejecting(
     Setup {
         network,
         store,
+        clock,
         engine,
         issue,
         repo: fixture.repo.clone(),
     }
+}
+
+/// An engine over `network` and `store`, on `clock`, keeping relays' holdings in `holdings`
+/// when given.
+async fn start_engine(
+    network: &MemoryNetwork,
+    store: &MemoryStore,
+    clock: &Arc<TokioClock>,
+    holdings: Option<Arc<dyn HoldingsMemory>>,
+) -> grasp_sync_engine::EngineHandle {
+    let mut parts = EngineParts::new(
+        Arc::new(network.clone()),
+        Arc::new(store.clone()),
+        Arc::new(store.clone()),
+    )
+    .clock(clock.clone());
+    if let Some(holdings) = holdings {
+        parts = parts.holdings_memory(holdings);
+    }
+    SyncEngine::start(test_config(&[BOOTSTRAP.to_owned()]), parts)
+        .await
+        .expect("engine")
 }
 
 async fn count(store: &MemoryStore, ids: &std::collections::BTreeSet<nostr::EventId>) -> usize {
@@ -584,5 +597,167 @@ async fn a_relay_without_nip77_gets_its_daily_run_by_req_and_never_a_req_over_ev
     let (_, _, reqs) = daily_finds_missed(&setup, 1).await;
     assert!(!reqs.is_empty(), "the daily run went by REQ+EOSE");
     assert_no_req_over_everything(&reqs);
+    setup.engine.shutdown().await;
+}
+
+/// Stores an event on the home relay that it never sends live, stops `setup`'s engine and
+/// starts another over the same store, network and clock, keeping relays' holdings in
+/// `holdings` (a daemon restarted over its data directory); waits until it fetched the event
+/// and the home relay has nothing pending or queued. The event, and what the home relay was
+/// asked since the restart (NEG-OPENs' filters, REQs' filters).
+async fn restart_finds_missed(
+    setup: Setup,
+    holdings: Arc<dyn HoldingsMemory>,
+) -> (
+    Setup,
+    nostr::Event,
+    Vec<nostr::Filter>,
+    Vec<Vec<nostr::Filter>>,
+) {
+    let missed = store_missed(&setup);
+    let from = setup.network.stats(HOME).starts.len();
+    let Setup {
+        network,
+        store,
+        clock,
+        engine,
+        issue,
+        repo,
+    } = setup;
+    engine.shutdown().await;
+    let engine = start_engine(&network, &store, &clock, Some(holdings)).await;
+    let setup = Setup {
+        network,
+        store,
+        clock,
+        engine,
+        issue,
+        repo,
+    };
+    let missed_ids = ids(std::slice::from_ref(&missed));
+    assert!(
+        wait_until(Duration::from_secs(600), || async {
+            // The home relay is known once discovery found it again.
+            let status = setup.engine.status().await.expect("status");
+            let home = status
+                .relays
+                .get(&RelayUrl::parse(HOME).expect("url").to_string());
+            count(&setup.store, &missed_ids).await == 1
+                && home.is_some_and(|home| {
+                    home.connection == "connected"
+                        && home.pending_batches == 0
+                        && home.queued_starts == 0
+                })
+        })
+        .await,
+        "the restarted engine did not find the event"
+    );
+    let (negs, reqs) = asked_since(&setup, from);
+    (setup, missed, negs, reqs)
+}
+
+/// A daemon restarted over a complete store with the relays' holdings kept reconciles a relay
+/// by one NIP-77 round over `{}` against what the relay held at its last daily run, not by
+/// named rounds that send its whole coverage again: it fetches only what is new (an event
+/// stored while no daemon ran), not the refused event the relay still holds, opens the live
+/// subscriptions, and confirms the relay's coverage when the round's fetch is done.
+#[tokio::test(start_paused = true)]
+async fn a_restart_over_kept_holdings_asks_each_relay_one_round_over_everything() {
+    let dir = tempfile::tempdir().expect("dir");
+    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
+    let setup = setup_with(Some(holdings.clone())).await;
+    let foreign = foreign_issue();
+    setup.network.store(HOME, foreign.clone());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(daily_done(&setup, 1).await, "the daily run did not end");
+    held_events(&holdings, |held| held.contains(&foreign.id)).await;
+
+    let (setup, missed, negs, reqs) = restart_finds_missed(setup, holdings).await;
+    assert_eq!(negs, vec![nostr::Filter::new()], "one round over {{}}");
+    assert_eq!(
+        fetched_by_id(&reqs),
+        vec![missed.id],
+        "only the new event is fetched: {reqs:?}"
+    );
+    assert!(
+        reqs.iter().flatten().any(|f| f.limit == Some(0)),
+        "the live subscriptions are opened: {reqs:?}"
+    );
+    assert_no_req_over_everything(&reqs);
+    let status = home_status(&setup.engine).await;
+    assert!(
+        status.confirmed_repos == 1 && status.confirmed_root_events > 0,
+        "the relay's coverage is confirmed: {status:#?}"
+    );
+    setup.engine.shutdown().await;
+}
+
+/// Where a restarted daemon keeps no holdings for a relay, its fresh start goes by named
+/// rounds, as before holdings were kept, and still finds what is new.
+#[tokio::test(start_paused = true)]
+async fn a_restart_without_kept_holdings_reconciles_by_named_rounds() {
+    let setup = setup().await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
+    let (setup, _, negs, reqs) = restart_finds_missed(setup, holdings).await;
+    assert!(
+        !negs.is_empty() && negs.iter().all(|f| *f != nostr::Filter::new()),
+        "named rounds only: {negs:?}"
+    );
+    assert_no_req_over_everything(&reqs);
+    setup.engine.shutdown().await;
+}
+
+/// Coverage the index adds to a session that started over kept holdings is reconciled by
+/// another round over `{}`, not by a named round: a new issue saved here after the restart's
+/// round ended makes the home relay fetch, by ID, the reply to it that it holds and never sent
+/// live.
+#[tokio::test(start_paused = true)]
+async fn coverage_added_after_a_restart_over_kept_holdings_gets_another_round_over_everything() {
+    use grasp_sync_engine::EventStore;
+    let dir = tempfile::tempdir().expect("dir");
+    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
+    let setup = setup_with(Some(holdings.clone())).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(daily_done(&setup, 1).await, "the daily run did not end");
+    let (setup, _, negs, _) = restart_finds_missed(setup, holdings).await;
+    assert_eq!(negs, vec![nostr::Filter::new()]);
+
+    let author = Keys::generate();
+    let later = grasp_sync_testkit::nip34::root(
+        &author,
+        grasp_sync_testkit::nip34::RootKind::Issue,
+        std::slice::from_ref(&setup.repo),
+        "an issue saved after the restart",
+        Timestamp::from_secs(START + 40),
+    )
+    .expect("issue");
+    let answer = reply(
+        &Keys::generate(),
+        &later,
+        ThreadTag::LowerE,
+        "held by the home relay only",
+        Timestamp::from_secs(START + 50),
+    )
+    .expect("reply");
+    setup.network.store(HOME, answer.clone());
+    let from = setup.network.stats(HOME).starts.len();
+    let source = RelayUrl::parse(BOOTSTRAP).expect("url");
+    setup.store.ingest(later, &source).await.expect("ingest");
+    let answer_ids = ids(std::slice::from_ref(&answer));
+    assert!(
+        wait_until(Duration::from_secs(600), || async {
+            count(&setup.store, &answer_ids).await == 1
+        })
+        .await,
+        "the reply to the new issue never arrived"
+    );
+    assert!(daily_done(&setup, 0).await, "the home relay did not settle");
+    let (negs, reqs) = asked_since(&setup, from);
+    assert_eq!(negs, vec![nostr::Filter::new()], "one more round over {{}}");
+    assert_eq!(fetched_by_id(&reqs), vec![answer.id], "{reqs:?}");
     setup.engine.shutdown().await;
 }

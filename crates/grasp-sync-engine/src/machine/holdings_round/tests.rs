@@ -3,7 +3,10 @@
 use grasp_sync_model::BatchId;
 use nostr::{EventBuilder, EventId, Keys, SubscriptionId, Timestamp};
 
-use super::{HoldingsLearning, HoldingsOutcome, HoldingsRound, MAX_HELD_EVENTS};
+use super::{
+    HoldingsLearning, HoldingsOutcome, HoldingsPlacement, HoldingsRound, MAX_HELD_EVENTS,
+    OverHoldings,
+};
 
 fn round() -> HoldingsRound {
     HoldingsRound::new(BatchId(1), SubscriptionId::new("held"))
@@ -94,4 +97,41 @@ fn learning_keeps_what_the_relay_showed_until_it_shows_too_much() {
     assert!(learning.overflowed());
     learning.handle_held([(id(3), Timestamp::from_secs(3))]);
     assert_eq!(learning.finish(), None);
+}
+
+fn root_items(n: u8) -> grasp_sync_model::PendingItems {
+    grasp_sync_model::PendingItems {
+        root_events: std::iter::once(id(n)).collect(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn coverage_added_over_holdings_joins_a_queued_round_and_waits_for_the_next_one_once_it_runs() {
+    let mut over = OverHoldings::default();
+    let round = round();
+    assert_eq!(
+        over.handle_added(&root_items(1), Some((&round, false))),
+        HoldingsPlacement::Join(BatchId(1)),
+        "the queued round's batch takes it"
+    );
+    assert_eq!(over.take_waiting(), None);
+    assert_eq!(
+        over.handle_added(&root_items(2), Some((&round, true))),
+        HoldingsPlacement::Wait
+    );
+    assert_eq!(
+        over.handle_added(&root_items(3), Some((&round, true))),
+        HoldingsPlacement::Wait
+    );
+    let mut both = root_items(2);
+    both.extend(&root_items(3));
+    assert_eq!(over.take_waiting(), Some(both), "the next round takes both");
+    assert_eq!(over.take_waiting(), None, "nothing waits twice");
+    assert_eq!(
+        over.handle_added(&root_items(4), None),
+        HoldingsPlacement::Open,
+        "no round: a new one"
+    );
+    assert_eq!(over.take_waiting(), None);
 }
