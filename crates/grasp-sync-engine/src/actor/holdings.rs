@@ -65,7 +65,9 @@ impl Actor {
 
     /// A fresh start over `relay`'s kept holdings, where it applies: a session that starts
     /// without confirmed state (the first in this run, or after a long disconnect), over a
-    /// store that held events when the engine started, on a relay that may get NIP-77 rounds.
+    /// store that held events when the engine started or on a relay whose historic sync
+    /// completed in this run (an empty store would make every held event new), on a relay
+    /// that may get NIP-77 rounds.
     /// Everything the relay targets now is pending in one batch, reconciled by one round over
     /// `{}` whose "have" set is what the relay held at its last daily run (or showed it holds
     /// in an earlier run); its live coverage opens at once, before the round. The batch
@@ -74,8 +76,13 @@ impl Actor {
     /// ([`Self::add_over_holdings`]). Without kept holdings, or on any failure of a round, the
     /// fresh start by named rounds follows. Whether it started.
     pub(super) fn start_over_holdings(&mut self, relay: &RelayUrl) -> bool {
+        let store_holds_coverage = !self.new_store
+            || self
+                .relays
+                .get(relay)
+                .is_some_and(|state| state.historic_sync_completed_at.is_some());
         let applies = self.holdings.is_some()
-            && !self.new_store
+            && store_holds_coverage
             && self.wants_repo_connection(relay)
             && self.fallbacks.nip77_enabled(relay)
             && self.runtimes.get(relay).is_some_and(|runtime| {

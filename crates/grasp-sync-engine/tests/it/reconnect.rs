@@ -761,3 +761,25 @@ async fn coverage_added_after_a_restart_over_kept_holdings_gets_another_round_ov
     assert_eq!(fetched_by_id(&reqs), vec![answer.id], "{reqs:?}");
     setup.engine.shutdown().await;
 }
+
+/// A long outage in the run that filled the store starts over the relay's kept holdings too:
+/// its historic sync completed, so the store holds its coverage, and the fresh start is one
+/// round over `{}` that fetches what was published meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_long_outage_after_a_completed_sync_reconciles_over_kept_holdings() {
+    let dir = tempfile::tempdir().expect("dir");
+    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
+    let setup = setup_with(Some(holdings.clone())).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(daily_done(&setup, 1).await, "the daily run did not end");
+    held_events(&holdings, |held| held.contains(&setup.issue.id)).await;
+    let from = setup.network.stats(HOME).starts.len();
+    let missed = outage(&setup, Duration::from_secs(20 * 60), 600).await;
+    assert!(daily_done(&setup, 1).await, "the home relay did not settle");
+    let (negs, reqs) = asked_since(&setup, from);
+    assert_eq!(negs, vec![nostr::Filter::new()], "one round over {{}}");
+    assert_eq!(fetched_by_id(&reqs), vec![missed.id], "{reqs:?}");
+    assert_eq!(home_status(&setup.engine).await.long_reconnects, 1);
+    setup.engine.shutdown().await;
+}
