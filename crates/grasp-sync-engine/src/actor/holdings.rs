@@ -120,8 +120,8 @@ impl Actor {
         }
         let Some(placement) = self
             .runtimes
-            .get_mut(relay)
-            .and_then(|runtime| runtime.machine.place_over_holdings(needs))
+            .get(relay)
+            .and_then(|runtime| runtime.machine.place_over_holdings())
         else {
             return false;
         };
@@ -133,7 +133,18 @@ impl Actor {
                     tracing::debug!(%relay, %error, "the round over the relay's holdings is gone");
                 }
             }
-            HoldingsPlacement::Wait => {}
+            HoldingsPlacement::OpenNext => {
+                let batch = self
+                    .pending
+                    .open_batch(relay, needs.clone(), SyncMethod::Negentropy);
+                if let Some(over) = self
+                    .runtimes
+                    .get_mut(relay)
+                    .and_then(|runtime| runtime.machine.over_holdings.as_mut())
+                {
+                    over.handle_next_opened(batch);
+                }
+            }
             HoldingsPlacement::Open => {
                 let _ = self.open_round_over_holdings(relay, needs.clone());
             }
@@ -152,6 +163,13 @@ impl Actor {
         let batch = self
             .pending
             .open_batch(relay, items, SyncMethod::Negentropy);
+        self.queue_round_over_holdings(relay, batch)
+            .then_some(batch)
+    }
+
+    /// Queues the round over `relay`'s kept holdings that reconciles the pending `batch`;
+    /// without a session the batch is dropped, and its items are derived again later.
+    fn queue_round_over_holdings(&mut self, relay: &RelayUrl, batch: BatchId) -> bool {
         let subscription_id = super::new_subscription_id(&mut self.next_subscription, "held");
         let queued = self.runtimes.get_mut(relay).and_then(|runtime| {
             runtime
@@ -160,10 +178,10 @@ impl Actor {
         });
         if queued.is_none() {
             let _ = self.pending.abandon_batch(relay, batch);
-            return None;
+            return false;
         }
         self.register_queued(relay, batch, vec![(subscription_id, vec![Filter::new()])]);
-        Some(batch)
+        true
     }
 
     /// Opens live coverage for `needs`, with `live`, filters to hold beside it.
@@ -320,8 +338,8 @@ impl Actor {
     }
 
     /// The round over `relay`'s holdings ended (its fetches drained, or nothing was missing):
-    /// what the relay holds is kept for the next one, and coverage that waited for the next
-    /// round gets it. Nothing for another batch.
+    /// what the relay holds is kept for the next one, and the round of coverage added while it
+    /// ran is queued. Nothing for another batch.
     pub(super) fn finish_holdings_round(&mut self, relay: &RelayUrl, batch: BatchId) {
         if !self.is_holdings_batch(relay, batch) {
             return;
@@ -333,15 +351,16 @@ impl Actor {
         else {
             return;
         };
-        let waiting = self.runtimes.get_mut(relay).and_then(|runtime| {
+        let next = self.runtimes.get_mut(relay).and_then(|runtime| {
             runtime
                 .machine
                 .over_holdings
                 .as_mut()
-                .and_then(OverHoldings::take_waiting)
+                .and_then(OverHoldings::take_next)
         });
-        if let Some(items) = waiting {
-            let _ = self.open_round_over_holdings(relay, items);
+        if let Some(next) = next
+            && self.queue_round_over_holdings(relay, next)
+        {
             self.drive_queue(relay);
         }
         let holdings = match round.finish() {

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeSet;
 
-use grasp_sync_model::{BatchId, PendingItems};
+use grasp_sync_model::BatchId;
 use nostr::{Event, EventId, SubscriptionId, Timestamp};
 
 #[cfg(test)]
@@ -161,44 +161,44 @@ impl HoldingsRound {
 /// A session that started over the relay's kept holdings: coverage the index adds to the relay
 /// later is reconciled by rounds over `{}` too, one at a time. What is added while a round
 /// is queued joins its batch (its "have" set is the relay's holdings, whatever the batch
-/// covers); what is added once it started waits here for the next round, which the driver
-/// opens when the running one ends.
+/// covers); what is added once it started goes into the next round's batch, pending at once,
+/// whose round the driver queues when the running one ends.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OverHoldings {
-    waiting: PendingItems,
+    next: Option<BatchId>,
 }
 
 /// Where coverage added to a session over kept holdings goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HoldingsPlacement {
-    /// Into the batch of the round still queued.
+    /// Into a pending batch: the queued round's, or the next round's.
     Join(BatchId),
-    /// Into the next round, after the one running.
-    Wait,
+    /// Into a new batch for the next round, after the one running
+    /// ([`OverHoldings::handle_next_opened`]).
+    OpenNext,
     /// Into a new round: none is queued or running.
     Open,
 }
 
 impl OverHoldings {
-    /// `items` were added while `round` was queued (`started` false), running, or absent:
-    /// where they go. Those for the next round are kept until [`Self::take_waiting`].
-    pub fn handle_added(
-        &mut self,
-        items: &PendingItems,
-        round: Option<(&HoldingsRound, bool)>,
-    ) -> HoldingsPlacement {
-        match round {
-            Some((round, false)) => HoldingsPlacement::Join(round.batch),
-            Some((_, true)) => {
-                self.waiting.extend(items);
-                HoldingsPlacement::Wait
-            }
-            None => HoldingsPlacement::Open,
+    /// Coverage is added while `round` is queued (`started` false), running, or absent:
+    /// where it goes.
+    pub fn handle_added(&self, round: Option<(&HoldingsRound, bool)>) -> HoldingsPlacement {
+        match (round, self.next) {
+            (Some((round, false)), _) => HoldingsPlacement::Join(round.batch),
+            (Some((_, true)), Some(next)) => HoldingsPlacement::Join(next),
+            (Some((_, true)), None) => HoldingsPlacement::OpenNext,
+            (None, _) => HoldingsPlacement::Open,
         }
     }
 
-    /// The items waiting for the next round, if any; they are no longer waiting.
-    pub fn take_waiting(&mut self) -> Option<PendingItems> {
-        (!self.waiting.is_empty()).then(|| std::mem::take(&mut self.waiting))
+    /// The driver opened `batch` for the round after the running one.
+    pub fn handle_next_opened(&mut self, batch: BatchId) {
+        self.next = Some(batch);
+    }
+
+    /// The running round ended: the batch whose round is due now, if coverage waits for one.
+    pub fn take_next(&mut self) -> Option<BatchId> {
+        self.next.take()
     }
 }

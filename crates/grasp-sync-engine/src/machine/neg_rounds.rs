@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use grasp_sync_ledger::{LedgerError, NEGENTROPY_ROUND_CAP, PermitClass, ReleaseReason, StartKind};
-use grasp_sync_model::{BatchId, PendingItems};
+use grasp_sync_model::BatchId;
 use nostr::{Filter, SubscriptionId};
 
 use crate::machine::admission::{self, Room, StartAdmission};
@@ -232,11 +232,11 @@ impl<Parked> RelayMachine<NegRound, Parked> {
         Some(())
     }
 
-    /// Where `items`, added to a session that started over the relay's kept holdings, go
+    /// Where coverage added to a session that started over the relay's kept holdings goes
     /// ([`OverHoldings`](crate::machine::holdings_round::OverHoldings)): into the batch of the
-    /// round over them while it is queued, into the next round once it started, or into a new
-    /// one. `None` when the session did not start over kept holdings.
-    pub fn place_over_holdings(&mut self, items: &PendingItems) -> Option<HoldingsPlacement> {
+    /// round over them while it is queued, into the next round's once it started, or into a
+    /// new one. `None` when the session did not start over kept holdings.
+    pub fn place_over_holdings(&self) -> Option<HoldingsPlacement> {
         let round = self.holdings_round.as_ref().map(|round| {
             let queued = self.session.as_ref().is_some_and(|session| {
                 session
@@ -246,7 +246,7 @@ impl<Parked> RelayMachine<NegRound, Parked> {
             });
             (round, !queued)
         });
-        Some(self.over_holdings.as_mut()?.handle_added(items, round))
+        Some(self.over_holdings.as_ref()?.handle_added(round))
     }
 
     /// The rounds of `batch` still queued will not start (a gate refused NIP-77, or the relay

@@ -99,39 +99,31 @@ fn learning_keeps_what_the_relay_showed_until_it_shows_too_much() {
     assert_eq!(learning.finish(), None);
 }
 
-fn root_items(n: u8) -> grasp_sync_model::PendingItems {
-    grasp_sync_model::PendingItems {
-        root_events: std::iter::once(id(n)).collect(),
-        ..Default::default()
-    }
-}
-
 #[test]
-fn coverage_added_over_holdings_joins_a_queued_round_and_waits_for_the_next_one_once_it_runs() {
+fn coverage_added_over_holdings_joins_a_queued_round_and_the_next_one_once_it_runs() {
     let mut over = OverHoldings::default();
     let round = round();
     assert_eq!(
-        over.handle_added(&root_items(1), Some((&round, false))),
+        over.handle_added(Some((&round, false))),
         HoldingsPlacement::Join(BatchId(1)),
         "the queued round's batch takes it"
     );
-    assert_eq!(over.take_waiting(), None);
     assert_eq!(
-        over.handle_added(&root_items(2), Some((&round, true))),
-        HoldingsPlacement::Wait
+        over.handle_added(Some((&round, true))),
+        HoldingsPlacement::OpenNext,
+        "a running round: a batch for the next one"
     );
+    over.handle_next_opened(BatchId(2));
     assert_eq!(
-        over.handle_added(&root_items(3), Some((&round, true))),
-        HoldingsPlacement::Wait
+        over.handle_added(Some((&round, true))),
+        HoldingsPlacement::Join(BatchId(2)),
+        "the next round's batch takes what comes while the round runs"
     );
-    let mut both = root_items(2);
-    both.extend(&root_items(3));
-    assert_eq!(over.take_waiting(), Some(both), "the next round takes both");
-    assert_eq!(over.take_waiting(), None, "nothing waits twice");
+    assert_eq!(over.take_next(), Some(BatchId(2)), "its round is due");
+    assert_eq!(over.take_next(), None, "once");
     assert_eq!(
-        over.handle_added(&root_items(4), None),
+        over.handle_added(None),
         HoldingsPlacement::Open,
         "no round: a new one"
     );
-    assert_eq!(over.take_waiting(), None);
 }
