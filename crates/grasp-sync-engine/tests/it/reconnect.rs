@@ -600,6 +600,28 @@ async fn a_relay_without_nip77_gets_its_daily_run_by_req_and_never_a_req_over_ev
     setup.engine.shutdown().await;
 }
 
+/// [`setup_with`] keeping holdings in a temporary directory (returned, to live as long as the
+/// test), `on_home` stored on the home relay after the first sync, then one daily run; returns
+/// once the kept holdings name the issue and `on_home`.
+async fn after_a_daily_run(
+    on_home: &[nostr::Event],
+) -> (Setup, Arc<FileHoldingsMemory>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("dir");
+    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
+    let setup = setup_with(Some(holdings.clone())).await;
+    for event in on_home {
+        setup.network.store(HOME, event.clone());
+    }
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(daily_done(&setup, 1).await, "the daily run did not end");
+    held_events(&holdings, |held| {
+        held.contains(&setup.issue.id) && on_home.iter().all(|e| held.contains(&e.id))
+    })
+    .await;
+    (setup, holdings, dir)
+}
+
 /// Stores an event on the home relay that it never sends live, stops `setup`'s engine and
 /// starts another over the same store, network and clock, keeping relays' holdings in
 /// `holdings` (a daemon restarted over its data directory); waits until it fetched the event
@@ -663,16 +685,8 @@ async fn restart_finds_missed(
 /// subscriptions, and confirms the relay's coverage when the round's fetch is done.
 #[tokio::test(start_paused = true)]
 async fn a_restart_over_kept_holdings_asks_each_relay_one_round_over_everything() {
-    let dir = tempfile::tempdir().expect("dir");
-    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
-    let setup = setup_with(Some(holdings.clone())).await;
     let foreign = foreign_issue();
-    setup.network.store(HOME, foreign.clone());
-    tokio::time::sleep(Duration::from_secs(60)).await;
-    setup.engine.reconcile_now().await.expect("engine running");
-    assert!(daily_done(&setup, 1).await, "the daily run did not end");
-    held_events(&holdings, |held| held.contains(&foreign.id)).await;
-
+    let (setup, holdings, _dir) = after_a_daily_run(std::slice::from_ref(&foreign)).await;
     let (setup, missed, negs, reqs) = restart_finds_missed(setup, holdings).await;
     assert_eq!(negs, vec![nostr::Filter::new()], "one round over {{}}");
     assert_eq!(
@@ -717,12 +731,7 @@ async fn a_restart_without_kept_holdings_reconciles_by_named_rounds() {
 #[tokio::test(start_paused = true)]
 async fn coverage_added_after_a_restart_over_kept_holdings_gets_another_round_over_everything() {
     use grasp_sync_engine::EventStore;
-    let dir = tempfile::tempdir().expect("dir");
-    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
-    let setup = setup_with(Some(holdings.clone())).await;
-    tokio::time::sleep(Duration::from_secs(60)).await;
-    setup.engine.reconcile_now().await.expect("engine running");
-    assert!(daily_done(&setup, 1).await, "the daily run did not end");
+    let (setup, holdings, _dir) = after_a_daily_run(&[]).await;
     let (setup, _, negs, _) = restart_finds_missed(setup, holdings).await;
     assert_eq!(negs, vec![nostr::Filter::new()]);
 
@@ -767,13 +776,7 @@ async fn coverage_added_after_a_restart_over_kept_holdings_gets_another_round_ov
 /// round over `{}` that fetches what was published meanwhile.
 #[tokio::test(start_paused = true)]
 async fn a_long_outage_after_a_completed_sync_reconciles_over_kept_holdings() {
-    let dir = tempfile::tempdir().expect("dir");
-    let holdings = Arc::new(FileHoldingsMemory::new(dir.path().join("held")));
-    let setup = setup_with(Some(holdings.clone())).await;
-    tokio::time::sleep(Duration::from_secs(60)).await;
-    setup.engine.reconcile_now().await.expect("engine running");
-    assert!(daily_done(&setup, 1).await, "the daily run did not end");
-    held_events(&holdings, |held| held.contains(&setup.issue.id)).await;
+    let (setup, _, _dir) = after_a_daily_run(&[]).await;
     let from = setup.network.stats(HOME).starts.len();
     let missed = outage(&setup, Duration::from_secs(20 * 60), 600).await;
     assert!(daily_done(&setup, 1).await, "the home relay did not settle");
