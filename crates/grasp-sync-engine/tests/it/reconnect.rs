@@ -786,3 +786,31 @@ async fn a_long_outage_after_a_completed_sync_reconciles_over_kept_holdings() {
     assert_eq!(home_status(&setup.engine).await.long_reconnects, 1);
     setup.engine.shutdown().await;
 }
+
+/// A relay with NIP-77 turned off whose holdings were kept (learned from what it delivered)
+/// answers the restart's round over `{}` with strfry's refusal: the restart falls back to the
+/// fresh start by named coverage, which goes by REQ+EOSE, still finds what was stored while no
+/// daemon ran, and never sends a REQ over `{}`.
+#[tokio::test(start_paused = true)]
+async fn a_restart_over_kept_holdings_of_a_relay_without_nip77_goes_by_req() {
+    let (setup, holdings, _dir) = setup_keeping_holdings(grasp_sync_testkit::StrictLimits {
+        negentropy_enabled: false,
+        ..grasp_sync_testkit::StrictLimits::default()
+    })
+    .await;
+    held_events(&holdings, |held| held.contains(&setup.issue.id)).await;
+    let (setup, _, negs, reqs) = restart_finds_missed(setup, holdings).await;
+    assert_eq!(
+        negs,
+        vec![nostr::Filter::new()],
+        "the round over {{}} was asked"
+    );
+    assert!(
+        reqs.iter()
+            .flatten()
+            .any(|f| f.limit != Some(0) && f.ids.is_none()),
+        "the fresh start went by REQ+EOSE: {reqs:?}"
+    );
+    assert_no_req_over_everything(&reqs);
+    setup.engine.shutdown().await;
+}
