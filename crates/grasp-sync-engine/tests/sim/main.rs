@@ -7,11 +7,14 @@
 //!
 //! `cargo test -p grasp-sync-engine --test sim` runs the default seeds. The environment
 //! chooses others:
-//! - `GRASP_SYNC_SIM_SEEDS=N` runs seeds `FIRST..FIRST+N` (default 200),
+//! - `GRASP_SYNC_SIM_SEEDS=N` runs seeds `FIRST..FIRST+N` (default 200) of small networks,
+//!   then `N / 2` seeds of `run::Shape::Discovered` (only the first relay is a bootstrap
+//!   relay; it holds every announcement, and the others are found by discovery),
 //! - `GRASP_SYNC_SIM_FIRST=S` starts there (default 0),
 //! - `GRASP_SYNC_SIM_SEED=S` runs seed `S` alone and prints what it did,
 //! - `GRASP_SYNC_SIM_PAGING=1` draws larger repositories on relays with small pages, so history
 //!   pages on every quirk (`run::Shape::Paging`; slower, and not part of `cargo xtask test`),
+//! - `GRASP_SYNC_SIM_DISCOVERED=1` runs only `run::Shape::Discovered` seeds,
 //! - `GRASP_SYNC_SIM_NO_FAULTS=1` runs the seeds' networks and relays without faults, to tell a
 //!   failure the faults cause from one they only reveal,
 //! - `GRASP_SYNC_SIM_WIRE=1` prints every client message as the relay reads it (`>`) and
@@ -28,9 +31,10 @@ mod monitor;
 mod network;
 mod run;
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Seeds run when the environment names none.
@@ -60,9 +64,37 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
 
+/// The shapes a run draws and how many seeds of each: the one the environment names, else
+/// `count` small networks and half as many whose relays are found by discovery.
+fn shapes(count: u64) -> Vec<(run::Shape, u64)> {
+    if std::env::var_os("GRASP_SYNC_SIM_PAGING").is_some()
+        || std::env::var_os("GRASP_SYNC_SIM_DISCOVERED").is_some()
+    {
+        vec![(shape(), count)]
+    } else {
+        vec![
+            (run::Shape::Small, count),
+            (run::Shape::Discovered, count / 2),
+        ]
+    }
+}
+
+/// The command that replays `seed` of `shape`.
+fn replay(seed: u64, shape: run::Shape) -> String {
+    let flag = match shape {
+        run::Shape::Small => "",
+        run::Shape::Paging => " --paging",
+        run::Shape::Discovered => " --discovered",
+    };
+    format!("cargo xtask simulate{flag} --seed {seed}")
+}
+
+/// The shape the environment names for a single seed, small networks by default.
 fn shape() -> run::Shape {
     if std::env::var_os("GRASP_SYNC_SIM_PAGING").is_some() {
         run::Shape::Paging
+    } else if std::env::var_os("GRASP_SYNC_SIM_DISCOVERED").is_some() {
+        run::Shape::Discovered
     } else {
         run::Shape::Small
     }
@@ -102,59 +134,61 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
 
-    let next = AtomicU64::new(first);
-    let failures: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
+    let failures: Mutex<Vec<(u64, run::Shape, String)>> = Mutex::new(Vec::new());
     for (seed, shape) in REGRESSIONS {
         if let Err(broken) = run::run(seed, shape) {
-            let paging = if shape == run::Shape::Paging {
-                " --paging"
-            } else {
-                ""
-            };
             println!(
-                "regression seed {seed} failed: {broken}\n  replay: cargo xtask simulate{paging} --seed {seed}"
+                "regression seed {seed} failed: {broken}\n  replay: {}",
+                replay(seed, shape)
             );
             return ExitCode::FAILURE;
         }
     }
-    let totals: Mutex<(u64, u64, u64)> = Mutex::new((0, 0, 0));
+    let plan = shapes(count);
+    let work: Vec<(u64, run::Shape)> = plan
+        .iter()
+        .flat_map(|&(shape, seeds)| (first..first + seeds).map(move |seed| (seed, shape)))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let totals: Mutex<BTreeMap<run::Shape, (u64, u64, u64)>> = Mutex::new(BTreeMap::new());
     std::thread::scope(|scope| {
         for _ in 0..THREADS {
             scope.spawn(|| {
-                loop {
-                    let seed = next.fetch_add(1, Ordering::Relaxed);
-                    if seed >= first + count {
-                        return;
-                    }
-                    match run::run(seed, shape()) {
+                while let Some(&(seed, shape)) = work.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    match run::run(seed, shape) {
                         Ok(outcome) => {
                             let mut totals = totals.lock().expect("totals");
+                            let totals = totals.entry(shape).or_default();
                             totals.0 += 1;
                             totals.1 += outcome.messages;
                             totals.2 += outcome.virtual_secs;
                         }
-                        Err(broken) => failures.lock().expect("failures").push((seed, broken)),
+                        Err(broken) => failures
+                            .lock()
+                            .expect("failures")
+                            .push((seed, shape, broken)),
                     }
                 }
             });
         }
     });
     let mut failures = failures.into_inner().expect("failures");
-    failures.sort();
-    let (passed, messages, virtual_secs) = totals.into_inner().expect("totals");
-    println!(
-        "simulation: {passed} of {count} seeds from {first} passed in {:.1} s \
-         ({messages} client messages, {virtual_secs} virtual seconds)",
-        began.elapsed().as_secs_f64()
-    );
-    for (seed, broken) in &failures {
-        let paging = if shape() == run::Shape::Paging {
-            " --paging"
-        } else {
-            ""
-        };
+    failures.sort_by_key(|(seed, shape, _)| (*shape, *seed));
+    let totals = totals.into_inner().expect("totals");
+    for (shape, seeds) in plan {
+        let (passed, messages, virtual_secs) = totals.get(&shape).copied().unwrap_or_default();
         println!(
-            "seed {seed} failed: {broken}\n  replay: cargo xtask simulate{paging} --seed {seed}"
+            "simulation ({}): {passed} of {seeds} seeds from {first} passed \
+             ({messages} client messages, {virtual_secs} virtual seconds)",
+            shape.name()
+        );
+    }
+    println!("simulation took {:.1} s", began.elapsed().as_secs_f64());
+    for (seed, shape, broken) in &failures {
+        println!(
+            "seed {seed} ({}) failed: {broken}\n  replay: {}",
+            shape.name(),
+            replay(*seed, *shape)
         );
     }
     if failures.is_empty() {

@@ -20,7 +20,7 @@ use grasp_sync_testkit::{
     AuthRefusal, FilterPredicate, GeneratedNetwork, NetworkSpec, RootCount, SimulatedRelay,
     StrictAuth, TestRelayConfig, generate,
 };
-use nostr::{Event, EventId, JsonUtil, Timestamp};
+use nostr::{Event, EventId, JsonUtil, Kind, Timestamp};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -118,13 +118,28 @@ fn tag_values(event: &Event) -> impl Iterator<Item = (&str, &str)> {
 }
 
 /// Which networks and pages a run draws.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Shape {
     /// Small networks, whose filters rarely fill a page: hundreds of runs a minute.
     Small,
     /// Repositories with up to 160 roots on relays paging at 100 to 160 events, so history
     /// pages on every quirk.
     Paging,
+    /// [`Shape::Small`] networks where only the first relay is a bootstrap relay, holding every
+    /// announcement (as a directory relay does): the others are found by discovery and dialled
+    /// when an index update tracks them.
+    Discovered,
+}
+
+impl Shape {
+    /// The shape's name in the runner's report.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Shape::Small => "small",
+            Shape::Paging => "paging",
+            Shape::Discovered => "discovered",
+        }
+    }
 }
 
 /// The network one seed syncs: a few relays and repositories, varied enough to regroup and
@@ -132,7 +147,7 @@ pub(crate) enum Shape {
 fn network_spec(rng: &mut ChaCha8Rng, seed: u64, shape: Shape) -> NetworkSpec {
     let relays = rng.random_range(2..=4);
     let (repos, roots) = match shape {
-        Shape::Small => (rng.random_range(2..=4), rng.random_range(5..=30)),
+        Shape::Small | Shape::Discovered => (rng.random_range(2..=4), rng.random_range(5..=30)),
         Shape::Paging => (rng.random_range(1..=3), rng.random_range(10..=160)),
     };
     NetworkSpec {
@@ -164,12 +179,12 @@ fn relay_config(rng: &mut ChaCha8Rng, shape: Shape) -> TestRelayConfig {
     ];
     let mut config = profiles[rng.random_range(0..profiles.len())].clone();
     let page = match shape {
-        Shape::Small => rng.random_range(100..=250),
+        Shape::Small | Shape::Discovered => rng.random_range(100..=250),
         Shape::Paging => rng.random_range(100..=160),
     };
     config.default_filter_limit = page;
     config.max_filter_limit = match shape {
-        Shape::Small => config.max_filter_limit.map(|_| page),
+        Shape::Small | Shape::Discovered => config.max_filter_limit.map(|_| page),
         Shape::Paging => Some(page),
     };
     config.max_subscriptions = rng.random_range(3..=10);
@@ -200,10 +215,29 @@ fn relay_config(rng: &mut ChaCha8Rng, shape: Shape) -> TestRelayConfig {
     config
 }
 
-fn engine_config(urls: &[String], seed: u64) -> EngineConfig {
+/// Puts every announcement on the first relay too ([`Shape::Discovered`]).
+fn hold_every_announcement(network: &mut GeneratedNetwork) {
+    let (first, others) = network
+        .relay_events
+        .split_first_mut()
+        .expect("a network has relays");
+    let held: BTreeSet<EventId> = first.iter().map(|e| e.id).collect();
+    let mut announcements: Vec<Event> = others
+        .iter()
+        .flatten()
+        .filter(|e| e.kind == Kind::GitRepoAnnouncement && !held.contains(&e.id))
+        .cloned()
+        .collect();
+    announcements.sort_unstable_by_key(|e| e.id);
+    announcements.dedup_by_key(|e| e.id);
+    first.extend(announcements);
+}
+
+/// The engine's configuration: `bootstrap` relays, the seed's randomness, short windows.
+fn engine_config(bootstrap: &[String], seed: u64) -> EngineConfig {
     EngineConfig {
         own_relay: Some(RelayUrl::parse(SERVICE_URL).expect("service url")),
-        bootstrap_relays: urls
+        bootstrap_relays: bootstrap
             .iter()
             .map(|u| RelayUrl::parse(u).expect("relay url"))
             .collect(),
@@ -227,7 +261,14 @@ async fn run_seed(seed: u64, shape: Shape) -> Result<Outcome, String> {
                 .to_string()
         })
         .collect();
-    let network = generate(&spec, &urls).map_err(|e| format!("generate: {e}"))?;
+    let mut network = generate(&spec, &urls).map_err(|e| format!("generate: {e}"))?;
+    let bootstrap = match shape {
+        Shape::Discovered => {
+            hold_every_announcement(&mut network);
+            &urls[..1]
+        }
+        Shape::Small | Shape::Paging => &urls[..],
+    };
     let relays: Vec<(String, SimulatedRelay)> = urls
         .iter()
         .zip(&network.relay_events)
@@ -272,7 +313,7 @@ async fn run_seed(seed: u64, shape: Shape) -> Result<Outcome, String> {
         Arc::new(store.clone()),
     )
     .clock(clock);
-    let engine = SyncEngine::start(engine_config(&urls, seed), parts)
+    let engine = SyncEngine::start(engine_config(bootstrap, seed), parts)
         .await
         .map_err(|e| format!("engine: {e}"))?;
 
