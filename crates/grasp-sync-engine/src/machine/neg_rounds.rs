@@ -446,10 +446,14 @@ impl<Parked> RelayMachine<NegRound, Parked> {
     }
 
     /// Drops the session's NIP-77 work at `now` (a fresh start or a teardown): every batch's
-    /// rounds, queued or in flight, whose permits go back to the ledger.
+    /// rounds, queued or in flight, whose permits go back to the ledger, and the batch that
+    /// waited for the next round over the relay's holdings.
     pub fn abandon_negentropy(&mut self, now: Instant) {
         self.neg_batches.clear();
         self.holdings_round = None;
+        if let Some(over) = self.over_holdings.as_mut() {
+            over.take_next();
+        }
         let (Some(session), Some(ledger)) = (self.session.as_mut(), self.ledger.as_mut()) else {
             return;
         };

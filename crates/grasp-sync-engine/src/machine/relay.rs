@@ -72,8 +72,8 @@ pub struct RelayMachine<Round, Parked> {
     /// The round over the relay's holdings (the daily run's, or a fresh start's over them),
     /// while it runs.
     pub holdings_round: Option<HoldingsRound>,
-    /// Whether the session started over the relay's kept holdings, and the coverage waiting
-    /// for its next round.
+    /// Whether the session started over the relay's kept holdings, and the batch of coverage
+    /// waiting for its next round.
     pub over_holdings: Option<OverHoldings>,
     /// What the relay shows it holds from its first connection in this run until its first
     /// daily run, while the driver learns it (see [`HoldingsLearning`]).

@@ -7,6 +7,7 @@ use grasp_sync_model::BatchId;
 use nostr::{EventId, Filter, Kind, SubscriptionId, Timestamp};
 
 use super::*;
+use crate::machine::holdings_round::OverHoldings;
 use crate::machine::nip77::{NegentropyError, NipListing};
 use crate::machine::relay::testing;
 use crate::machine::transmit::SessionKey;
@@ -378,5 +379,61 @@ fn no_rounds_without_a_session_or_once_the_relay_does_not_speak_nip77() {
                 SubscriptionId::new("neg-1")
             })
             .is_none()
+    );
+}
+
+#[test]
+fn coverage_added_over_kept_holdings_joins_the_queued_round_then_waits_for_the_next_one() {
+    let now = Instant::now();
+    let mut machine = connected(now, NipListing::Listed);
+    speaks(&mut machine);
+    assert_eq!(
+        machine.place_over_holdings(),
+        None,
+        "a session that did not start over kept holdings"
+    );
+    machine.over_holdings = Some(OverHoldings::default());
+    assert_eq!(machine.place_over_holdings(), Some(HoldingsPlacement::Open));
+    machine
+        .queue_holdings_round(BatchId(1), SubscriptionId::new("held-1"), None)
+        .expect("connected");
+    assert_eq!(
+        machine.place_over_holdings(),
+        Some(HoldingsPlacement::Join(BatchId(1))),
+        "the round has not started: its batch takes the coverage"
+    );
+    let session = machine.session.as_mut().expect("connected");
+    session.neg_queue[0].have = Preparation::Read(have());
+    let drive = machine.drive_negentropy(now, &mut HistorySlots::new(4));
+    assert_eq!(ids(&drive), vec!["held-1".to_owned()]);
+    assert_eq!(
+        machine.place_over_holdings(),
+        Some(HoldingsPlacement::OpenNext),
+        "the round started: the next one takes it"
+    );
+    machine
+        .over_holdings
+        .as_mut()
+        .expect("over holdings")
+        .handle_next_opened(BatchId(2));
+    assert_eq!(
+        machine.place_over_holdings(),
+        Some(HoldingsPlacement::Join(BatchId(2)))
+    );
+    // A fresh start's or a teardown's abandon drops the waiting batch with the round: the
+    // next round to run does not hand coverage to it.
+    machine.abandon_negentropy(now);
+    assert_eq!(machine.place_over_holdings(), Some(HoldingsPlacement::Open));
+    machine
+        .queue_holdings_round(BatchId(3), SubscriptionId::new("held-3"), None)
+        .expect("connected");
+    let session = machine.session.as_mut().expect("connected");
+    session.neg_queue[0].have = Preparation::Read(have());
+    let later = now + secs(5);
+    let drive = machine.drive_negentropy(later, &mut HistorySlots::new(4));
+    assert_eq!(ids(&drive), vec!["held-3".to_owned()]);
+    assert_eq!(
+        machine.place_over_holdings(),
+        Some(HoldingsPlacement::OpenNext)
     );
 }
