@@ -584,16 +584,22 @@ async fn a_relay_that_refuses_a_round_over_everything_gets_named_rounds() {
     setup.engine.shutdown().await;
 }
 
+/// [`setup_keeping_holdings`] with NIP-77 turned off on the home relay (strfry's
+/// `NOTICE "ERROR: bad msg: negentropy disabled"`).
+async fn without_nip77_keeping_holdings() -> (Setup, Arc<FileHoldingsMemory>, tempfile::TempDir) {
+    setup_keeping_holdings(grasp_sync_testkit::StrictLimits {
+        negentropy_enabled: false,
+        ..grasp_sync_testkit::StrictLimits::default()
+    })
+    .await
+}
+
 /// A relay with NIP-77 turned off (strfry's `NOTICE "ERROR: bad msg: negentropy disabled"`)
 /// gets its daily run by REQ+EOSE, which still finds what the live subscription missed, and
 /// is never sent a REQ over `{}`.
 #[tokio::test(start_paused = true)]
 async fn a_relay_without_nip77_gets_its_daily_run_by_req_and_never_a_req_over_everything() {
-    let (setup, _, _dir) = setup_keeping_holdings(grasp_sync_testkit::StrictLimits {
-        negentropy_enabled: false,
-        ..grasp_sync_testkit::StrictLimits::default()
-    })
-    .await;
+    let (setup, _, _dir) = without_nip77_keeping_holdings().await;
     let (_, _, reqs) = daily_finds_missed(&setup, 1).await;
     assert!(!reqs.is_empty(), "the daily run went by REQ+EOSE");
     assert_no_req_over_everything(&reqs);
@@ -793,11 +799,7 @@ async fn a_long_outage_after_a_completed_sync_reconciles_over_kept_holdings() {
 /// daemon ran, and never sends a REQ over `{}`.
 #[tokio::test(start_paused = true)]
 async fn a_restart_over_kept_holdings_of_a_relay_without_nip77_goes_by_req() {
-    let (setup, holdings, _dir) = setup_keeping_holdings(grasp_sync_testkit::StrictLimits {
-        negentropy_enabled: false,
-        ..grasp_sync_testkit::StrictLimits::default()
-    })
-    .await;
+    let (setup, holdings, _dir) = without_nip77_keeping_holdings().await;
     held_events(&holdings, |held| held.contains(&setup.issue.id)).await;
     let (setup, _, negs, reqs) = restart_finds_missed(setup, holdings).await;
     assert_eq!(
