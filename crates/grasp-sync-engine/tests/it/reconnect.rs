@@ -120,6 +120,15 @@ async fn count(store: &MemoryStore, ids: &std::collections::BTreeSet<nostr::Even
     n
 }
 
+/// Waits (on virtual time, up to ten minutes) until the store knows `event`; whether it did.
+async fn arrives(store: &MemoryStore, event: &nostr::Event) -> bool {
+    let expected = ids(std::slice::from_ref(event));
+    wait_until(Duration::from_secs(600), || async {
+        count(store, &expected).await == 1
+    })
+    .await
+}
+
 async fn home_status(engine: &grasp_sync_engine::EngineHandle) -> grasp_sync_engine::RelayStatus {
     let key = RelayUrl::parse(HOME).expect("url").to_string();
     engine.status().await.expect("status").relays[&key].clone()
@@ -141,12 +150,8 @@ async fn outage(setup: &Setup, gap: Duration, offset: u64) -> nostr::Event {
     setup.network.store(HOME, missed.clone());
     tokio::time::sleep(gap / 2).await;
     setup.network.revive(HOME);
-    let missed_ids = ids(std::slice::from_ref(&missed));
     assert!(
-        wait_until(Duration::from_secs(600), || async {
-            count(&setup.store, &missed_ids).await == 1
-        })
-        .await,
+        arrives(&setup.store, &missed).await,
         "the event published during the outage never arrived"
     );
     missed
@@ -356,6 +361,21 @@ fn fetched_by_id(reqs: &[Vec<nostr::Filter>]) -> Vec<nostr::EventId> {
         .collect()
 }
 
+/// The relay was asked one round over `{}` (`negs`, the NEG-OPENs' filters), and then for
+/// exactly `fetched` by ID (`reqs`, the REQs' filters).
+fn assert_one_round_over_everything(
+    negs: &[nostr::Filter],
+    reqs: &[Vec<nostr::Filter>],
+    fetched: &[nostr::EventId],
+) {
+    assert_eq!(negs, [nostr::Filter::new()], "one round over {{}}");
+    assert_eq!(
+        fetched_by_id(reqs),
+        fetched,
+        "only these are fetched: {reqs:?}"
+    );
+}
+
 /// No REQ asked for every event the relay holds.
 fn assert_no_req_over_everything(reqs: &[Vec<nostr::Filter>]) {
     assert!(
@@ -444,12 +464,7 @@ async fn a_daily_run_over_the_relays_holdings_asks_once_and_fetches_only_what_is
         "the first daily run did not end"
     );
     let (negs, reqs) = asked_since(&setup, from);
-    assert_eq!(negs, vec![nostr::Filter::new()], "one round over {{}}");
-    assert_eq!(
-        fetched_by_id(&reqs),
-        vec![foreign.id],
-        "only the unknown event is fetched: {reqs:?}"
-    );
+    assert_one_round_over_everything(&negs, &reqs, &[foreign.id]);
     assert!(
         reqs.iter().flatten().all(|f| f.limit != Some(0)),
         "no live subscription is sent again: {reqs:?}"
@@ -465,12 +480,7 @@ async fn a_daily_run_over_the_relays_holdings_asks_once_and_fetches_only_what_is
 
     // An event the relay stored without sending it live.
     let (missed, negs, reqs) = daily_finds_missed(&setup, 2).await;
-    assert_eq!(negs, vec![nostr::Filter::new()]);
-    assert_eq!(
-        fetched_by_id(&reqs),
-        vec![missed.id],
-        "only the new event is fetched: {reqs:?}"
-    );
+    assert_one_round_over_everything(&negs, &reqs, &[missed.id]);
 
     // Nothing new: one question, nothing fetched. The new reply's own coverage (its replies)
     // opens on a maintenance tick: a virtual minute first.
@@ -644,24 +654,9 @@ async fn restart_finds_missed(
 ) {
     let missed = store_missed(&setup);
     let from = setup.network.stats(HOME).starts.len();
-    let Setup {
-        network,
-        store,
-        clock,
-        engine,
-        issue,
-        repo,
-    } = setup;
-    engine.shutdown().await;
-    let engine = start_engine(&network, &store, &clock, Some(holdings)).await;
-    let setup = Setup {
-        network,
-        store,
-        clock,
-        engine,
-        issue,
-        repo,
-    };
+    setup.engine.shutdown().await;
+    let engine = start_engine(&setup.network, &setup.store, &setup.clock, Some(holdings)).await;
+    let setup = Setup { engine, ..setup };
     let missed_ids = ids(std::slice::from_ref(&missed));
     assert!(
         wait_until(Duration::from_secs(600), || async {
@@ -694,12 +689,7 @@ async fn a_restart_over_kept_holdings_asks_each_relay_one_round_over_everything(
     let foreign = foreign_issue();
     let (setup, holdings, _dir) = after_a_daily_run(std::slice::from_ref(&foreign)).await;
     let (setup, missed, negs, reqs) = restart_finds_missed(setup, holdings).await;
-    assert_eq!(negs, vec![nostr::Filter::new()], "one round over {{}}");
-    assert_eq!(
-        fetched_by_id(&reqs),
-        vec![missed.id],
-        "only the new event is fetched: {reqs:?}"
-    );
+    assert_one_round_over_everything(&negs, &reqs, &[missed.id]);
     assert!(
         reqs.iter().flatten().any(|f| f.limit == Some(0)),
         "the live subscriptions are opened: {reqs:?}"
@@ -762,18 +752,13 @@ async fn coverage_added_after_a_restart_over_kept_holdings_gets_another_round_ov
     let from = setup.network.stats(HOME).starts.len();
     let source = RelayUrl::parse(BOOTSTRAP).expect("url");
     setup.store.ingest(later, &source).await.expect("ingest");
-    let answer_ids = ids(std::slice::from_ref(&answer));
     assert!(
-        wait_until(Duration::from_secs(600), || async {
-            count(&setup.store, &answer_ids).await == 1
-        })
-        .await,
+        arrives(&setup.store, &answer).await,
         "the reply to the new issue never arrived"
     );
     assert!(daily_done(&setup, 0).await, "the home relay did not settle");
     let (negs, reqs) = asked_since(&setup, from);
-    assert_eq!(negs, vec![nostr::Filter::new()], "one more round over {{}}");
-    assert_eq!(fetched_by_id(&reqs), vec![answer.id], "{reqs:?}");
+    assert_one_round_over_everything(&negs, &reqs, &[answer.id]);
     setup.engine.shutdown().await;
 }
 
@@ -787,8 +772,7 @@ async fn a_long_outage_after_a_completed_sync_reconciles_over_kept_holdings() {
     let missed = outage(&setup, Duration::from_secs(20 * 60), 600).await;
     assert!(daily_done(&setup, 1).await, "the home relay did not settle");
     let (negs, reqs) = asked_since(&setup, from);
-    assert_eq!(negs, vec![nostr::Filter::new()], "one round over {{}}");
-    assert_eq!(fetched_by_id(&reqs), vec![missed.id], "{reqs:?}");
+    assert_one_round_over_everything(&negs, &reqs, &[missed.id]);
     assert_eq!(home_status(&setup.engine).await.long_reconnects, 1);
     setup.engine.shutdown().await;
 }
