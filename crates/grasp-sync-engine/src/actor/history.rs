@@ -524,9 +524,12 @@ impl Actor {
     }
 
     /// Fails a batch: closes its other subscriptions, drops its queued starts, removes it from
-    /// pending without confirming, and schedules the coverage to be derived again.
+    /// pending without confirming, and schedules the coverage to be derived again. The batch
+    /// of a round over the relay's holdings, failed by one of its fetches (a refusal, a page
+    /// left unanswered), is the fresh start by named rounds, as any failure of its round is.
     pub(super) fn fail_batch(&mut self, relay: &RelayUrl, batch: BatchId, why: &str) {
         let now = self.now();
+        let holdings = self.is_holdings_batch(relay, batch);
         let Some(runtime) = self.runtimes.get_mut(relay) else {
             return;
         };
@@ -555,6 +558,10 @@ impl Actor {
         if self.pending.abandon_batch(relay, batch).is_some() && !discovery {
             self.relays.register(relay).batch_failed = true;
             tracing::info!(%relay, %why, "historic batch failed; it will be retried");
+        }
+        if holdings {
+            self.holdings_round_failed(relay);
+            return;
         }
         self.check_idle(relay);
         self.drive_queue(relay);

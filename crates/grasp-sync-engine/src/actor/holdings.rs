@@ -5,8 +5,8 @@
 //! nothing is kept, what the store holds of the relay's coverage.
 //! The confirmed state and the live subscriptions stay as they are; only the IDs the relay
 //! holds and the store lacks are fetched, by exact ID, through the acceptance policy. Any
-//! failure of the round turns the daily run into the fresh start it otherwise is (named
-//! rounds), never into a REQ over `{}`.
+//! failure of the round or of its fetches turns the daily run into the fresh start it
+//! otherwise is (named rounds), never into a REQ over `{}`.
 //!
 //! A session that starts without confirmed state (a restart over a store that held events, a
 //! long disconnect) asks the same round where holdings are kept for the relay: its batch holds

@@ -800,3 +800,48 @@ async fn a_restart_over_kept_holdings_of_a_relay_without_nip77_goes_by_req() {
     assert_no_req_over_everything(&reqs);
     setup.engine.shutdown().await;
 }
+
+/// A relay that refuses lookups by ID fails the fetch of what the restart's round over `{}`
+/// found: that failure, like any failure of the round, is the fresh start by named rounds,
+/// not a batch left waiting for a round that never ends.
+#[tokio::test(start_paused = true)]
+async fn a_restart_whose_fetch_by_id_is_refused_goes_on_by_named_rounds() {
+    let (setup, holdings, _dir) = setup_keeping_holdings(grasp_sync_testkit::StrictLimits {
+        policies: vec![grasp_sync_testkit::PolicyRule::new(
+            grasp_sync_testkit::FilterPredicate::custom(|f| f.ids.is_some()),
+            "blocked: no lookups by id",
+        )],
+        ..grasp_sync_testkit::StrictLimits::default()
+    })
+    .await;
+    setup.engine.reconcile_now().await.expect("engine running");
+    assert!(daily_done(&setup, 1).await, "the daily run did not end");
+    held_events(&holdings, |held| held.contains(&setup.issue.id)).await;
+    store_missed(&setup);
+    let from = setup.network.stats(HOME).starts.len();
+    setup.engine.shutdown().await;
+    let engine = start_engine(&setup.network, &setup.store, &setup.clock, Some(holdings)).await;
+    let setup = Setup { engine, ..setup };
+    // The named rounds name the repository and its roots by tag.
+    assert!(
+        wait_until(Duration::from_secs(600), || async {
+            let (negs, _) = asked_since(&setup, from);
+            negs.iter().any(|f| !f.generic_tags.is_empty())
+        })
+        .await,
+        "the refused fetch left the restart's coverage waiting: {:?}",
+        asked_since(&setup, from).0
+    );
+    let (negs, reqs) = asked_since(&setup, from);
+    assert_eq!(
+        negs[0],
+        nostr::Filter::new(),
+        "the round over {{}} came first"
+    );
+    assert!(
+        reqs.iter().flatten().any(|f| f.ids.is_some()),
+        "its fetch by ID was asked: {reqs:?}"
+    );
+    assert_no_req_over_everything(&reqs);
+    setup.engine.shutdown().await;
+}
