@@ -47,17 +47,9 @@ impl Actor {
         let batch = self
             .pending
             .open_batch(relay, PendingItems::default(), SyncMethod::Negentropy);
-        let subscription_id = super::new_subscription_id(&mut self.next_subscription, "held");
-        let queued = self.runtimes.get_mut(relay).and_then(|runtime| {
-            runtime
-                .machine
-                .queue_holdings_round(batch, subscription_id.clone(), Some(coverage))
-        });
-        if queued.is_none() {
-            let _ = self.pending.abandon_batch(relay, batch);
+        if !self.queue_round_over_holdings(relay, batch, Some(coverage)) {
             return false;
         }
-        self.register_queued(relay, batch, vec![(subscription_id, vec![Filter::new()])]);
         tracing::info!(%relay, "daily reconciliation over the relay's holdings");
         self.drive_queue(relay);
         true
@@ -163,18 +155,25 @@ impl Actor {
         let batch = self
             .pending
             .open_batch(relay, items, SyncMethod::Negentropy);
-        self.queue_round_over_holdings(relay, batch)
+        self.queue_round_over_holdings(relay, batch, None)
             .then_some(batch)
     }
 
-    /// Queues the round over `relay`'s kept holdings that reconciles the pending `batch`;
-    /// without a session the batch is dropped, and its items are derived again later.
-    fn queue_round_over_holdings(&mut self, relay: &RelayUrl, batch: BatchId) -> bool {
+    /// Queues the round over `relay`'s holdings that reconciles the pending `batch` (its
+    /// "have" set read from the store under `coverage` where none are kept, or, without
+    /// `coverage`, no round); without a session the batch is dropped, and its items are
+    /// derived again later. Whether it was queued.
+    fn queue_round_over_holdings(
+        &mut self,
+        relay: &RelayUrl,
+        batch: BatchId,
+        coverage: Option<Vec<Filter>>,
+    ) -> bool {
         let subscription_id = super::new_subscription_id(&mut self.next_subscription, "held");
         let queued = self.runtimes.get_mut(relay).and_then(|runtime| {
             runtime
                 .machine
-                .queue_holdings_round(batch, subscription_id.clone(), None)
+                .queue_holdings_round(batch, subscription_id.clone(), coverage)
         });
         if queued.is_none() {
             let _ = self.pending.abandon_batch(relay, batch);
@@ -359,7 +358,7 @@ impl Actor {
                 .and_then(OverHoldings::take_next)
         });
         if let Some(next) = next
-            && self.queue_round_over_holdings(relay, next)
+            && self.queue_round_over_holdings(relay, next, None)
         {
             self.drive_queue(relay);
         }
