@@ -20,9 +20,10 @@
 //! sync.
 //!
 //! [`HoldingsMemory`] is where holdings live ([`FileHoldingsMemory`]: one file per relay in a
-//! directory of at most [`MAX_HOLDINGS_FILES`]). The engine reads and writes them on blocking
-//! threads: once per relay per daily run, and at each completion of a relay's historic sync
-//! until its first daily run. The files of relays no longer tracked stay until the cap removes
+//! directory of at most [`MAX_HOLDINGS_FILES`]; [`MemoryHoldings`]: the process's memory). The
+//! engine reads and writes a file memory's holdings on blocking threads: once per relay per
+//! daily run or fresh start over them, and at each completion of a relay's historic sync until
+//! its first daily run. The files of relays no longer tracked stay until the cap removes
 //! them: at most [`MAX_HOLDINGS_FILES`] × [`MAX_HELD_EVENTS`] × 40 bytes on disk. A temporary
 //! file left by a save that stopped before its rename is removed by a later save.
 
@@ -98,13 +99,75 @@ impl RelayHoldings {
     }
 }
 
-/// Where relays' holdings are kept between runs. Both calls block; the engine makes them on a
-/// blocking thread.
+/// Where relays' holdings are kept between runs. The engine makes the calls of a memory that
+/// [`blocks`](HoldingsMemory::blocks) on a blocking thread, and those of one that does not in
+/// place, in the order it makes them.
 pub trait HoldingsMemory: Send + Sync + 'static {
     /// What `relay` held, if anything is kept.
     fn load(&self, relay: &RelayUrl) -> Result<Option<RelayHoldings>, HoldingsError>;
     /// Keeps `holdings` for `relay`, replacing what was kept.
     fn save(&self, relay: &RelayUrl, holdings: &RelayHoldings) -> Result<(), HoldingsError>;
+    /// Whether `load` and `save` may block the calling thread (files, a database). Yes unless
+    /// the memory says otherwise.
+    fn blocks(&self) -> bool {
+        true
+    }
+}
+
+/// Holdings kept in the process's memory, for as long as it runs: the daily runs of an engine
+/// without a data directory ask one question per relay, and a restarted engine that is handed
+/// the same memory reconciles over them. It never blocks. At most [`MAX_HOLDINGS_FILES`]
+/// relays are kept; a save past that replaces the holdings learned longest ago.
+///
+/// ```
+/// use std::sync::Arc;
+/// use grasp_sync_engine::{EngineParts, MemoryHoldings, MemoryStore, StoreConfig};
+/// # use grasp_sync_engine::RelayConnector;
+/// # fn parts(connector: Arc<dyn RelayConnector>, store: MemoryStore) -> EngineParts {
+/// let holdings = Arc::new(MemoryHoldings::default());
+/// EngineParts::new(connector, Arc::new(store.clone()), Arc::new(store))
+///     .holdings_memory(holdings)
+/// # }
+/// ```
+#[derive(Debug, Default)]
+pub struct MemoryHoldings {
+    kept: std::sync::Mutex<std::collections::BTreeMap<RelayUrl, RelayHoldings>>,
+}
+
+impl HoldingsMemory for MemoryHoldings {
+    fn load(&self, relay: &RelayUrl) -> Result<Option<RelayHoldings>, HoldingsError> {
+        Ok(self.kept().get(relay).cloned())
+    }
+
+    fn save(&self, relay: &RelayUrl, holdings: &RelayHoldings) -> Result<(), HoldingsError> {
+        let mut kept = self.kept();
+        if !kept.contains_key(relay) && kept.len() >= MAX_HOLDINGS_FILES {
+            let oldest = kept
+                .iter()
+                .min_by_key(|(_, h)| h.learned_at)
+                .map(|(url, _)| url.clone());
+            if let Some(oldest) = oldest {
+                kept.remove(&oldest);
+            }
+        }
+        kept.insert(relay.clone(), holdings.clone());
+        Ok(())
+    }
+
+    fn blocks(&self) -> bool {
+        false
+    }
+}
+
+impl MemoryHoldings {
+    fn kept(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<RelayUrl, RelayHoldings>> {
+        // A panic while the lock was held left whole entries: nothing is half written.
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// A failure to read or write kept holdings. The daily run goes on without them, by named

@@ -63,7 +63,7 @@ pub use crate::{
     dial::DialLimits,
     engine::{EngineEnd, EngineExit, EngineHandle, EngineParts, SyncEngine},
     error::{RelayListError, StoreError, TransportError},
-    holdings::{FileHoldingsMemory, HoldingsMemory},
+    holdings::{FileHoldingsMemory, HoldingsMemory, MemoryHoldings},
     ingest::{HOOK_BATCH_WINDOW, IngestTotals},
     limits_memory::{FileLimitsMemory, LimitsMemory, LimitsMemoryError, RelayLimitsRecord},
     metrics::{RelayReading, SyncMetrics},

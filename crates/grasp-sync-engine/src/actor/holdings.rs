@@ -411,14 +411,9 @@ impl Actor {
         if learned.is_empty() {
             return;
         }
-        let Some(memory) = self.holdings.clone() else {
-            return;
-        };
         let now = self.clock.unix_now();
         let relay = relay.clone();
-        let writes = Arc::clone(&self.holdings_writes);
-        tokio::task::spawn_blocking(move || {
-            let _one_at_a_time = writes.lock();
+        self.write_holdings(move |memory| {
             let kept = match memory.load(&relay) {
                 Ok(kept) => kept.filter(|k| k.is_current(now)),
                 Err(error) => {
@@ -441,20 +436,34 @@ impl Actor {
         });
     }
 
-    /// Writes `holdings` for `relay` on a blocking thread; a failure is logged (the next
-    /// daily run learns them again).
+    /// Writes `holdings` for `relay`; a failure is logged (the next daily run learns them
+    /// again).
     fn save_holdings(&self, relay: &RelayUrl, holdings: RelayHoldings) {
-        let Some(memory) = self.holdings.clone() else {
-            return;
-        };
         let relay = relay.clone();
-        let writes = Arc::clone(&self.holdings_writes);
-        tokio::task::spawn_blocking(move || {
-            let _one_at_a_time = writes.lock();
+        self.write_holdings(move |memory| {
             if let Err(error) = memory.save(&relay, &holdings) {
                 tracing::warn!(%relay, %error, "the relay's holdings were not kept");
             }
         });
+    }
+
+    /// Makes the write `call` on the holdings memory, if there is one, one write at a time: on
+    /// a blocking thread, not waited for, when the memory blocks; in place when it does not.
+    fn write_holdings(&self, call: impl FnOnce(&dyn HoldingsMemory) + Send + 'static) {
+        let Some(memory) = self.holdings.clone() else {
+            return;
+        };
+        let writes = Arc::clone(&self.holdings_writes);
+        let blocks = memory.blocks();
+        let write = move || {
+            let _one_at_a_time = writes.lock();
+            call(memory.as_ref());
+        };
+        if blocks {
+            tokio::task::spawn_blocking(write);
+        } else {
+            write();
+        }
     }
 }
 
@@ -474,7 +483,12 @@ pub(super) async fn read_holdings(
     let kept = match memory {
         Some(memory) => {
             let relay = key.relay.clone();
-            match tokio::task::spawn_blocking(move || memory.load(&relay)).await {
+            let loaded = if memory.blocks() {
+                tokio::task::spawn_blocking(move || memory.load(&relay)).await
+            } else {
+                Ok(memory.load(&relay))
+            };
+            match loaded {
                 Ok(Ok(kept)) => kept.filter(|h| h.is_current(now)),
                 Ok(Err(error)) => {
                     tracing::warn!(relay = %key.relay, %error, "the relay's holdings were not read; learning them again");

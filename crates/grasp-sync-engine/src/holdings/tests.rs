@@ -159,3 +159,44 @@ fn a_save_removes_temporary_files_left_behind_an_hour_before() {
         Some(held)
     );
 }
+
+#[test]
+fn memory_keeps_each_relays_holdings_and_never_blocks() {
+    let memory = MemoryHoldings::default();
+    assert!(!memory.blocks());
+    let (a, b) = (relay("wss://a.example"), relay("wss://b.example"));
+    let held = RelayHoldings::learned(Timestamp::from_secs(10), vec![event(1, 1)]);
+    memory.save(&a, &held).expect("save");
+    assert_eq!(memory.load(&a).expect("load"), Some(held));
+    assert_eq!(memory.load(&b).expect("load"), None);
+    let replaced = RelayHoldings::learned(Timestamp::from_secs(20), vec![event(2, 2)]);
+    memory.save(&a, &replaced).expect("save");
+    assert_eq!(memory.load(&a).expect("load"), Some(replaced));
+}
+
+#[test]
+fn memory_past_its_cap_forgets_the_holdings_learned_longest_ago() {
+    let memory = MemoryHoldings::default();
+    let url = |n: usize| relay(&format!("wss://r{n}.example"));
+    for n in 0..MAX_HOLDINGS_FILES {
+        // The first relay is learned last, so the second is the oldest.
+        let learned_at = if n == 0 { 10_000 } else { 100 + n as u64 };
+        let holdings = RelayHoldings::learned(Timestamp::from_secs(learned_at), vec![]);
+        memory.save(&url(n), &holdings).expect("save");
+    }
+    let newcomer = RelayHoldings::learned(Timestamp::from_secs(20_000), vec![event(1, 1)]);
+    memory
+        .save(&url(MAX_HOLDINGS_FILES), &newcomer)
+        .expect("save");
+    assert_eq!(memory.load(&url(1)).expect("load"), None);
+    assert!(memory.load(&url(0)).expect("load").is_some());
+    assert!(memory.load(&url(2)).expect("load").is_some());
+    assert_eq!(
+        memory.load(&url(MAX_HOLDINGS_FILES)).expect("load"),
+        Some(newcomer)
+    );
+    // A relay already kept is replaced in place: nothing else is forgotten.
+    let again = RelayHoldings::learned(Timestamp::from_secs(30_000), vec![]);
+    memory.save(&url(2), &again).expect("save");
+    assert!(memory.load(&url(3)).expect("load").is_some());
+}
