@@ -100,7 +100,10 @@ impl Actor {
         self.pending.clear_relay(relay);
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.machine.catch_up.handle_pending_cleared();
-            runtime.machine.descendants.handle_pending_cleared();
+            runtime
+                .machine
+                .descendants
+                .handle_pending_cleared(&self.members);
             runtime.machine.incomplete.handle_pending_cleared();
             runtime.machine.refused.handle_probes_lost();
         }

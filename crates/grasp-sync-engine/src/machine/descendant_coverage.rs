@@ -170,9 +170,13 @@ impl DescendantCoverage {
         }
     }
 
-    /// The historic batch for `members` (from [`Self::take_uncovered`]) is pending.
+    /// The historic batch for `members` (from [`Self::take_uncovered`]) is pending. Members
+    /// whose history joins a batch already carrying others (a round over the relay's kept
+    /// holdings) are added to them.
     pub fn handle_batch_opened(&mut self, batch: BatchId, members: Members) {
-        self.batches.insert(batch, members);
+        let carried = self.batches.entry(batch).or_default();
+        carried.ids.extend(members.ids);
+        carried.coordinates.extend(members.coordinates);
     }
 
     /// A historic batch ended: a failed batch for new members uncovers them (`members` gives
@@ -184,22 +188,32 @@ impl DescendantCoverage {
             return;
         };
         if !success {
-            for member in batch.ids.iter().filter_map(|id| members.ids.get(id)) {
-                self.covered_ids.remove(member.slot);
-            }
-            for member in batch
-                .coordinates
-                .iter()
-                .filter_map(|c| members.coordinates.get(c))
-            {
-                self.covered_coordinates.remove(member.slot);
-            }
+            self.uncover(&batch, members);
         }
     }
 
-    /// The relay's pending batches were dropped: the fallback group in flight is asked again.
-    pub fn handle_pending_cleared(&mut self) {
+    /// The relay's pending batches were dropped (a fresh start, a session's end): the members
+    /// of the historic batches in flight are uncovered, so the next maintenance tick covers
+    /// them again, and the fallback group in flight is asked again.
+    pub fn handle_pending_cleared(&mut self, members: &DirectMembers) {
+        for batch in std::mem::take(&mut self.batches).into_values() {
+            self.uncover(&batch, members);
+        }
         self.fallback.handle_pending_cleared();
+    }
+
+    /// `batch`'s members are no longer covered.
+    fn uncover(&mut self, batch: &Members, members: &DirectMembers) {
+        for member in batch.ids.iter().filter_map(|id| members.ids.get(id)) {
+            self.covered_ids.remove(member.slot);
+        }
+        for member in batch
+            .coordinates
+            .iter()
+            .filter_map(|c| members.coordinates.get(c))
+        {
+            self.covered_coordinates.remove(member.slot);
+        }
     }
 
     /// On a constrained relay, the fallback sweep's next group of covered `members` at `now`;

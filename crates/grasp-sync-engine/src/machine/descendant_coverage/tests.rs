@@ -127,7 +127,7 @@ fn only_a_constrained_relay_sweeps_its_covered_members() {
         None,
         "a group is in flight"
     );
-    coverage.handle_pending_cleared();
+    coverage.handle_pending_cleared(&members);
     assert_eq!(
         coverage.poll_fallback(later, &members),
         Some(group),
@@ -200,4 +200,30 @@ fn the_sweep_asks_for_the_members_the_relay_covers_and_no_others() {
     coverage.take_uncovered(&members, &roots(&[1, 2]));
     assert_eq!(sweep(&mut coverage, 1_000_200, 4), (vec![id(20)], vec![]));
     assert_eq!(sweep(&mut coverage, 1_000_201, 5), (vec![], vec![article]));
+}
+
+#[test]
+fn dropped_pending_batches_uncover_their_members_and_only_theirs() {
+    let (members, article) = members();
+    let mut coverage = DescendantCoverage::default();
+    let first = coverage.take_uncovered(&members, &roots(&[1]));
+    coverage.handle_batch_opened(BatchId(1), first);
+    coverage.handle_batch_done(BatchId(1), true, &members);
+    let second = coverage.take_uncovered(&members, &roots(&[1, 2]));
+    coverage.handle_batch_opened(BatchId(2), second.clone());
+    // A fresh start drops the pending batches: batch 2's history never ran.
+    coverage.handle_pending_cleared(&members);
+    assert_eq!(
+        coverage.take_uncovered(&members, &roots(&[1, 2])),
+        second,
+        "the members of the dropped batch are covered again, not those of the confirmed one"
+    );
+    assert_eq!(second.coordinates, vec![article]);
+    // The batch is forgotten: its late end changes nothing.
+    coverage.handle_batch_done(BatchId(2), false, &members);
+    assert!(
+        coverage
+            .take_uncovered(&members, &roots(&[1, 2]))
+            .is_empty()
+    );
 }
