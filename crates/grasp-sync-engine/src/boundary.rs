@@ -45,6 +45,20 @@ pub trait EventStore: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The stored events that tag one of `roots` with `e`, `E` or `q` (the roots' direct
+    /// members), at most `limit`. The engine reads them when the self feed brings roots, so
+    /// the descendants of members stored before a restart are covered again, live and in
+    /// history, although no relay delivers those members again. A store that cannot answer
+    /// returns nothing: members are then learned only as relays deliver them.
+    async fn events_tagging(
+        &self,
+        roots: &[EventId],
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let _ = (roots, limit);
+        Ok(Vec::new())
+    }
+
     /// A relay still holds these events: a NIP-77 round found them there, and the store holds
     /// or rejected them. Those its rejected-events index remembers are remembered for another
     /// lifetime once half of the current one has passed, so a refused event that relays keep

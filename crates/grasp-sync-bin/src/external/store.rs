@@ -117,6 +117,14 @@ impl EventStore for ExternalStore {
     ) -> Result<Vec<(EventId, Timestamp)>, StoreError> {
         self.guarded.negentropy_items(filter).await
     }
+
+    async fn events_tagging(
+        &self,
+        roots: &[EventId],
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.guarded.events_tagging(roots, limit).await
+    }
 }
 
 #[cfg(test)]

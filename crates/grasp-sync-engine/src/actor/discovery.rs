@@ -21,11 +21,15 @@ impl Actor {
         }
         let events = std::mem::take(&mut self.feed_buffer);
         let mut update = IndexUpdate::default();
+        // Roots this batch may make ours: their stored members are read once it is applied.
+        let mut roots = Vec::new();
+        let mut announced = Vec::new();
         let mut malformed = 0usize;
         for event in &events {
             match Nip34Event::parse_with_limits(event, self.repos.limits()) {
                 Ok(Nip34Event::Announcement(announcement)) => {
                     update.merge(self.repos.handle_announcement(&announcement));
+                    announced.push(announcement.coordinate.clone());
                     let repo = &announcement.coordinate;
                     self.note_maintainer(*repo.owner(), repo);
                     for maintainer in &announcement.maintainers {
@@ -34,6 +38,7 @@ impl Actor {
                 }
                 Ok(Nip34Event::Root(root)) => {
                     update.merge(self.repos.handle_root_event(&root));
+                    roots.push(root.id);
                     for repo in &root.repos {
                         self.note_root_author(root.author, repo);
                     }
@@ -56,6 +61,13 @@ impl Actor {
             );
         }
         self.apply_index_update(&update);
+        for repo in &announced {
+            if let Some(needs) = self.repos.get(repo) {
+                roots.extend(needs.root_events.iter().copied());
+            }
+        }
+        roots.retain(|id| self.targets.root_ids().contains(id));
+        self.read_stored_members(roots);
     }
 
     /// The purgatory timer fired: reconcile `StateOnly` entries with the snapshot.

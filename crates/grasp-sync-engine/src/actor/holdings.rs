@@ -118,17 +118,35 @@ impl Actor {
             return false;
         };
         self.open_live_for(relay, needs, Vec::new());
+        let _ = self.place_over_holdings(relay, placement, needs.clone());
+        self.drive_queue(relay);
+        true
+    }
+
+    /// Puts `items` (none, for history that confirms no item, such as new members'
+    /// descendants) where `placement` says, in a round over `relay`'s holdings: the batch of
+    /// the queued round, the next round's, or a new round's. The batch that carries them, or
+    /// `None` when it is gone or no round could be queued (the items are derived again later).
+    pub(super) fn place_over_holdings(
+        &mut self,
+        relay: &RelayUrl,
+        placement: HoldingsPlacement,
+        items: PendingItems,
+    ) -> Option<BatchId> {
         match placement {
-            HoldingsPlacement::Join(batch) => {
-                if let Err(error) = self.pending.extend_batch(relay, batch, needs) {
+            HoldingsPlacement::Join(batch) => match self.pending.extend_batch(relay, batch, &items)
+            {
+                Ok(()) => Some(batch),
+                Err(error) => {
                     // Neither pending nor confirmed: the next diff derives them again.
                     tracing::debug!(%relay, %error, "the round over the relay's holdings is gone");
+                    None
                 }
-            }
+            },
             HoldingsPlacement::OpenNext => {
                 let batch = self
                     .pending
-                    .open_batch(relay, needs.clone(), SyncMethod::Negentropy);
+                    .open_batch(relay, items, SyncMethod::Negentropy);
                 if let Some(over) = self
                     .runtimes
                     .get_mut(relay)
@@ -136,13 +154,10 @@ impl Actor {
                 {
                     over.handle_next_opened(batch);
                 }
+                Some(batch)
             }
-            HoldingsPlacement::Open => {
-                let _ = self.open_round_over_holdings(relay, needs.clone());
-            }
+            HoldingsPlacement::Open => self.open_round_over_holdings(relay, items),
         }
-        self.drive_queue(relay);
-        true
     }
 
     /// Opens a batch for `items` reconciled by one round over `{}` against `relay`'s kept

@@ -24,6 +24,7 @@ use super::holdings::{holdings_diff, holdings_report, read_holdings};
 use crate::boundary::EventStore;
 use crate::error::StoreError;
 use crate::holdings::{HoldingsMemory, MAX_NEW_IDS_PER_ROUND};
+use crate::machine::descendant_coverage::MemberRecord;
 use crate::machine::job_reports::{HaveSetRead, HeldRoute};
 use crate::machine::jobs::{HaveSet, HaveSource, Job};
 use crate::machine::neg_batch::{
@@ -67,6 +68,8 @@ pub(crate) enum JobReport {
         key: SessionKey,
         subscription_id: SubscriptionId,
     },
+    /// The direct members the store holds of one chunk of roots the self feed brought.
+    StoredMembers(Vec<MemberRecord>),
 }
 
 impl Actor {
@@ -201,7 +204,18 @@ impl Actor {
                     self.holdings_round_failed(&key.relay);
                 }
             }
+            JobReport::StoredMembers(members) => self.handle_stored_members(members),
         }
+    }
+
+    /// Whether history asked of `relay` reconciles what the store holds rather than fills it:
+    /// the store held events when the engine started, or the relay completed a historic sync.
+    pub(super) fn reconciling(&self, relay: &RelayUrl) -> bool {
+        !self.new_store
+            || self
+                .relays
+                .get(relay)
+                .is_some_and(|state| state.historic_sync_completed_at.is_some())
     }
 
     /// The store said how much of a new batch's coverage it holds. A batch the store barely
@@ -237,11 +251,7 @@ impl Actor {
             .get(&relay)
             .and_then(|r| r.machine.history_pack_limits(FilterCeiling::Trusted))
             .is_some_and(|limits| limits.max_filters_per_req > 1);
-        let reconciling = !self.new_store
-            || self
-                .relays
-                .get(&relay)
-                .is_some_and(|state| state.historic_sync_completed_at.is_some());
+        let reconciling = self.reconciling(&relay);
         let facts = RelayFacts {
             several_per_req,
             reconciling,

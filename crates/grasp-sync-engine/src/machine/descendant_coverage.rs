@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use grasp_sync_model::{BatchId, Pack};
 use nostr::nips::nip01::Coordinate;
-use nostr::{Event, EventId, TagKind, Timestamp};
+use nostr::{Event, EventId, PublicKey, TagKind, Timestamp};
 
 use crate::machine::descendant_sweep::{DescendantSweep, MemberRange, SweepGroup};
 use crate::machine::slot_set::SlotSet;
@@ -275,6 +275,43 @@ impl<K: Ord + Clone> MemberRange<K> for Covered<'_, K> {
             .take(count)
             .map(|(key, _)| key.clone())
             .collect()
+    }
+}
+
+/// What the engine remembers of a direct member: its ID, its coordinate when it is
+/// addressable, the root it tags and its author.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberRecord {
+    /// The member.
+    pub id: EventId,
+    /// Its coordinate, for an addressable member.
+    pub coordinate: Option<Coordinate>,
+    /// The root it tags.
+    pub root: EventId,
+    /// Its author.
+    pub author: PublicKey,
+}
+
+impl MemberRecord {
+    /// `event` as a direct member: it tags one of `roots` with `e`, `E` or `q` and is not one
+    /// of them itself.
+    pub fn of(event: &Event, roots: &HashSet<EventId>) -> Option<Self> {
+        if roots.contains(&event.id) {
+            return None;
+        }
+        let root = tagged_root(event, roots)?;
+        let coordinate = event
+            .kind
+            .is_addressable()
+            .then(|| event.tags.identifier())
+            .flatten()
+            .map(|identifier| Coordinate::new(event.kind, event.pubkey).identifier(identifier));
+        Some(Self {
+            id: event.id,
+            coordinate,
+            root,
+            author: event.pubkey,
+        })
     }
 }
 

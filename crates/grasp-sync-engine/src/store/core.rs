@@ -14,7 +14,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use grasp_sync_model::{PurgatoryEntry, RelayUrl, RepoAnnouncement, RepoCoordinate};
-use nostr::{Event, EventId, Filter, Kind, PublicKey, Timestamp};
+use nostr::{Alphabet, Event, EventId, Filter, Kind, PublicKey, SingleLetterTag, Timestamp};
 use nostr_database::{
     DatabaseError, DatabaseEventStatus, NostrDatabase, RejectedReason, SaveEventStatus,
 };
@@ -257,6 +257,37 @@ impl StoreCore {
             .negentropy_items(filter)
             .await
             .map_err(backend)
+    }
+
+    /// The stored events that tag one of `roots` with `e`, `E` or `q`, at most `limit`
+    /// ([`EventStore::events_tagging`](crate::EventStore::events_tagging)).
+    pub(crate) async fn events_tagging(
+        &self,
+        roots: &[EventId],
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let mut found: Vec<Event> = Vec::new();
+        if roots.is_empty() {
+            return Ok(found);
+        }
+        for letter in [
+            SingleLetterTag::lowercase(Alphabet::E),
+            SingleLetterTag::uppercase(Alphabet::E),
+            SingleLetterTag::lowercase(Alphabet::Q),
+        ] {
+            let room = limit.saturating_sub(found.len());
+            if room == 0 {
+                break;
+            }
+            let filter = Filter::new()
+                .custom_tags(letter, roots.iter().map(EventId::to_hex))
+                .limit(room);
+            found.extend(self.database.query(filter).await.map_err(backend)?);
+        }
+        found.sort_unstable_by_key(|event| event.id);
+        found.dedup_by_key(|event| event.id);
+        found.truncate(limit);
+        Ok(found)
     }
 
     pub(crate) fn rejection_reason(&self, id: &EventId) -> Result<Option<String>, StoreError> {

@@ -184,6 +184,14 @@ impl EventStore for LmdbStore {
     ) -> Result<Vec<(EventId, Timestamp)>, StoreError> {
         self.core.negentropy_items(filter).await
     }
+
+    async fn events_tagging(
+        &self,
+        roots: &[EventId],
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.core.events_tagging(roots, limit).await
+    }
 }
 
 #[cfg(test)]

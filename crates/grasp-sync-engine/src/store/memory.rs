@@ -173,6 +173,14 @@ impl EventStore for MemoryStore {
     ) -> Result<Vec<(EventId, Timestamp)>, StoreError> {
         self.core.negentropy_items(filter).await
     }
+
+    async fn events_tagging(
+        &self,
+        roots: &[EventId],
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.core.events_tagging(roots, limit).await
+    }
 }
 
 #[async_trait]

@@ -1,7 +1,7 @@
 //! Byte accounting: the engine counts the text-frame bytes of every relay connection, and its
 //! counts are the strict relay's counts of the same connection; a restart over a complete store
-//! reconciles by NIP-77, downloads no event again and moves a small share of the first sync's
-//! bytes.
+//! reconciles by NIP-77, downloads no event again (a small share of the bytes the first sync
+//! received) and sends about what the first sync sent (the same coverage, named again).
 //!
 //! Both run on real sockets, on real time, against real relays, as no other engine test does:
 //! the bytes are counted by the SDK transport, and NIP-77's fingerprint frames exist only on
@@ -15,7 +15,8 @@ use grasp_sync_engine::{EngineHandle, EngineStatus, WireBytes};
 use grasp_sync_model::RelayUrl;
 use grasp_sync_testkit::nip34::{RepoTag, repo_comment};
 use grasp_sync_testkit::{
-    NetworkSpec, RootCount, StrictLimits, StrictStats, TestNetwork, TestRelay, TestRelayConfig,
+    NetworkSpec, RootCount, StartKind, StrictLimits, StrictStats, TestNetwork, TestRelay,
+    TestRelayConfig,
 };
 use nostr::{JsonUtil, Keys, Timestamp};
 
@@ -206,6 +207,24 @@ async fn a_restart_over_a_complete_store_downloads_nothing_and_moves_few_bytes()
         "the first sync never settled: {:?}",
         covered.borrow()
     );
+    // Every root and every direct member (the replies) named by `#e`, so the first sync
+    // covers what the restart covers: the members' descendants too.
+    let named = (ROOTS + ROOTS * spec.replies_per_root) as u64;
+    assert!(
+        wait_until(DEADLINE, || async {
+            relays
+                .iter()
+                .map(|r| references(&r.strict_stats()))
+                .sum::<u64>()
+                >= named
+        })
+        .await,
+        "the first sync never named every root and direct member: {} of {named}",
+        relays
+            .iter()
+            .map(|r| references(&r.strict_stats()))
+            .sum::<u64>()
+    );
     let covered = covered.into_inner();
     let first: WireBytes = settled_counts(&engine, &relays)
         .await
@@ -249,13 +268,28 @@ async fn a_restart_over_a_complete_store_downloads_nothing_and_moves_few_bytes()
         "it reconciled by NIP-77: {:#?}",
         status.negentropy
     );
-    // The first sync carries every event; the reconciliation only the live REQs and the
-    // NIP-77 fingerprints of what both sides hold.
+    // The first sync downloads every event; the reconciliation only the NIP-77 fingerprints
+    // of what both sides hold. It asks about what the first sync asked about: the live REQs
+    // and the coverage named once more (roots, repositories and direct members).
     assert!(
-        again.total() * 5 < first.total(),
+        again.received * 20 < first.received && again.sent * 2 < first.sent * 3,
         "reconciliation {again:?} against the first sync {first:?}"
     );
     engine.shutdown().await;
+}
+
+/// The distinct `#e` values of the REQs a relay was sent.
+fn references(stats: &StrictStats) -> u64 {
+    let e = nostr::SingleLetterTag::lowercase(nostr::Alphabet::E);
+    let values: std::collections::BTreeSet<&String> = stats
+        .starts
+        .iter()
+        .filter(|start| start.kind == StartKind::Req)
+        .flat_map(|start| &start.filters)
+        .filter_map(|filter| filter.generic_tags.get(&e))
+        .flatten()
+        .collect();
+    values.len() as u64
 }
 
 /// Waits until the restarted engine's counts equal what the relays counted on the connections

@@ -369,6 +369,27 @@ fn assert_one_round_over_everything(
     fetched: &[nostr::EventId],
 ) {
     assert_eq!(negs, [nostr::Filter::new()], "one round over {{}}");
+    assert_fetched(reqs, fetched);
+}
+
+/// A session that started over the relay's kept holdings asked rounds over `{}` only: the
+/// first, and one more for the history of the direct members' descendants, covered again
+/// once that first round had started (the members' live REQs go out after it); then it
+/// fetched exactly `fetched` by ID.
+fn assert_rounds_over_everything(
+    negs: &[nostr::Filter],
+    reqs: &[Vec<nostr::Filter>],
+    fetched: &[nostr::EventId],
+) {
+    assert!(
+        matches!(negs.len(), 1 | 2) && negs.iter().all(|f| *f == nostr::Filter::new()),
+        "rounds over {{}} only, one and the members' next: {negs:?}"
+    );
+    assert_fetched(reqs, fetched);
+}
+
+/// The REQs by ID (`reqs`, the REQs' filters) asked for exactly `fetched`.
+fn assert_fetched(reqs: &[Vec<nostr::Filter>], fetched: &[nostr::EventId]) {
     assert_eq!(
         fetched_by_id(reqs),
         fetched,
@@ -689,7 +710,7 @@ async fn a_restart_over_kept_holdings_asks_each_relay_one_round_over_everything(
     let foreign = foreign_issue();
     let (setup, holdings, _dir) = after_a_daily_run(std::slice::from_ref(&foreign)).await;
     let (setup, missed, negs, reqs) = restart_finds_missed(setup, holdings).await;
-    assert_one_round_over_everything(&negs, &reqs, &[missed.id]);
+    assert_rounds_over_everything(&negs, &reqs, &[missed.id]);
     assert!(
         reqs.iter().flatten().any(|f| f.limit == Some(0)),
         "the live subscriptions are opened: {reqs:?}"
@@ -728,8 +749,8 @@ async fn a_restart_without_kept_holdings_reconciles_by_named_rounds() {
 async fn coverage_added_after_a_restart_over_kept_holdings_gets_another_round_over_everything() {
     use grasp_sync_engine::EventStore;
     let (setup, holdings, _dir) = after_a_daily_run(&[]).await;
-    let (setup, _, negs, _) = restart_finds_missed(setup, holdings).await;
-    assert_eq!(negs, vec![nostr::Filter::new()]);
+    let (setup, missed, negs, reqs) = restart_finds_missed(setup, holdings).await;
+    assert_rounds_over_everything(&negs, &reqs, &[missed.id]);
 
     let author = Keys::generate();
     let later = grasp_sync_testkit::nip34::root(
@@ -772,7 +793,7 @@ async fn a_long_outage_after_a_completed_sync_reconciles_over_kept_holdings() {
     let missed = outage(&setup, Duration::from_secs(20 * 60), 600).await;
     assert!(daily_done(&setup, 1).await, "the home relay did not settle");
     let (negs, reqs) = asked_since(&setup, from);
-    assert_one_round_over_everything(&negs, &reqs, &[missed.id]);
+    assert_rounds_over_everything(&negs, &reqs, &[missed.id]);
     assert_eq!(home_status(&setup.engine).await.long_reconnects, 1);
     setup.engine.shutdown().await;
 }
@@ -843,5 +864,63 @@ async fn a_restart_whose_fetch_by_id_is_refused_goes_on_by_named_rounds() {
         "its fetch by ID was asked: {reqs:?}"
     );
     assert_no_req_over_everything(&reqs);
+    setup.engine.shutdown().await;
+}
+
+/// A restarted engine keeps covering the descendants of the direct members the store holds,
+/// although no relay delivers those members again (a NIP-77 fresh start only fetches what
+/// the store lacks): it reads them from the store. A reply to a stored reply that the home
+/// relay received while no engine ran is found in history, and one published after the
+/// restart arrives live.
+#[tokio::test(start_paused = true)]
+async fn a_restart_keeps_covering_the_descendants_of_the_members_the_store_holds() {
+    let setup = setup().await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let issue = setup.issue.id.to_hex();
+    let member = setup
+        .network
+        .events(HOME)
+        .into_iter()
+        .find(|e| {
+            e.tags.iter().any(|t| {
+                t.as_slice().first().is_some_and(|n| n == "e") && t.content() == Some(&issue)
+            })
+        })
+        .expect("a reply to the issue");
+    // Live descendant coverage asks for `#e` and `#q` only (`#E` is historic-only).
+    let to_member = |how: ThreadTag, content: &str, at: u64| {
+        reply(
+            &Keys::generate(),
+            &member,
+            how,
+            content,
+            Timestamp::from_secs(START + at),
+        )
+        .expect("reply")
+    };
+    let while_down = to_member(ThreadTag::UpperE, "received while no engine ran", 30);
+    setup.engine.shutdown().await;
+    setup.network.store(HOME, while_down.clone());
+
+    let engine = start_engine(&setup.network, &setup.store, &setup.clock, None).await;
+    let setup = Setup { engine, ..setup };
+    assert!(
+        arrives(&setup.store, &while_down).await,
+        "the member's descendant stored while no engine ran was not found"
+    );
+    assert!(
+        wait_until(Duration::from_secs(600), || async {
+            let home = home_status(&setup.engine).await;
+            home.pending_batches == 0 && home.queued_starts == 0
+        })
+        .await,
+        "the restarted engine did not settle"
+    );
+    let live = to_member(ThreadTag::LowerE, "published after the restart", 40);
+    setup.network.publish(HOME, live.clone());
+    assert!(
+        arrives(&setup.store, &live).await,
+        "the member's descendant published after the restart did not arrive"
+    );
     setup.engine.shutdown().await;
 }

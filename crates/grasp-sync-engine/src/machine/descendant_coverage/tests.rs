@@ -227,3 +227,41 @@ fn dropped_pending_batches_uncover_their_members_and_only_theirs() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_stored_member_is_recorded_with_its_root_coordinate_and_author() {
+    let keys = Keys::generate();
+    let root = id(1);
+    let known: HashSet<EventId> = [root].into_iter().collect();
+    let reply = EventBuilder::new(Kind::from(1111), "reply")
+        .tags([Tag::parse(["E", &root.to_hex()]).expect("tag")])
+        .sign_with_keys(&keys)
+        .expect("signed");
+    assert_eq!(
+        MemberRecord::of(&reply, &known),
+        Some(MemberRecord {
+            id: reply.id,
+            coordinate: None,
+            root,
+            author: keys.public_key(),
+        })
+    );
+    let article = EventBuilder::new(Kind::from(30_023), "article")
+        .tags([
+            Tag::parse(["d", "notes"]).expect("tag"),
+            Tag::parse(["e", &root.to_hex()]).expect("tag"),
+        ])
+        .sign_with_keys(&keys)
+        .expect("signed");
+    let member = MemberRecord::of(&article, &known).expect("a member");
+    assert_eq!(
+        member.coordinate,
+        Some(Coordinate::new(Kind::from(30_023), keys.public_key()).identifier("notes"))
+    );
+    let roots_itself: HashSet<EventId> = [root, reply.id].into_iter().collect();
+    assert_eq!(
+        MemberRecord::of(&reply, &roots_itself),
+        None,
+        "a root is no member"
+    );
+}

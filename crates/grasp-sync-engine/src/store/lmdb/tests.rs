@@ -98,6 +98,66 @@ async fn ingest_saves_then_reports_duplicate() {
 }
 
 #[tokio::test]
+async fn the_stored_events_tagging_roots_are_their_replies_by_e_upper_e_and_q() {
+    let dir = TempDir::new().expect("temp dir");
+    let store = open(&dir).await;
+    let owner = keys(1);
+    let first = issue(&keys(2), &owner, 11);
+    let second = issue(&keys(2), &owner, 12);
+    let replies: Vec<Event> = ["e", "E", "q"]
+        .iter()
+        .enumerate()
+        .map(|(i, letter)| {
+            event(
+                &keys(3),
+                1111,
+                20 + i as u64,
+                &[&[letter, &first.id.to_hex()]],
+            )
+        })
+        .collect();
+    let to_second = event(&keys(3), 1, 30, &[&["e", &second.id.to_hex()]]);
+    let mentions = event(&keys(3), 1, 31, &[&["p", &first.id.to_hex()]]);
+    for e in [announcement(&owner), first.clone(), second]
+        .into_iter()
+        .chain(replies.clone())
+        .chain([to_second, mentions])
+    {
+        store.ingest(e, &source()).await.expect("ingest");
+    }
+    let mut tagging: Vec<_> = store
+        .events_tagging(&[first.id], 10)
+        .await
+        .expect("read")
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    tagging.sort_unstable();
+    let mut expected: Vec<_> = replies.iter().map(|e| e.id).collect();
+    expected.sort_unstable();
+    assert_eq!(
+        tagging, expected,
+        "the replies to the first issue, not a `p` mention"
+    );
+    assert_eq!(
+        store
+            .events_tagging(&[first.id], 2)
+            .await
+            .expect("read")
+            .len(),
+        2,
+        "at most the limit"
+    );
+    assert!(
+        store
+            .events_tagging(&[], 10)
+            .await
+            .expect("read")
+            .is_empty()
+    );
+}
+
+#[tokio::test]
 async fn policy_rejection_is_remembered_by_contains() {
     let dir = TempDir::new().expect("temp dir");
     let store = open(&dir).await;
