@@ -1,11 +1,14 @@
-//! `cargo xtask simulate [--paging|--discovered] [--seeds N] [--first S] [--seed S]`: the engine's deterministic
+//! `cargo xtask simulate [--paging|--discovered|--restart] [--seeds N] [--first S] [--seed S]`:
+//! the engine's deterministic
 //! simulation (`crates/grasp-sync-engine/tests/sim`) for more seeds than `test` runs, or one
 //! seed alone to replay it, in a release build. `--seeds N` runs seeds `S..S+N` from
 //! `--first S` (default 0); `--seed S` runs seed `S` and prints what it did, with the engine's
 //! logs when `RUST_LOG` asks for them. `--paging` draws larger repositories on relays with
 //! small pages, so history pages on every quirk; `--discovered` makes only the first relay a
-//! bootstrap relay, holding every announcement, so the others are found by discovery. Without
-//! either, small networks run, then half as many seeds of `--discovered`.
+//! bootstrap relay, holding every announcement, so the others are found by discovery;
+//! `--restart` stops the converged engine, lets relays store new events, and restarts it over
+//! the same store and kept holdings. Without any, small networks run, then half as many seeds
+//! of `--discovered` and of `--restart`.
 
 use std::path::Path;
 
@@ -13,8 +16,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::cmd;
 
-const USAGE: &str =
-    "usage: cargo xtask simulate [--paging|--discovered] [--seeds N] [--first S] [--seed S]";
+const USAGE: &str = "usage: cargo xtask simulate [--paging|--discovered|--restart] [--seeds N] [--first S] [--seed S]";
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let mut envs: Vec<(&str, String)> = Vec::new();
@@ -26,6 +28,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         }
         if flag == "--discovered" {
             envs.push(("GRASP_SYNC_SIM_DISCOVERED", "1".to_owned()));
+            continue;
+        }
+        if flag == "--restart" {
+            envs.push(("GRASP_SYNC_SIM_RESTART", "1".to_owned()));
             continue;
         }
         let name = match flag.as_str() {

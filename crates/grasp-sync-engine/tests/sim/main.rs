@@ -9,12 +9,16 @@
 //! chooses others:
 //! - `GRASP_SYNC_SIM_SEEDS=N` runs seeds `FIRST..FIRST+N` (default 200) of small networks,
 //!   then `N / 2` seeds of `run::Shape::Discovered` (only the first relay is a bootstrap
-//!   relay; it holds every announcement, and the others are found by discovery),
+//!   relay; it holds every announcement, and the others are found by discovery) and `N / 2`
+//!   of `run::Shape::Restart`,
 //! - `GRASP_SYNC_SIM_FIRST=S` starts there (default 0),
 //! - `GRASP_SYNC_SIM_SEED=S` runs seed `S` alone and prints what it did,
 //! - `GRASP_SYNC_SIM_PAGING=1` draws larger repositories on relays with small pages, so history
 //!   pages on every quirk (`run::Shape::Paging`; slower, and not part of `cargo xtask test`),
 //! - `GRASP_SYNC_SIM_DISCOVERED=1` runs only `run::Shape::Discovered` seeds,
+//! - `GRASP_SYNC_SIM_RESTART=1` runs only `run::Shape::Restart` seeds (the engine converges,
+//!   runs its daily reconciliation and stops; relays store new events; a second engine over
+//!   the same store and kept holdings syncs them under new faults),
 //! - `GRASP_SYNC_SIM_NO_FAULTS=1` runs the seeds' networks and relays without faults, to tell a
 //!   failure the faults cause from one they only reveal,
 //! - `GRASP_SYNC_SIM_WIRE=1` prints every client message as the relay reads it (`>`) and
@@ -29,6 +33,7 @@
 mod faults;
 mod monitor;
 mod network;
+mod restart;
 mod run;
 
 use std::collections::BTreeMap;
@@ -69,12 +74,14 @@ fn env_u64(name: &str) -> Option<u64> {
 fn shapes(count: u64) -> Vec<(run::Shape, u64)> {
     if std::env::var_os("GRASP_SYNC_SIM_PAGING").is_some()
         || std::env::var_os("GRASP_SYNC_SIM_DISCOVERED").is_some()
+        || std::env::var_os("GRASP_SYNC_SIM_RESTART").is_some()
     {
         vec![(shape(), count)]
     } else {
         vec![
             (run::Shape::Small, count),
             (run::Shape::Discovered, count / 2),
+            (run::Shape::Restart, count / 2),
         ]
     }
 }
@@ -85,6 +92,7 @@ fn replay(seed: u64, shape: run::Shape) -> String {
         run::Shape::Small => "",
         run::Shape::Paging => " --paging",
         run::Shape::Discovered => " --discovered",
+        run::Shape::Restart => " --restart",
     };
     format!("cargo xtask simulate{flag} --seed {seed}")
 }
@@ -95,6 +103,8 @@ fn shape() -> run::Shape {
         run::Shape::Paging
     } else if std::env::var_os("GRASP_SYNC_SIM_DISCOVERED").is_some() {
         run::Shape::Discovered
+    } else if std::env::var_os("GRASP_SYNC_SIM_RESTART").is_some() {
+        run::Shape::Restart
     } else {
         run::Shape::Small
     }

@@ -101,6 +101,18 @@ impl SimNetwork {
     pub(crate) fn stop_faults(&self) {
         self.world().faults_on = false;
     }
+
+    /// Turns `faults` on, in place of the plan before.
+    pub(crate) fn start_faults(&self, faults: FaultPlan) {
+        let mut world = self.world();
+        world.faults = faults;
+        world.faults_on = true;
+    }
+
+    /// Stores `event` on relay `url` without sending it to any subscription.
+    pub(crate) fn store(&self, url: &str, event: nostr::Event) {
+        self.network.store(url, event);
+    }
 }
 
 impl SimHooks {

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use grasp_sync_engine::{
-    AddressPolicy, EngineConfig, EngineParts, MemoryStore, StoreConfig, SyncEngine, TokioClock,
+    AddressPolicy, Clock, EngineConfig, EngineHandle, EngineParts, MemoryHoldings, MemoryStore,
+    StoreConfig, SyncEngine, TokioClock,
 };
 use grasp_sync_model::{RelayUrl, SyncLevel};
 use grasp_sync_testkit::{
@@ -26,6 +27,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::faults::FaultPlan;
 use crate::network::SimNetwork;
+use crate::restart;
 
 /// The service the store accepts repositories for.
 const SERVICE_URL: &str = "wss://grasp.test";
@@ -37,6 +39,8 @@ const STEP: Duration = Duration::from_millis(500);
 const AUTH_REQUIRED: f64 = 0.25;
 /// How long after faults stop the store has to converge.
 const CONVERGENCE_DEADLINE: Duration = Duration::from_secs(15 * 60);
+/// How long [`Shape::Restart`]'s daily run is given before the engine stops.
+const DAILY_RUN_SETTLES: Duration = Duration::from_secs(120);
 
 /// What a passing run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +133,11 @@ pub(crate) enum Shape {
     /// announcement (as a directory relay does): the others are found by discovery and dialled
     /// when an index update tracks them.
     Discovered,
+    /// [`Shape::Small`] networks synced by an engine that keeps relays' holdings, runs its
+    /// daily reconciliation once converged, and stops; relays then store new events while no
+    /// engine runs, and a second engine over the same store and holdings reconciles over them
+    /// under a new draw of faults (see `restart.rs`).
+    Restart,
 }
 
 impl Shape {
@@ -138,6 +147,7 @@ impl Shape {
             Shape::Small => "small",
             Shape::Paging => "paging",
             Shape::Discovered => "discovered",
+            Shape::Restart => "restart",
         }
     }
 }
@@ -147,7 +157,9 @@ impl Shape {
 fn network_spec(rng: &mut ChaCha8Rng, seed: u64, shape: Shape) -> NetworkSpec {
     let relays = rng.random_range(2..=4);
     let (repos, roots) = match shape {
-        Shape::Small | Shape::Discovered => (rng.random_range(2..=4), rng.random_range(5..=30)),
+        Shape::Small | Shape::Discovered | Shape::Restart => {
+            (rng.random_range(2..=4), rng.random_range(5..=30))
+        }
         Shape::Paging => (rng.random_range(1..=3), rng.random_range(10..=160)),
     };
     NetworkSpec {
@@ -179,12 +191,12 @@ fn relay_config(rng: &mut ChaCha8Rng, shape: Shape) -> TestRelayConfig {
     ];
     let mut config = profiles[rng.random_range(0..profiles.len())].clone();
     let page = match shape {
-        Shape::Small | Shape::Discovered => rng.random_range(100..=250),
+        Shape::Small | Shape::Discovered | Shape::Restart => rng.random_range(100..=250),
         Shape::Paging => rng.random_range(100..=160),
     };
     config.default_filter_limit = page;
     config.max_filter_limit = match shape {
-        Shape::Small | Shape::Discovered => config.max_filter_limit.map(|_| page),
+        Shape::Small | Shape::Discovered | Shape::Restart => config.max_filter_limit.map(|_| page),
         Shape::Paging => Some(page),
     };
     config.max_subscriptions = rng.random_range(3..=10);
@@ -267,7 +279,7 @@ async fn run_seed(seed: u64, shape: Shape) -> Result<Outcome, String> {
             hold_every_announcement(&mut network);
             &urls[..1]
         }
-        Shape::Small | Shape::Paging => &urls[..],
+        Shape::Small | Shape::Paging | Shape::Restart => &urls[..],
     };
     let relays: Vec<(String, SimulatedRelay)> = urls
         .iter()
@@ -281,7 +293,6 @@ async fn run_seed(seed: u64, shape: Shape) -> Result<Outcome, String> {
     if std::env::var_os("GRASP_SYNC_SIM_NO_FAULTS").is_some() {
         faults = FaultPlan::none();
     }
-    let coverage = Coverage::new(&urls, &network);
     let sim = SimNetwork::new(
         relays,
         ChaCha8Rng::seed_from_u64(rng.random()),
@@ -307,87 +318,170 @@ async fn run_seed(seed: u64, shape: Shape) -> Result<Outcome, String> {
     )
     .await
     .map_err(|e| format!("store: {e}"))?;
-    let parts = EngineParts::new(
-        Arc::new(sim.clone()),
-        Arc::new(store.clone()),
-        Arc::new(store.clone()),
-    )
-    .clock(clock);
-    let engine = SyncEngine::start(engine_config(bootstrap, seed), parts)
+    let holdings = (shape == Shape::Restart).then(|| Arc::new(MemoryHoldings::default()));
+    let engine_parts = || {
+        let parts = EngineParts::new(
+            Arc::new(sim.clone()),
+            Arc::new(store.clone()),
+            Arc::new(store.clone()),
+        )
+        .clock(clock.clone());
+        match &holdings {
+            Some(holdings) => parts.holdings_memory(holdings.clone()),
+            None => parts,
+        }
+    };
+    let engine = SyncEngine::start(engine_config(bootstrap, seed), engine_parts())
         .await
         .map_err(|e| format!("engine: {e}"))?;
 
     let began = tokio::time::Instant::now();
     let mut stored: BTreeSet<EventId> = BTreeSet::new();
-    let result = loop {
-        tokio::time::sleep(STEP).await;
-        let elapsed = began.elapsed();
-        let faults_over = elapsed >= faults.until;
-        if faults_over {
-            sim.stop_faults();
-        }
-        if let Some(violation) = sim.world().monitor.violation.clone() {
-            break Err(violation);
-        }
-        for id in &network.expected {
-            if !stored.contains(id) && held(&store, id).await {
-                stored.insert(*id);
+    let watched = Watched {
+        sim: &sim,
+        store: &store,
+        network: &network,
+        coverage: &Coverage::new(&urls, &network),
+    };
+    let mut result = watched.converge(&engine, &faults, &mut stored).await;
+    let engine = if shape == Shape::Restart && result.is_ok() {
+        // The daily run learns what each relay holds, then the engine stops.
+        engine.reconcile_now().await;
+        tokio::time::sleep(DAILY_RUN_SETTLES).await;
+        engine.shutdown().await;
+        for late in restart::late_events(&mut rng, &network, clock.unix_now())? {
+            sim.store(&urls[late.relay], late.event.clone());
+            if late.expected {
+                network.expected.insert(late.event.id);
+            } else {
+                network.excluded.insert(late.event.id);
             }
+            network.relay_events[late.relay].push(late.event);
         }
-        if let Some(confirmed) = engine.confirmed().await
-            && let Some(broken) =
-                unstored_confirmation(&coverage, &confirmed, &stored, &store).await
-        {
-            break Err(format!(
-                "confirmed-unstored broken at {:.3} s: {broken}",
-                elapsed.as_secs_f64()
-            ));
+        let mut faults = FaultPlan::draw(&mut rng);
+        if std::env::var_os("GRASP_SYNC_SIM_NO_FAULTS").is_some() {
+            faults = FaultPlan::none();
         }
-        if faults_over && stored.len() == network.expected.len() {
-            let mut leaked = Vec::new();
-            for id in &network.excluded {
-                if held(&store, id).await {
-                    leaked.push(describe(&coverage, *id));
+        sim.start_faults(faults.clone());
+        let engine = SyncEngine::start(engine_config(bootstrap, seed), engine_parts())
+            .await
+            .map_err(|e| format!("restarted engine: {e}"))?;
+        let watched = Watched {
+            sim: &sim,
+            store: &store,
+            network: &network,
+            coverage: &Coverage::new(&urls, &network),
+        };
+        result = watched
+            .converge(&engine, &faults, &mut stored)
+            .await
+            .map_err(|broken| format!("after the restart: {broken}"));
+        engine
+    } else {
+        engine
+    };
+    let outcome = result.map(|()| {
+        let world = sim.world();
+        Outcome {
+            trace: world.trace(),
+            messages: world.messages,
+            virtual_secs: began.elapsed().as_secs(),
+            expected: network.expected.len(),
+        }
+    });
+    engine.shutdown().await;
+    outcome
+}
+
+/// What a run watches while an engine syncs.
+#[derive(Clone, Copy)]
+struct Watched<'a> {
+    sim: &'a SimNetwork,
+    store: &'a MemoryStore,
+    network: &'a GeneratedNetwork,
+    coverage: &'a Coverage,
+}
+
+impl Watched<'_> {
+    /// Steps virtual time until the store holds exactly the expected events once `faults`
+    /// have stopped (counted from now), checking every invariant at each step; `stored` is
+    /// what the store is known to hold.
+    async fn converge(
+        &self,
+        engine: &EngineHandle,
+        faults: &FaultPlan,
+        stored: &mut BTreeSet<EventId>,
+    ) -> Result<(), String> {
+        let Watched {
+            sim,
+            store,
+            network,
+            coverage,
+        } = *self;
+        let began = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(STEP).await;
+            let elapsed = began.elapsed();
+            let faults_over = elapsed >= faults.until;
+            if faults_over {
+                sim.stop_faults();
+            }
+            if let Some(violation) = sim.world().monitor.violation.clone() {
+                return Err(violation);
+            }
+            for id in &network.expected {
+                if !stored.contains(id) && held(store, id).await {
+                    stored.insert(*id);
                 }
             }
-            if !leaked.is_empty() {
-                break Err(format!(
-                    "converged broken: {} excluded events stored: {}",
-                    leaked.len(),
-                    leaked.join(", ")
+            if let Some(confirmed) = engine.confirmed().await
+                && let Some(broken) =
+                    unstored_confirmation(coverage, &confirmed, stored, store).await
+            {
+                return Err(format!(
+                    "confirmed-unstored broken at {:.3} s: {broken}",
+                    elapsed.as_secs_f64()
                 ));
             }
-            let world = sim.world();
-            break Ok(Outcome {
-                trace: world.trace(),
-                messages: world.messages,
-                virtual_secs: elapsed.as_secs(),
-                expected: network.expected.len(),
-            });
+            if faults_over && stored.len() == network.expected.len() {
+                let mut leaked = Vec::new();
+                for id in &network.excluded {
+                    if held(store, id).await {
+                        leaked.push(describe(coverage, *id));
+                    }
+                }
+                if !leaked.is_empty() {
+                    return Err(format!(
+                        "converged broken: {} excluded events stored: {}",
+                        leaked.len(),
+                        leaked.join(", ")
+                    ));
+                }
+                return Ok(());
+            }
+            if elapsed > faults.until + CONVERGENCE_DEADLINE {
+                let missing: Vec<&EventId> = network.expected.difference(stored).collect();
+                let descendants = missing
+                    .iter()
+                    .filter(|id| network.expected_descendants.contains(id))
+                    .count();
+                let missing: Vec<String> = missing
+                    .iter()
+                    .take(3)
+                    .map(|id| describe(coverage, **id))
+                    .collect();
+                return Err(format!(
+                    "converged broken: {} of {} expected events stored {} s after faults \
+                     stopped ({descendants} of the missing are descendants of direct members); \
+                     missing {}",
+                    stored.len(),
+                    network.expected.len(),
+                    (elapsed - faults.until).as_secs(),
+                    missing.join(", ")
+                ));
+            }
         }
-        if elapsed > faults.until + CONVERGENCE_DEADLINE {
-            let missing: Vec<&EventId> = network.expected.difference(&stored).collect();
-            let descendants = missing
-                .iter()
-                .filter(|id| network.expected_descendants.contains(id))
-                .count();
-            let missing: Vec<String> = missing
-                .iter()
-                .take(3)
-                .map(|id| describe(&coverage, **id))
-                .collect();
-            break Err(format!(
-                "converged broken: {} of {} expected events stored {} s after faults stopped \
-                 ({descendants} of the missing are descendants of direct members); missing {}",
-                stored.len(),
-                network.expected.len(),
-                (elapsed - faults.until).as_secs(),
-                missing.join(", ")
-            ));
-        }
-    };
-    engine.shutdown().await;
-    result
+    }
 }
 
 /// Whether the store holds the event (`EventStore::contains` also answers yes for events it
