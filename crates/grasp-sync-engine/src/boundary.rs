@@ -45,17 +45,19 @@ pub trait EventStore: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// The stored events that tag one of `roots` with `e`, `E` or `q` (the roots' direct
-    /// members), at most `limit`. The engine reads them when the self feed brings roots, so
-    /// the descendants of members stored before a restart are covered again, live and in
-    /// history, although no relay delivers those members again. A store that cannot answer
-    /// returns nothing: members are then learned only as relays deliver them.
+    /// The newest `limit` stored events created at or before `until` (any time when `None`)
+    /// that tag one of `roots` with `e`, `E` or `q` (the roots' direct members), newest
+    /// first. The engine reads them, a page at a time, when the self feed brings roots, so the
+    /// descendants of members stored before a restart are covered again, live and in history,
+    /// although no relay delivers those members again. A store that cannot answer returns
+    /// nothing: members are then learned only as relays deliver them.
     async fn events_tagging(
         &self,
         roots: &[EventId],
+        until: Option<Timestamp>,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
-        let _ = (roots, limit);
+        let _ = (roots, until, limit);
         Ok(Vec::new())
     }
 

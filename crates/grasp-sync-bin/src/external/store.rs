@@ -121,9 +121,10 @@ impl EventStore for ExternalStore {
     async fn events_tagging(
         &self,
         roots: &[EventId],
+        until: Option<Timestamp>,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
-        self.guarded.events_tagging(roots, limit).await
+        self.guarded.events_tagging(roots, until, limit).await
     }
 }
 

@@ -1,26 +1,33 @@
-//! Direct-member descendants, driven: the actor records members as events arrive, and on
-//! each maintenance tick opens live coverage and a historic batch for the members new to each
-//! relay, and the paced fallback's next group on a constrained relay. Which members, when a
+//! Direct-member descendants, driven: the actor records members as events arrive, and those
+//! the store holds when the self feed brings their roots (a background read, so a restart
+//! keeps covering them), and on each maintenance tick opens live coverage and a historic batch
+//! for the members new to each relay, and the paced fallback's next group on a constrained
+//! relay. Which members, when a
 //! batch uncovers them and when the fallback sweeps are decided in
 //! [`crate::machine::descendant_coverage`]. Recovered descendants never become members
 //! themselves.
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
 use grasp_sync_filters::{Coverage, CoverageTier, FilterBudget, Window, descendant_filters};
 use grasp_sync_model::{BatchId, PendingItems, RelayUrl};
-use nostr::Event;
 use nostr::nips::nip01::Coordinate;
-use std::collections::HashSet;
-
-use nostr::EventId;
+use nostr::{Event, EventId, Timestamp};
+use tokio::sync::mpsc;
 
 use super::Actor;
 use super::negentropy::JobReport;
+use crate::boundary::EventStore;
 use crate::machine::descendant_coverage::{
     DescendantCoverage, MAX_MEMBERS, MemberRecord, Members, Recorded,
 };
 
 /// Roots whose stored members one store query reads.
 const MEMBER_READ_CHUNK: usize = 500;
+/// Stored events one store query reads at most, so a root with very many replies is read a
+/// page at a time.
+const MEMBER_READ_PAGE: usize = 1_000;
 
 impl Actor {
     /// Remembers `event` as a direct member if it tags one of our roots.
@@ -40,9 +47,9 @@ impl Actor {
     }
 
     /// Reads, off the actor, the direct members the store holds of `roots` (roots the self
-    /// feed brought that are ours), one chunk of roots per store query; each chunk's members
-    /// come back as a [`JobReport::StoredMembers`]. After a restart, relays do not deliver the
-    /// members the store holds again, so this is how their descendants stay covered.
+    /// feed brought that are ours), up to as many as the members' cap leaves room for; see
+    /// [`read_members`]. After a restart, relays do not deliver the members the store holds
+    /// again, so this is how their descendants stay covered.
     pub(super) fn read_stored_members(&self, mut roots: Vec<EventId>) {
         let room = MAX_MEMBERS.saturating_sub(self.members.len());
         if roots.is_empty() || room == 0 {
@@ -52,24 +59,7 @@ impl Actor {
         roots.dedup();
         let store = self.ingestor.store();
         let jobs = self.jobs_tx.clone();
-        tokio::spawn(async move {
-            for chunk in roots.chunks(MEMBER_READ_CHUNK) {
-                let of: HashSet<EventId> = chunk.iter().copied().collect();
-                let members = match store.events_tagging(chunk, room).await {
-                    Ok(events) => events
-                        .iter()
-                        .filter_map(|event| MemberRecord::of(event, &of))
-                        .collect(),
-                    Err(error) => {
-                        tracing::warn!(%error, "the stored members of roots were not read; their descendants are covered once relays deliver them");
-                        return;
-                    }
-                };
-                if jobs.send(JobReport::StoredMembers(members)).await.is_err() {
-                    return;
-                }
-            }
-        });
+        tokio::spawn(read_members(store, roots, room, jobs));
     }
 
     /// Remembers the direct members the store holds of roots the self feed brought (read by
@@ -268,5 +258,169 @@ impl Actor {
         if let Some(runtime) = self.runtimes.get_mut(relay) {
             runtime.machine.descendants = DescendantCoverage::default();
         }
+    }
+}
+
+/// The background job of [`Actor::read_stored_members`]: the stored members of `roots`, at
+/// most `room`, [`MEMBER_READ_CHUNK`] roots and [`MEMBER_READ_PAGE`] events per store query,
+/// each page's members reported as a [`JobReport::StoredMembers`]. A full page is followed by
+/// the next, older one, from the oldest second of the page (its events there come again and
+/// are skipped); a full page all of one second moves past that second, so members beyond a
+/// page in a single second are left to the relays. A read that fails ends the job:
+/// the members it did not read are learned as relays deliver them.
+async fn read_members(
+    store: Arc<dyn EventStore>,
+    roots: Vec<EventId>,
+    room: usize,
+    jobs: mpsc::Sender<JobReport>,
+) {
+    let mut left = room;
+    for chunk in roots.chunks(MEMBER_READ_CHUNK) {
+        let of: HashSet<EventId> = chunk.iter().copied().collect();
+        let mut until: Option<Timestamp> = None;
+        // The events of the previous page's oldest second, which the next page reads again.
+        let mut boundary: HashSet<EventId> = HashSet::new();
+        while left > 0 {
+            let limit = MEMBER_READ_PAGE.min(left + boundary.len());
+            let page = match store.events_tagging(chunk, until, limit).await {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::warn!(%error, "the stored members of roots were not read; their descendants are covered once relays deliver them");
+                    return;
+                }
+            };
+            let oldest = page.last().map(|event| event.created_at);
+            let full = page.len() == limit;
+            let members: Vec<MemberRecord> = page
+                .iter()
+                .filter(|event| !boundary.contains(&event.id))
+                .filter_map(|event| MemberRecord::of(event, &of))
+                .take(left)
+                .collect();
+            boundary = page
+                .iter()
+                .filter(|event| Some(event.created_at) == oldest)
+                .map(|event| event.id)
+                .collect();
+            left = left.saturating_sub(members.len());
+            if !members.is_empty() && jobs.send(JobReport::StoredMembers(members)).await.is_err() {
+                return;
+            }
+            let Some(oldest) = oldest.filter(|_| full) else {
+                break;
+            };
+            until = if until == Some(oldest) {
+                match oldest.as_secs().checked_sub(1) {
+                    Some(earlier) => Some(Timestamp::from_secs(earlier)),
+                    None => break,
+                }
+            } else {
+                Some(oldest)
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use async_trait::async_trait;
+    use grasp_sync_model::RelayUrl;
+    use nostr::{Event, EventBuilder, Filter, Keys, Kind, Tag};
+
+    use super::*;
+    use crate::boundary::IngestOutcome;
+    use crate::error::StoreError;
+
+    /// A store holding `events` that answers only `events_tagging`, newest first.
+    struct Held(Vec<Event>);
+
+    #[async_trait]
+    impl EventStore for Held {
+        async fn ingest(&self, _: Event, _: &RelayUrl) -> Result<IngestOutcome, StoreError> {
+            Ok(IngestOutcome::Duplicate)
+        }
+
+        async fn contains(&self, _: &EventId) -> Result<bool, StoreError> {
+            Ok(false)
+        }
+
+        async fn negentropy_items(
+            &self,
+            _: Filter,
+        ) -> Result<Vec<(EventId, Timestamp)>, StoreError> {
+            Ok(Vec::new())
+        }
+
+        async fn events_tagging(
+            &self,
+            _: &[EventId],
+            until: Option<Timestamp>,
+            limit: usize,
+        ) -> Result<Vec<Event>, StoreError> {
+            let mut page: Vec<Event> = self
+                .0
+                .iter()
+                .filter(|e| until.is_none_or(|until| e.created_at <= until))
+                .cloned()
+                .collect();
+            page.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
+            page.truncate(limit);
+            Ok(page)
+        }
+    }
+
+    /// `count` replies to `root`, the n-th created at `at(n)`.
+    fn replies(root: EventId, count: usize, at: impl Fn(usize) -> u64) -> Vec<Event> {
+        let keys = Keys::generate();
+        (0..count)
+            .map(|n| {
+                EventBuilder::new(Kind::from(1111), format!("reply {n}"))
+                    .tags([Tag::parse(["E", &root.to_hex()]).expect("tag")])
+                    .custom_created_at(Timestamp::from_secs(at(n)))
+                    .sign_with_keys(&keys)
+                    .expect("signed")
+            })
+            .collect()
+    }
+
+    /// The distinct members `read_members` reports for `events` of `root`, with `room`, and
+    /// how many reports it sent.
+    async fn read(events: Vec<Event>, root: EventId, room: usize) -> (BTreeSet<EventId>, usize) {
+        let (jobs, mut reports) = mpsc::channel(64);
+        read_members(Arc::new(Held(events)), vec![root], room, jobs).await;
+        let mut members = BTreeSet::new();
+        let mut sent = 0;
+        while let Ok(JobReport::StoredMembers(page)) = reports.try_recv() {
+            sent += 1;
+            members.extend(page.into_iter().map(|m| m.id));
+        }
+        (members, sent)
+    }
+
+    #[tokio::test]
+    async fn stored_members_are_read_a_page_at_a_time_up_to_the_room_left() {
+        let root = EventId::from_byte_array([1; 32]);
+        let events = replies(root, 2_500, |n| 1_000 + n as u64);
+        let all: BTreeSet<EventId> = events.iter().map(|e| e.id).collect();
+        let (members, sent) = read(events.clone(), root, MAX_MEMBERS).await;
+        assert_eq!(members, all, "every member, over pages");
+        assert!(sent >= 3, "{sent} pages");
+        let (members, _) = read(events, root, 1_500).await;
+        assert_eq!(members.len(), 1_500, "no more than the room left");
+    }
+
+    #[tokio::test]
+    async fn a_full_page_of_one_second_moves_past_that_second() {
+        let root = EventId::from_byte_array([1; 32]);
+        let mut events = replies(root, MEMBER_READ_PAGE + 200, |_| 5_000);
+        events.extend(replies(root, 10, |n| 4_000 + n as u64));
+        let (members, _) = read(events, root, MAX_MEMBERS).await;
+        assert_eq!(
+            members.len(),
+            MEMBER_READ_PAGE + 10,
+            "one page of the crowded second, then the older members"
+        );
     }
 }

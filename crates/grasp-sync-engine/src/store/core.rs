@@ -259,11 +259,12 @@ impl StoreCore {
             .map_err(backend)
     }
 
-    /// The stored events that tag one of `roots` with `e`, `E` or `q`, at most `limit`
-    /// ([`EventStore::events_tagging`](crate::EventStore::events_tagging)).
+    /// The newest `limit` stored events up to `until` that tag one of `roots` with `e`, `E`
+    /// or `q`, newest first ([`EventStore::events_tagging`](crate::EventStore::events_tagging)).
     pub(crate) async fn events_tagging(
         &self,
         roots: &[EventId],
+        until: Option<Timestamp>,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
         let mut found: Vec<Event> = Vec::new();
@@ -275,16 +276,15 @@ impl StoreCore {
             SingleLetterTag::uppercase(Alphabet::E),
             SingleLetterTag::lowercase(Alphabet::Q),
         ] {
-            let room = limit.saturating_sub(found.len());
-            if room == 0 {
-                break;
-            }
-            let filter = Filter::new()
+            let mut filter = Filter::new()
                 .custom_tags(letter, roots.iter().map(EventId::to_hex))
-                .limit(room);
+                .limit(limit);
+            if let Some(until) = until {
+                filter = filter.until(until);
+            }
             found.extend(self.database.query(filter).await.map_err(backend)?);
         }
-        found.sort_unstable_by_key(|event| event.id);
+        found.sort_unstable_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
         found.dedup_by_key(|event| event.id);
         found.truncate(limit);
         Ok(found)

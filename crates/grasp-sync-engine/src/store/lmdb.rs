@@ -188,9 +188,10 @@ impl EventStore for LmdbStore {
     async fn events_tagging(
         &self,
         roots: &[EventId],
+        until: Option<Timestamp>,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
-        self.core.events_tagging(roots, limit).await
+        self.core.events_tagging(roots, until, limit).await
     }
 }
 

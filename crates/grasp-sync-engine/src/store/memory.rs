@@ -177,9 +177,10 @@ impl EventStore for MemoryStore {
     async fn events_tagging(
         &self,
         roots: &[EventId],
+        until: Option<Timestamp>,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
-        self.core.events_tagging(roots, limit).await
+        self.core.events_tagging(roots, until, limit).await
     }
 }
 

@@ -125,32 +125,30 @@ async fn the_stored_events_tagging_roots_are_their_replies_by_e_upper_e_and_q() 
     {
         store.ingest(e, &source()).await.expect("ingest");
     }
-    let mut tagging: Vec<_> = store
-        .events_tagging(&[first.id], 10)
-        .await
-        .expect("read")
-        .into_iter()
-        .map(|e| e.id)
-        .collect();
-    tagging.sort_unstable();
-    let mut expected: Vec<_> = replies.iter().map(|e| e.id).collect();
-    expected.sort_unstable();
+    let read = |until: Option<u64>, limit: usize| {
+        let store = &store;
+        async move {
+            store
+                .events_tagging(&[first.id], until.map(Timestamp::from), limit)
+                .await
+                .expect("read")
+                .into_iter()
+                .map(|e| e.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    // Newest first: the replies were created at 20, 21 and 22.
+    let newest_first: Vec<_> = replies.iter().rev().map(|e| e.id).collect();
     assert_eq!(
-        tagging, expected,
+        read(None, 10).await,
+        newest_first,
         "the replies to the first issue, not a `p` mention"
     );
-    assert_eq!(
-        store
-            .events_tagging(&[first.id], 2)
-            .await
-            .expect("read")
-            .len(),
-        2,
-        "at most the limit"
-    );
+    assert_eq!(read(None, 2).await, newest_first[..2], "at most the limit");
+    assert_eq!(read(Some(21), 10).await, newest_first[1..], "up to `until`");
     assert!(
         store
-            .events_tagging(&[], 10)
+            .events_tagging(&[], None, 10)
             .await
             .expect("read")
             .is_empty()
