@@ -59,25 +59,14 @@ pub(crate) fn late_events(
             at(rng, now, announced),
         )
         .map_err(|e| format!("late root: {e}"))?;
-        let how = ThreadTag::ALL[rng.random_range(0..ThreadTag::ALL.len())];
-        let reply = nip34::reply(
-            &keys,
-            &root,
-            how,
-            "a reply to it",
-            at(rng, now, root.created_at),
-        )
-        .map_err(|e| format!("late reply: {e}"))?;
-        late.push(LateEvent {
-            relay,
-            event: root,
-            expected,
-        });
-        late.push(LateEvent {
-            relay,
-            event: reply,
-            expected,
-        });
+        let reply = late_reply(rng, &keys, now, &root, "a reply to it")?;
+        for event in [root, reply] {
+            late.push(LateEvent {
+                relay,
+                event,
+                expected,
+            });
+        }
         if !expected || repo.roots.is_empty() {
             continue;
         }
@@ -85,20 +74,13 @@ pub(crate) fn late_events(
         let Some(old_root) = events.get(&old_root) else {
             continue;
         };
-        let how = ThreadTag::ALL[rng.random_range(0..ThreadTag::ALL.len())];
-        let reply = nip34::reply(
+        let mut replies = vec![late_reply(
+            rng,
             &keys,
+            now,
             old_root,
-            how,
             "a late reply to an old root",
-            at(rng, now, old_root.created_at),
-        )
-        .map_err(|e| format!("late reply: {e}"))?;
-        late.push(LateEvent {
-            relay,
-            event: reply,
-            expected,
-        });
+        )?];
         let root_hex = old_root.id.to_hex();
         let direct = events.values().find(|e| {
             network.expected.contains(&e.id)
@@ -108,23 +90,36 @@ pub(crate) fn late_events(
                     .any(|t| t.as_slice().get(1).is_some_and(|v| *v == root_hex))
         });
         if let Some(direct) = direct {
-            let how = ThreadTag::ALL[rng.random_range(0..ThreadTag::ALL.len())];
-            let descendant = nip34::reply(
+            replies.push(late_reply(
+                rng,
                 &keys,
+                now,
                 direct,
-                how,
                 "a late reply to a reply",
-                at(rng, now, direct.created_at),
-            )
-            .map_err(|e| format!("late descendant: {e}"))?;
+            )?);
+        }
+        for event in replies {
             late.push(LateEvent {
                 relay,
-                event: descendant,
+                event,
                 expected,
             });
         }
     }
     Ok(late)
+}
+
+/// A reply to `parent` by `keys`, tagging it in a way drawn from `rng`, dated by [`at`].
+fn late_reply(
+    rng: &mut ChaCha8Rng,
+    keys: &Keys,
+    now: Timestamp,
+    parent: &Event,
+    content: &str,
+) -> Result<Event, String> {
+    let how = ThreadTag::ALL[rng.random_range(0..ThreadTag::ALL.len())];
+    nip34::reply(keys, parent, how, content, at(rng, now, parent.created_at))
+        .map_err(|e| format!("late reply: {e}"))
 }
 
 /// A `created_at` after `floor` and not after `now`: within the hour before `now`, or one
