@@ -68,7 +68,7 @@ pub(crate) enum JobReport {
         key: SessionKey,
         subscription_id: SubscriptionId,
     },
-    /// The direct members the store holds of one chunk of roots the self feed brought.
+    /// One page of the direct members the store holds of roots the self feed brought.
     StoredMembers(Vec<MemberRecord>),
 }
 
