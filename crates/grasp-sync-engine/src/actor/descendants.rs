@@ -182,7 +182,7 @@ impl Actor {
             .get(relay)
             .and_then(|runtime| runtime.machine.place_over_holdings())
         {
-            return self.place_over_holdings(relay, placement, PendingItems::default());
+            return self.put_over_holdings(relay, placement, PendingItems::default());
         }
         let coverage = Coverage {
             direct_members: ids,

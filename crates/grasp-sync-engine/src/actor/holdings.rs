@@ -118,7 +118,7 @@ impl Actor {
             return false;
         };
         self.open_live_for(relay, needs, Vec::new());
-        let _ = self.place_over_holdings(relay, placement, needs.clone());
+        let _ = self.put_over_holdings(relay, placement, needs.clone());
         self.drive_queue(relay);
         true
     }
@@ -127,7 +127,7 @@ impl Actor {
     /// descendants) where `placement` says, in a round over `relay`'s holdings: the batch of
     /// the queued round, the next round's, or a new round's. The batch that carries them, or
     /// `None` when it is gone or no round could be queued (the items are derived again later).
-    pub(super) fn place_over_holdings(
+    pub(super) fn put_over_holdings(
         &mut self,
         relay: &RelayUrl,
         placement: HoldingsPlacement,
