@@ -289,10 +289,7 @@ async fn run_seed(seed: u64, shape: Shape) -> Result<Outcome, String> {
             (url.clone(), relay)
         })
         .collect();
-    let mut faults = FaultPlan::draw(&mut rng);
-    if std::env::var_os("GRASP_SYNC_SIM_NO_FAULTS").is_some() {
-        faults = FaultPlan::none();
-    }
+    let faults = draw_faults(&mut rng);
     let sim = SimNetwork::new(
         relays,
         ChaCha8Rng::seed_from_u64(rng.random()),
@@ -358,10 +355,7 @@ async fn run_seed(seed: u64, shape: Shape) -> Result<Outcome, String> {
             }
             network.relay_events[late.relay].push(late.event);
         }
-        let mut faults = FaultPlan::draw(&mut rng);
-        if std::env::var_os("GRASP_SYNC_SIM_NO_FAULTS").is_some() {
-            faults = FaultPlan::none();
-        }
+        let faults = draw_faults(&mut rng);
         sim.start_faults(faults.clone());
         let engine = SyncEngine::start(engine_config(bootstrap, seed), engine_parts())
             .await
@@ -482,6 +476,16 @@ impl Watched<'_> {
             }
         }
     }
+}
+
+/// The seed's next draw of faults, or none where the environment turns them off
+/// (`GRASP_SYNC_SIM_NO_FAULTS`); the draw is made either way, so the seed's other draws stay.
+fn draw_faults(rng: &mut ChaCha8Rng) -> FaultPlan {
+    let faults = FaultPlan::draw(rng);
+    if std::env::var_os("GRASP_SYNC_SIM_NO_FAULTS").is_some() {
+        return FaultPlan::none();
+    }
+    faults
 }
 
 /// Whether the store holds the event (`EventStore::contains` also answers yes for events it
